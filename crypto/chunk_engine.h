@@ -1,0 +1,56 @@
+// The engine interface: everything the filesystem asks of a cipher backend. A backend seals and
+// opens batches of independent chunks with AES-256-GCM; the cpu engine (OpenSSL) and the gpu
+// engine (our CUDA kernels) implement it and must produce bit-identical output.
+//
+// Why batches: one FUSE read or write of up to 1 MiB touches many chunks, and concurrent requests
+// can be gathered further; a batch is what lets the cpu engine spread work over cores and the gpu
+// engine fill an H100 whose 132 SMs a single 64 KiB chunk cannot occupy.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "crypto/secret.h"
+
+namespace gcfs {
+
+constexpr std::size_t kChunkKeyBytes = 32;
+constexpr std::size_t kChunkNonceBytes = 12;
+constexpr std::size_t kChunkTagBytes = 16;
+constexpr std::size_t kMaxChunkAadBytes = 64;
+
+using ChunkKey = SecretKey<kChunkKeyBytes>;
+
+// One chunk to seal or open. GCM as NIST SP 800-38D specifies it with a 96-bit IV: the counter
+// block of 16-byte block i of the chunk is nonce || be32(i + 2), block 1 masks the tag.
+struct ChunkOp {
+  const ChunkKey* key = nullptr;                // must stay alive for the call
+  std::array<std::uint8_t, kChunkNonceBytes> nonce{};
+  const std::uint8_t* aad = nullptr;            // at most kMaxChunkAadBytes
+  std::size_t aad_len = 0;
+  const std::uint8_t* in = nullptr;             // seal: plaintext; open: ciphertext
+  std::uint8_t* out = nullptr;                  // len bytes; may equal in
+  std::size_t len = 0;                          // any length, 0 included
+  std::array<std::uint8_t, kChunkTagBytes> tag{};  // seal: written; open: the tag to check
+  bool ok = false;                              // open: true only if the tag matched
+};
+
+class ChunkEngine {
+ public:
+  virtual ~ChunkEngine() = default;
+  // "cpu", "gpu", "auto": what `info`, logs and benchmarks print.
+  virtual std::string name() const = 0;
+  // Both calls are safe from many threads at once; the gpu engine relies on concurrent callers
+  // to form large batches. They return when every op of the batch is done.
+  //
+  // seal: encrypts in -> out and writes tag for every op.
+  virtual void seal(std::span<ChunkOp> ops) = 0;
+  // open: decrypts in -> out and sets ok. For an op whose tag does not match, ok is false and out
+  // holds zeros, never unauthenticated plaintext.
+  virtual void open(std::span<ChunkOp> ops) = 0;
+};
+
+}  // namespace gcfs

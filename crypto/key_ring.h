@@ -1,0 +1,36 @@
+// Every key a vault uses, derived from its one random master key with HKDF-SHA256 and a distinct
+// label per purpose, so that no key ever serves two purposes.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+
+#include "crypto/chunk_engine.h"
+#include "crypto/secret.h"
+
+namespace gcfs {
+
+constexpr std::size_t kMasterKeyBytes = 32;
+constexpr std::size_t kFileIdBytes = 16;
+using FileId = std::array<std::uint8_t, kFileIdBytes>;
+using NamesKey = SecretKey<64>;  // AES-256-SIV takes two AES-256 keys
+using BlobKey = SecretKey<32>;   // AES-256-GCM for symlink targets and xattr values
+
+class KeyRing {
+ public:
+  explicit KeyRing(std::span<const std::uint8_t> master_key);
+
+  // The content key of one file: HKDF(master, salt = file ID). A fresh file ID per file means no
+  // two files share a key, so the per-key GCM message limits apply per file, not per vault.
+  ChunkKey content_key(const FileId& file_id) const;
+  const NamesKey& names_key() const { return names_; }
+  const BlobKey& blob_key() const { return blob_; }
+
+ private:
+  SecretKey<kMasterKeyBytes> master_;
+  NamesKey names_;
+  BlobKey blob_;
+};
+
+}  // namespace gcfs

@@ -1,0 +1,194 @@
+#include "crypto/vault_config.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "crypto/aes_gcm.h"
+#include "crypto/base64url.h"
+#include "crypto/errors.h"
+#include "crypto/key_ring.h"
+#include "crypto/random.h"
+
+namespace gcfs {
+namespace {
+
+using json = nlohmann::json;
+
+const std::vector<std::string> kFeatures = {"dir_iv", "long_names", "hkdf_file_keys", "siv_names", "holes"};
+
+std::span<const std::uint8_t> as_bytes(std::string_view s) {
+  return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
+}
+
+json public_fields(const VaultConfig& c) {
+  json j;
+  j["format"] = "gpucryptfs";
+  j["version"] = c.version;
+  j["kind"] = c.kind == VaultKind::Volume ? "volume" : "directory";
+  j["cipher"] = c.cipher;
+  j["chunk_size"] = c.chunk_size;
+  if (c.kind == VaultKind::Volume) j["volume_size"] = c.volume_size;
+  j["kdf"] = {{"name", "scrypt"}, {"log_n", c.scrypt.log_n}, {"r", c.scrypt.r}, {"p", c.scrypt.p},
+              {"salt", base64_encode(c.salt)}};
+  j["features"] = c.features;
+  return j;
+}
+
+SecretBytes wrapping_key(const VaultConfig& c, std::string_view password) {
+  return scrypt(password, c.salt, c.scrypt, kGcmKeyBytes);
+}
+
+std::vector<std::uint8_t> decode_field(const json& j, const char* name, std::size_t want_len = 0) {
+  if (!j.contains(name) || !j[name].is_string())
+    throw CorruptData(std::string("config field '") + name + "' is missing or not a string");
+  auto v = base64_decode(j[name].get<std::string>());
+  if (!v || (want_len && v->size() != want_len))
+    throw CorruptData(std::string("config field '") + name + "' is not valid base64 of the right length");
+  return *v;
+}
+
+}  // namespace
+
+bool valid_chunk_size(std::uint64_t n) {
+  return n >= kMinChunkSize && n <= kMaxChunkSize && (n & (n - 1)) == 0;
+}
+
+std::string VaultConfig::authenticated_fields() const { return public_fields(*this).dump(); }
+
+VaultConfig VaultConfig::create(std::string_view password, std::uint32_t chunk_size, const ScryptParams& params,
+                                VaultKind kind, SecretBytes* master_out) {
+  if (!valid_chunk_size(chunk_size))
+    throw UserError("chunk size must be a power of two from 4096 to 1048576 bytes, got " + std::to_string(chunk_size));
+  VaultConfig c;
+  c.kind = kind;
+  c.chunk_size = chunk_size;
+  c.scrypt = params;
+  c.features = kFeatures;
+  SecretBytes master(kMasterKeyBytes);
+  random_bytes(master);
+  c.rewrap(master, password);
+  if (master_out) *master_out = std::move(master);
+  return c;
+}
+
+void VaultConfig::rewrap(const SecretBytes& master, std::string_view new_password) {
+  salt.assign(32, 0);
+  random_bytes(salt);
+  random_bytes(key_nonce);
+  SecretBytes kek = wrapping_key(*this, new_password);
+  const std::string aad = authenticated_fields();
+  wrapped_key.assign(master.size(), 0);
+  key_tag = gcm_seal(kek, key_nonce, as_bytes(aad), master, wrapped_key.data());
+}
+
+SecretBytes VaultConfig::unlock(std::string_view password) const {
+  SecretBytes kek = wrapping_key(*this, password);
+  const std::string aad = authenticated_fields();
+  SecretBytes master(wrapped_key.size());
+  if (!gcm_open(kek, key_nonce, as_bytes(aad), wrapped_key, key_tag, master.data()))
+    throw WrongPassword("wrong password (or the config file's fields were edited: its authentication failed)");
+  return master;
+}
+
+std::string VaultConfig::to_json() const {
+  json j = public_fields(*this);
+  j["encrypted_key"] = {{"nonce", base64_encode(key_nonce)},
+                        {"ciphertext", base64_encode(wrapped_key)},
+                        {"tag", base64_encode(key_tag)}};
+  return j.dump(2) + "\n";
+}
+
+VaultConfig VaultConfig::from_json(std::string_view text) {
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) throw CorruptData("the config file is not valid JSON");
+  VaultConfig c;
+  try {
+    if (j.value("format", "") != "gpucryptfs") throw CorruptData("the config file is not a gpucryptfs config");
+    c.version = j.at("version").get<int>();
+    if (c.version != kFormatVersion)
+      throw UserError("the config has format version " + std::to_string(c.version) + "; this gpucryptfs reads version " +
+                      std::to_string(kFormatVersion) + " only (a newer gpucryptfs may be needed)");
+    const std::string kind = j.at("kind").get<std::string>();
+    if (kind == "volume") c.kind = VaultKind::Volume;
+    else if (kind != "directory") throw CorruptData("config field 'kind' is '" + kind + "'");
+    c.cipher = j.at("cipher").get<std::string>();
+    if (c.cipher != "AES-256-GCM") throw CorruptData("unsupported cipher '" + c.cipher + "' in config");
+    const auto chunk = j.at("chunk_size").get<std::uint64_t>();
+    if (!valid_chunk_size(chunk)) throw CorruptData("config field 'chunk_size' is " + std::to_string(chunk));
+    c.chunk_size = static_cast<std::uint32_t>(chunk);
+    if (c.kind == VaultKind::Volume) c.volume_size = j.at("volume_size").get<std::uint64_t>();
+    const json& kdf = j.at("kdf");
+    if (kdf.at("name").get<std::string>() != "scrypt") throw CorruptData("config names an unknown KDF");
+    c.scrypt.log_n = kdf.at("log_n").get<int>();
+    c.scrypt.r = kdf.at("r").get<int>();
+    c.scrypt.p = kdf.at("p").get<int>();
+    if (c.scrypt.log_n < 10 || c.scrypt.log_n > 28 || c.scrypt.r < 1 || c.scrypt.r > 64 || c.scrypt.p < 1 || c.scrypt.p > 16)
+      throw CorruptData("config has out-of-range scrypt parameters");
+    c.salt = decode_field(kdf, "salt");
+    if (c.salt.size() < 16) throw CorruptData("config field 'salt' is too short");
+    c.features = j.at("features").get<std::vector<std::string>>();
+    for (const auto& f : c.features)
+      if (std::find(kFeatures.begin(), kFeatures.end(), f) == kFeatures.end())
+        throw UserError("the config needs feature '" + f + "', which this gpucryptfs does not know");
+    const json& ek = j.at("encrypted_key");
+    auto nonce = decode_field(ek, "nonce", 12);
+    std::copy(nonce.begin(), nonce.end(), c.key_nonce.begin());
+    c.wrapped_key = decode_field(ek, "ciphertext", kMasterKeyBytes);
+    auto tag = decode_field(ek, "tag", 16);
+    std::copy(tag.begin(), tag.end(), c.key_tag.begin());
+  } catch (const json::exception& e) {
+    throw CorruptData(std::string("the config file is missing a field or has one of the wrong type (") + e.what() + ")");
+  }
+  return c;
+}
+
+VaultConfig VaultConfig::load_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UserError("cannot read the config " + path + ": " + std::strerror(errno) + " (is this a gpucryptfs vault? create one with 'gpucryptfs init')");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  try {
+    return from_json(ss.str());
+  } catch (const CorruptData& e) {
+    throw CorruptData(path + ": " + e.what());
+  }
+}
+
+void VaultConfig::save_file(const std::string& path) const {
+  const std::string tmp = path + ".tmp";
+  const std::string text = to_json();
+  ::unlink(tmp.c_str());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0400);
+  if (fd < 0) throw UserError("cannot write " + tmp + ": " + std::strerror(errno));
+  std::size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int e = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw UserError("cannot write " + tmp + ": " + std::strerror(e));
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    int e = errno;
+    ::unlink(tmp.c_str());
+    throw UserError("cannot write " + tmp + ": " + std::strerror(e));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int e = errno;
+    ::unlink(tmp.c_str());
+    throw UserError("cannot replace " + path + ": " + std::strerror(e));
+  }
+}
+
+}  // namespace gcfs

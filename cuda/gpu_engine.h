@@ -1,0 +1,52 @@
+// The gpu engine's public face: plain C++, no CUDA headers, so fs/ and mount/ can create and
+// describe it whether or not this binary was built with nvcc.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "crypto/chunk_engine.h"
+
+namespace gcfs {
+
+struct GpuInfo {
+  int index = 0;
+  std::string name;
+  int sm_count = 0;
+  int cc_major = 0, cc_minor = 0;
+  std::size_t memory_bytes = 0;
+};
+
+struct GpuOptions {
+  std::vector<int> devices;                         // empty: every visible GPU
+  int streams_per_gpu = 4;
+  std::size_t max_batch_bytes = 32u << 20;          // one launch gathers at most this much
+  std::chrono::microseconds gather_wait{30};        // how long a batch waits for company
+};
+
+// True when this binary contains the CUDA kernels.
+bool gpu_support_compiled();
+
+// The GPUs this process can use. When there are none, *why_none (if given) says why in words a
+// user can act on ("built without CUDA", "no CUDA driver", "no device").
+std::vector<GpuInfo> list_gpus(std::string* why_none = nullptr);
+
+// Throws UserError naming the GPU problem when no usable GPU is present. Batches that fail on
+// the GPU are logged and redone on `fallback`, which must outlive the engine.
+std::unique_ptr<ChunkEngine> make_gpu_engine(const GpuOptions& options, ChunkEngine& fallback);
+
+// Kernel-only measurements for `gpucryptfs bench` and the GPU benchmarks: data already resident
+// on the device, timed with CUDA events, median of several passes. Throw UserError without a GPU.
+std::vector<std::string> gpu_kernel_variants();  // "coarse" (a thread per AES block), "fine" (several)
+struct GpuKernelTiming {
+  double seconds = 0;      // median seconds for one pass over total_bytes
+  std::size_t bytes = 0;   // plaintext bytes per pass
+};
+// what: "ctr" (keystream and XOR only) or "seal" (CTR and GHASH, tags written).
+GpuKernelTiming gpu_kernel_benchmark(const std::string& variant, const std::string& what, std::size_t chunk_size,
+                                     std::size_t total_bytes, int device = 0);
+
+}  // namespace gcfs

@@ -1,0 +1,25 @@
+// Built instead of the CUDA sources when nvcc is absent: the gpu engine exists as a name that
+// explains why it cannot run.
+#include "crypto/errors.h"
+#include "cuda/gpu_engine.h"
+
+namespace gcfs {
+
+bool gpu_support_compiled() { return false; }
+
+std::vector<GpuInfo> list_gpus(std::string* why_none) {
+  if (why_none) *why_none = "this gpucryptfs was built without CUDA (nvcc was not found at build time)";
+  return {};
+}
+
+std::unique_ptr<ChunkEngine> make_gpu_engine(const GpuOptions&, ChunkEngine&) {
+  throw UserError("the gpu engine is not available: this gpucryptfs was built without CUDA (nvcc was not found at build time)");
+}
+
+std::vector<std::string> gpu_kernel_variants() { return {}; }
+
+GpuKernelTiming gpu_kernel_benchmark(const std::string&, const std::string&, std::size_t, std::size_t, int) {
+  throw UserError("no GPU kernels: this gpucryptfs was built without CUDA");
+}
+
+}  // namespace gcfs

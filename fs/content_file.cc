@@ -1,0 +1,397 @@
+#include "fs/content_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "crypto/random.h"
+#include "fs/log.h"
+
+namespace gcfs {
+namespace {
+
+// Per-thread scratch buffers: a FUSE worker reuses them for every request instead of allocating
+// up to a few MiB each time.
+std::vector<std::uint8_t>& scratch(int which, std::size_t n) {
+  thread_local std::vector<std::uint8_t> bufs[3];
+  auto& b = bufs[which];
+  if (b.size() < n) b.resize(n);
+  return b;
+}
+
+bool all_zero(const std::uint8_t* p, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i)
+    if (p[i]) return false;
+  return true;
+}
+
+}  // namespace
+
+ssize_t pread_full(int fd, void* buf, std::size_t len, std::uint64_t off) {
+  std::size_t done = 0;
+  while (done < len) {
+    ssize_t n = ::pread(fd, static_cast<char*>(buf) + done, len - done, static_cast<off_t>(off + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return -errno;
+    if (n == 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  return static_cast<ssize_t>(done);
+}
+
+ssize_t pwrite_full(int fd, const void* buf, std::size_t len, std::uint64_t off) {
+  std::size_t done = 0;
+  while (done < len) {
+    ssize_t n = ::pwrite(fd, static_cast<const char*>(buf) + done, len - done, static_cast<off_t>(off + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return -errno;
+    if (n == 0) return -EIO;
+    done += static_cast<std::size_t>(n);
+  }
+  return static_cast<ssize_t>(done);
+}
+
+ContentFile::ContentFile(int fd, const ChunkLayout& layout, ChunkEngine& engine, const KeyRing& keys, std::string label)
+    : fd_(fd), layout_(layout), engine_(engine), keys_(keys), label_(std::move(label)) {}
+
+int ContentFile::corrupt(const std::string& what) {
+  log::error(label_ + ": " + what);
+  return -EIO;
+}
+
+int ContentFile::load_size_locked() {
+  struct stat st {};
+  if (::fstat(fd(), &st) != 0) return -errno;
+  auto plain = layout_.plain_size(static_cast<std::uint64_t>(st.st_size));
+  if (!plain) {
+    size_valid_ = false;
+    return corrupt("ciphertext size " + std::to_string(st.st_size) +
+                   " is impossible for this vault's chunk size (truncated or damaged file)");
+  }
+  size_ = *plain;
+  size_valid_ = true;
+  return 0;
+}
+
+int ContentFile::reload() {
+  std::unique_lock lk(size_mu_);
+  {
+    std::lock_guard hl(header_mu_);
+    header_.reset();
+  }
+  return load_size_locked();
+}
+
+std::int64_t ContentFile::plain_size() {
+  {
+    std::shared_lock lk(size_mu_);
+    if (size_valid_) return static_cast<std::int64_t>(size_);
+  }
+  std::unique_lock lk(size_mu_);
+  if (!size_valid_) {
+    int r = load_size_locked();
+    if (r < 0) return r;
+  }
+  return static_cast<std::int64_t>(size_);
+}
+
+int ContentFile::ensure_header_locked(bool create) {
+  std::lock_guard hl(header_mu_);
+  if (header_) return 0;
+  std::array<std::uint8_t, kFileHeaderBytes> raw{};
+  ssize_t n = pread_full(fd(), raw.data(), raw.size(), 0);
+  if (n < 0) return static_cast<int>(n);
+  if (n == 0 && create) {
+    FileHeader h = FileHeader::random();
+    auto enc = h.encode();
+    ssize_t w = pwrite_full(fd(), enc.data(), enc.size(), 0);
+    if (w < 0) {
+      (void)::ftruncate(fd(), 0);  // leave an empty file, never a torn header
+      return static_cast<int>(w);
+    }
+    header_ = h;
+  } else {
+    if (static_cast<std::size_t>(n) < raw.size()) return corrupt("file header is truncated");
+    auto h = FileHeader::decode(raw);
+    if (!h) return corrupt("file header is not a gpucryptfs header (wrong magic or version)");
+    header_ = *h;
+  }
+  key_ = keys_.content_key(header_->id);
+  return 0;
+}
+
+int ContentFile::open_chunks_locked(ChunkRange r, std::uint8_t* out) {
+  const std::uint64_t C = layout_.chunk_size();
+  const std::uint64_t D = layout_.disk_chunk_size();
+  const std::uint64_t disk_begin = layout_.disk_offset(r.first);
+  const std::uint64_t disk_end = std::min(layout_.disk_offset(r.last + 1), layout_.cipher_size(size_));
+  if (disk_end <= disk_begin) return corrupt("internal: read past the end of the file");
+  const std::size_t disk_len = disk_end - disk_begin;
+  auto& ct = scratch(0, disk_len);
+  ssize_t n = pread_full(fd(), ct.data(), disk_len, disk_begin);
+  if (n < 0) return static_cast<int>(n);
+  if (static_cast<std::size_t>(n) != disk_len)
+    return corrupt("file is shorter than its size says (truncated underneath the mount?)");
+
+  int hr = ensure_header_locked(false);
+  if (hr < 0) return hr;
+
+  std::vector<ChunkOp> ops;
+  std::vector<std::array<std::uint8_t, kChunkAadBytes>> aads;
+  ops.reserve(r.count());
+  aads.reserve(r.count());
+  for (std::uint64_t k = r.first; k <= r.last; ++k) {
+    const std::uint64_t plen = layout_.chunk_plain_len(k, size_);
+    std::uint8_t* dst = out + (k - r.first) * C;
+    const std::uint8_t* src = ct.data() + (k - r.first) * D;
+    if (all_zero(src, plen + kChunkOverhead)) {  // a hole: never written, or punched
+      std::memset(dst, 0, plen);
+      continue;
+    }
+    aads.push_back(chunk_aad(header_->id, k));
+    ChunkOp op;
+    op.key = &key_;
+    std::copy(src, src + kChunkNonceOnDisk, op.nonce.begin());
+    op.aad = aads.back().data();
+    op.aad_len = kChunkAadBytes;
+    op.in = src + kChunkNonceOnDisk;
+    op.out = dst;
+    op.len = plen;
+    std::copy(src + kChunkNonceOnDisk + plen, src + kChunkNonceOnDisk + plen + kChunkTagOnDisk, op.tag.begin());
+    ops.push_back(op);
+  }
+  if (!ops.empty()) engine_.open(ops);
+  int result = 0;
+  for (const auto& op : ops) {
+    if (!op.ok) {
+      const std::uint64_t k = r.first + static_cast<std::uint64_t>(op.out - out) / C;
+      result = corrupt("chunk " + std::to_string(k) + " (plaintext bytes " + std::to_string(k * C) + ".." +
+                       std::to_string(k * C + op.len) + ") failed authentication: tampered or damaged");
+    }
+  }
+  return result;
+}
+
+ssize_t ContentFile::read(std::uint64_t off, std::size_t len, std::uint8_t* out) {
+  std::shared_lock lk(size_mu_);
+  if (!size_valid_) {
+    lk.unlock();
+    std::int64_t s = plain_size();
+    if (s < 0) return s;
+    lk.lock();
+  }
+  if (off >= size_ || len == 0) return 0;
+  len = static_cast<std::size_t>(std::min<std::uint64_t>(len, size_ - off));
+  const ChunkRange r = layout_.chunks_for(off, len);
+  auto guard = chunk_locks_.lock(r.first, r.last, false);
+  const std::uint64_t C = layout_.chunk_size();
+  auto& plain = scratch(1, r.count() * C);
+  int rc = open_chunks_locked(r, plain.data());
+  if (rc < 0) return rc;
+  std::memcpy(out, plain.data() + (off - r.first * C), len);
+  return static_cast<ssize_t>(len);
+}
+
+int ContentFile::seal_and_write_locked(ChunkRange r, const std::uint8_t* plain, std::uint64_t new_size) {
+  const std::uint64_t C = layout_.chunk_size();
+  const std::uint64_t D = layout_.disk_chunk_size();
+  int hr = ensure_header_locked(true);
+  if (hr < 0) return hr;
+
+  const std::uint64_t last_len = layout_.chunk_plain_len(r.last, new_size);
+  const std::size_t disk_len = (r.count() - 1) * D + last_len + kChunkOverhead;
+  auto& ct = scratch(2, disk_len);
+  std::vector<ChunkOp> ops(r.count());
+  std::vector<std::array<std::uint8_t, kChunkAadBytes>> aads(r.count());
+  // One call to the generator for every nonce of the batch.
+  std::vector<std::uint8_t> nonces(r.count() * kChunkNonceOnDisk);
+  random_bytes(nonces);
+  for (std::uint64_t i = 0; i < r.count(); ++i) {
+    const std::uint64_t k = r.first + i;
+    aads[i] = chunk_aad(header_->id, k);
+    ChunkOp& op = ops[i];
+    op.key = &key_;
+    std::copy_n(nonces.data() + i * kChunkNonceOnDisk, kChunkNonceOnDisk, op.nonce.begin());
+    op.aad = aads[i].data();
+    op.aad_len = kChunkAadBytes;
+    op.in = plain + i * C;
+    op.len = layout_.chunk_plain_len(k, new_size);
+    op.out = ct.data() + i * D + kChunkNonceOnDisk;
+  }
+  engine_.seal(ops);
+  for (std::uint64_t i = 0; i < r.count(); ++i) {
+    std::uint8_t* base = ct.data() + i * D;
+    std::copy(ops[i].nonce.begin(), ops[i].nonce.end(), base);
+    std::copy(ops[i].tag.begin(), ops[i].tag.end(), base + kChunkNonceOnDisk + ops[i].len);
+  }
+
+  const std::uint64_t disk_off = layout_.disk_offset(r.first);
+  const std::uint64_t old_cipher = layout_.cipher_size(size_);
+  const bool extends = disk_off + disk_len > old_cipher;
+  if (extends) {
+    // Reserve the space first: on a full disk the write fails here, before any byte of the file
+    // has changed. Filesystems without fallocate (some network ones) skip this step.
+    if (::fallocate(fd(), FALLOC_FL_KEEP_SIZE, static_cast<off_t>(disk_off), static_cast<off_t>(disk_len)) != 0 &&
+        errno == ENOSPC)
+      return -ENOSPC;
+  }
+  ssize_t w = pwrite_full(fd(), ct.data(), disk_len, disk_off);
+  if (w < 0) {
+    // Cut off whatever part of the new chunks landed, so the file keeps a valid size.
+    if (extends) (void)::ftruncate(fd(), static_cast<off_t>(std::max(old_cipher, kFileHeaderBytes)));
+    if (w == -ENOSPC || w == -EDQUOT) log::warning(label_ + ": write failed: disk full");
+    return static_cast<int>(w);
+  }
+  return 0;
+}
+
+ssize_t ContentFile::write_locked(std::uint64_t off, const std::uint8_t* in, std::size_t len) {
+  const std::uint64_t C = layout_.chunk_size();
+  const std::uint64_t end = off + len;
+  const std::uint64_t new_size = std::max(size_, end);
+  const ChunkRange r = layout_.chunks_for(off, len);
+  auto& plain = scratch(1, r.count() * C);
+
+  // The old bytes of an edge chunk are needed where the write leaves part of it unchanged.
+  auto needs_old = [&](std::uint64_t k) {
+    const std::uint64_t cs = k * C, ce = std::min(size_, cs + C);
+    if (cs >= size_) return false;
+    return off > cs || end < ce;
+  };
+  const bool old_first = needs_old(r.first);
+  const bool old_last = r.last != r.first && needs_old(r.last);
+  if (old_first || old_last) {
+    // Chunks between the edges are overwritten whole, so open just the edges.
+    if (old_first) {
+      int rc = open_chunks_locked({r.first, r.first}, plain.data());
+      if (rc < 0) return rc;
+    }
+    if (old_last) {
+      int rc = open_chunks_locked({r.last, r.last}, plain.data() + (r.count() - 1) * C);
+      if (rc < 0) return rc;
+    }
+  }
+  // Zero what lies past the old end inside the touched chunks, so stale scratch bytes never get sealed.
+  for (std::uint64_t k = r.first; k <= r.last; ++k) {
+    const std::uint64_t old_len = layout_.chunk_plain_len(k, size_);
+    if ((k == r.first && old_first) || (k == r.last && old_last))
+      std::memset(plain.data() + (k - r.first) * C + old_len, 0, C - old_len);
+    else
+      std::memset(plain.data() + (k - r.first) * C, 0, C);
+  }
+  std::memcpy(plain.data() + (off - r.first * C), in, len);
+  int rc = seal_and_write_locked(r, plain.data(), new_size);
+  if (rc < 0) return rc;
+  size_ = new_size;
+  return static_cast<ssize_t>(len);
+}
+
+ssize_t ContentFile::write(std::uint64_t off, const std::uint8_t* in, std::size_t len) {
+  if (len == 0) return 0;
+  {
+    std::shared_lock lk(size_mu_);
+    if (size_valid_ && off + len <= size_ && size_ > 0) {
+      const ChunkRange r = layout_.chunks_for(off, len);
+      auto guard = chunk_locks_.lock(r.first, r.last, true);
+      return write_locked(off, in, len);
+    }
+  }
+  // Writes that grow the file change the size and the last chunk's length: run them alone.
+  std::unique_lock lk(size_mu_);
+  if (!size_valid_) {
+    int r = load_size_locked();
+    if (r < 0) return r;
+  }
+  if (off > size_) {
+    int r = truncate_locked(off);
+    if (r < 0) return r;
+  }
+  return write_locked(off, in, len);
+}
+
+int ContentFile::truncate_locked(std::uint64_t new_size) {
+  const std::uint64_t C = layout_.chunk_size();
+  if (new_size == size_) return 0;
+  if (new_size == 0) {
+    if (::ftruncate(fd(), 0) != 0) return -errno;
+    std::lock_guard hl(header_mu_);
+    header_.reset();  // the next write starts a new file ID, hence a new key
+    size_ = 0;
+    return 0;
+  }
+  auto& plain = scratch(1, C);
+  if (new_size < size_) {
+    const std::uint64_t k = layout_.chunk_of(new_size);
+    if (new_size % C != 0) {
+      int rc = open_chunks_locked({k, k}, plain.data());
+      if (rc < 0) return rc;
+      rc = seal_and_write_locked({k, k}, plain.data(), new_size);
+      if (rc < 0) return rc;
+    }
+  } else if (size_ % C != 0) {
+    // The old last chunk is partial: it grows (zero-padded) before the rest becomes holes.
+    const std::uint64_t k = layout_.chunk_of(size_);
+    int rc = open_chunks_locked({k, k}, plain.data());
+    if (rc < 0) return rc;
+    std::memset(plain.data() + size_ % C, 0, C - size_ % C);
+    rc = seal_and_write_locked({k, k}, plain.data(), std::min(new_size, (k + 1) * C));
+    if (rc < 0) return rc;
+  } else if (size_ == 0) {
+    int rc = ensure_header_locked(true);
+    if (rc < 0) return rc;
+  }
+  if (::ftruncate(fd(), static_cast<off_t>(layout_.cipher_size(new_size))) != 0) return -errno;
+  size_ = new_size;
+  return 0;
+}
+
+int ContentFile::truncate(std::uint64_t new_size) {
+  std::unique_lock lk(size_mu_);
+  if (!size_valid_) {
+    int r = load_size_locked();
+    if (r < 0) return r;
+  }
+  return truncate_locked(new_size);
+}
+
+int ContentFile::punch_hole(std::uint64_t off, std::uint64_t len) {
+  std::unique_lock lk(size_mu_);
+  if (!size_valid_) {
+    int r = load_size_locked();
+    if (r < 0) return r;
+  }
+  if (off >= size_ || len == 0) return 0;
+  const std::uint64_t end = std::min(size_, off + len);
+  const std::uint64_t C = layout_.chunk_size();
+  const ChunkRange r = layout_.chunks_for(off, end - off);
+  auto& plain = scratch(1, C);
+  for (std::uint64_t k = r.first; k <= r.last; ++k) {
+    const std::uint64_t cs = k * C, ce = std::min(size_, cs + C);
+    const std::uint64_t zs = std::max(off, cs), ze = std::min(end, ce);
+    if (zs == cs && ze == ce) {
+      // Whole chunk: all-zero bytes on disk read back as a hole.
+      const std::uint64_t disk_len = (ce - cs) + kChunkOverhead;
+      if (::fallocate(fd(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(layout_.disk_offset(k)),
+                      static_cast<off_t>(disk_len)) != 0) {
+        if (errno != EOPNOTSUPP) return -errno;
+        std::vector<std::uint8_t> zeros(disk_len, 0);
+        ssize_t w = pwrite_full(fd(), zeros.data(), zeros.size(), layout_.disk_offset(k));
+        if (w < 0) return static_cast<int>(w);
+      }
+      continue;
+    }
+    int rc = open_chunks_locked({k, k}, plain.data());
+    if (rc < 0) return rc;
+    std::memset(plain.data() + (zs - cs), 0, ze - zs);
+    rc = seal_and_write_locked({k, k}, plain.data(), size_);
+    if (rc < 0) return rc;
+  }
+  return 0;
+}
+
+}  // namespace gcfs

@@ -1,0 +1,88 @@
+// The plaintext view of one ciphertext file: reads, writes, truncation and hole punching in
+// plaintext offsets, mapped onto sealed chunks. Every request hands all the chunks it touches to
+// the engine as one batch; partial chunks at the edges are read, modified and sealed again with a
+// fresh nonce.
+//
+// One ContentFile exists per open inode and is shared by all its handles: it holds the locks that
+// keep concurrent requests on one file from corrupting a chunk, and the cached plaintext size.
+// Operations return a byte count or a negative errno, and log the reason for every EIO.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+
+#include "crypto/chunk_engine.h"
+#include "crypto/key_ring.h"
+#include "fs/chunk_layout.h"
+#include "fs/file_header.h"
+#include "fs/range_lock.h"
+
+namespace gcfs {
+
+class ContentFile {
+ public:
+  // fd: the ciphertext file, open for reading (and for writing, for the calls that write); not
+  // owned. label: how the log names this file (its ciphertext path).
+  ContentFile(int fd, const ChunkLayout& layout, ChunkEngine& engine, const KeyRing& keys, std::string label);
+
+  // Re-reads the ciphertext size; call after the file was changed other than through this object.
+  // Returns -EIO (logged) for an impossible size.
+  int reload();
+  // Swaps in another descriptor for the same file (a reopen with more access rights).
+  void set_fd(int fd) { fd_.store(fd); }
+  int fd() const { return fd_.load(); }
+
+  // Negative errno on failure. -EIO if the file's size or header is corrupt.
+  std::int64_t plain_size();
+
+  // Up to len bytes at off; short only at end of file. -EIO if any chunk touched fails
+  // authentication (the log names the file and chunk); other chunks stay readable.
+  ssize_t read(std::uint64_t off, std::size_t len, std::uint8_t* out);
+  // Writes len bytes at off, filling any gap before off with a hole. Returns len or -errno; on
+  // ENOSPC and other write errors the file's earlier contents are left intact.
+  ssize_t write(std::uint64_t off, const std::uint8_t* in, std::size_t len);
+  int truncate(std::uint64_t size);
+  // Makes [off, off+len) read as zeros without changing the size; whole chunks become holes that
+  // take no space on disk.
+  int punch_hole(std::uint64_t off, std::uint64_t len);
+  const std::string& label() const { return label_; }
+
+ private:
+  int load_size_locked();
+  int ensure_header_locked(bool create);
+  // Opens chunks [first, last] of the current size into out (chunk-aligned, count * C bytes).
+  int open_chunks_locked(ChunkRange r, std::uint8_t* out);
+  // Seals plain (chunk-aligned, lens from new_size) for chunks r and writes them in one pwrite.
+  int seal_and_write_locked(ChunkRange r, const std::uint8_t* plain, std::uint64_t new_size);
+  ssize_t write_locked(std::uint64_t off, const std::uint8_t* in, std::size_t len);
+  int truncate_locked(std::uint64_t size);
+  int corrupt(const std::string& what);
+
+  std::atomic<int> fd_;
+  const ChunkLayout& layout_;
+  ChunkEngine& engine_;
+  const KeyRing& keys_;
+  std::string label_;
+
+  // Shared by requests that stay inside the current size; exclusive for those that change it.
+  std::shared_mutex size_mu_;
+  RangeLock chunk_locks_;
+  std::uint64_t size_ = 0;
+  bool size_valid_ = false;
+
+  std::mutex header_mu_;
+  std::optional<FileHeader> header_;
+  ChunkKey key_;
+};
+
+// pread/pwrite loops that retry short transfers and EINTR. Return bytes moved or -errno.
+ssize_t pread_full(int fd, void* buf, std::size_t len, std::uint64_t off);
+ssize_t pwrite_full(int fd, const void* buf, std::size_t len, std::uint64_t off);
+
+}  // namespace gcfs

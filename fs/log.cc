@@ -1,0 +1,98 @@
+#include "fs/log.h"
+
+#include <syslog.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <mutex>
+
+#include "crypto/errors.h"
+
+namespace gcfs::log {
+namespace {
+
+enum class Sink { Stderr, Syslog, File };
+
+struct State {
+  std::mutex mu;
+  Sink sink = Sink::Stderr;
+  FILE* file = nullptr;
+  Level min = Level::Info;
+};
+
+State& state() {
+  static State s;
+  return s;
+}
+
+const char* name(Level l) {
+  switch (l) {
+    case Level::Debug: return "debug";
+    case Level::Info: return "info";
+    case Level::Warning: return "warning";
+    case Level::Error: return "error";
+  }
+  return "?";
+}
+
+int syslog_priority(Level l) {
+  switch (l) {
+    case Level::Debug: return LOG_DEBUG;
+    case Level::Info: return LOG_INFO;
+    case Level::Warning: return LOG_WARNING;
+    case Level::Error: return LOG_ERR;
+  }
+  return LOG_INFO;
+}
+
+}  // namespace
+
+void to_stderr() {
+  std::lock_guard lk(state().mu);
+  state().sink = Sink::Stderr;
+}
+
+void to_syslog() {
+  std::lock_guard lk(state().mu);
+  openlog("gpucryptfs", LOG_PID, LOG_USER);
+  state().sink = Sink::Syslog;
+}
+
+void to_file(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "a");
+  if (!f) throw UserError("cannot open the log file " + path + ": " + std::strerror(errno));
+  std::setvbuf(f, nullptr, _IOLBF, 0);
+  std::lock_guard lk(state().mu);
+  if (state().file) std::fclose(state().file);
+  state().file = f;
+  state().sink = Sink::File;
+}
+
+void set_min_level(Level level) {
+  std::lock_guard lk(state().mu);
+  state().min = level;
+}
+
+void write(Level level, std::string_view message) {
+  auto& s = state();
+  std::lock_guard lk(s.mu);
+  if (level < s.min) return;
+  if (s.sink == Sink::Syslog) {
+    syslog(syslog_priority(level), "%.*s", static_cast<int>(message.size()), message.data());
+    return;
+  }
+  FILE* out = s.sink == Sink::File && s.file ? s.file : stderr;
+  char stamp[32];
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  std::fprintf(out, "%s gpucryptfs[%d] %s: %.*s\n", stamp, static_cast<int>(getpid()), name(level),
+               static_cast<int>(message.size()), message.data());
+  std::fflush(out);
+}
+
+}  // namespace gcfs::log

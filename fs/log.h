@@ -1,0 +1,26 @@
+// The daemon's log. Problems the kernel can only report as an errno (a chunk that failed
+// authentication, a corrupt header) are written here with the file they concern, so the user can
+// find out what an EIO meant. Goes to stderr in the foreground, to syslog once daemonized, or to a
+// file given with --log.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace gcfs::log {
+
+enum class Level { Debug, Info, Warning, Error };
+
+void to_stderr();
+void to_syslog();
+// Appends to path; throws UserError if it cannot be opened.
+void to_file(const std::string& path);
+void set_min_level(Level level);
+
+void write(Level level, std::string_view message);
+inline void debug(std::string_view m) { write(Level::Debug, m); }
+inline void info(std::string_view m) { write(Level::Info, m); }
+inline void warning(std::string_view m) { write(Level::Warning, m); }
+inline void error(std::string_view m) { write(Level::Error, m); }
+
+}  // namespace gcfs::log

@@ -1,0 +1,18 @@
+// Where a password comes from: a file (--passfile), a program's output (--extpass), or the
+// terminal with echo off. A password never appears on a command line of ours, so it never shows in ps.
+#pragma once
+
+#include <string>
+
+namespace gcfs::cli {
+
+struct PasswordSource {
+  std::string passfile;  // first line of this file
+  std::string extpass;   // run through /bin/sh; first line of its stdout
+};
+
+// Throws UserError for an unreadable file, a failing program, an empty password, or no terminal
+// to ask on. With confirm, asks twice on the terminal and insists the two match.
+std::string read_password(const PasswordSource& src, const std::string& prompt, bool confirm = false);
+
+}  // namespace gcfs::cli
