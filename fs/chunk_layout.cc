@@ -5,7 +5,7 @@
 
 namespace gcfs {
 
-ChunkLayout::ChunkLayout(std::uint32_t chunk_size) : c_(chunk_size) {
+ChunkLayout::ChunkLayout(std::uint32_t chunk_size, std::uint64_t base_offset) : c_(chunk_size), base_(base_offset) {
   if (chunk_size == 0 || (chunk_size & (chunk_size - 1)) != 0)
     throw std::invalid_argument("chunk size must be a power of two");
 }

@@ -22,14 +22,18 @@ struct ChunkRange {
 
 class ChunkLayout {
  public:
-  explicit ChunkLayout(std::uint32_t chunk_size);
+  // base_offset: where the content stream starts in the backing file. 0 for a directory vault's
+  // files; a volume container keeps its config block in front of the stream (docs/FORMAT.md).
+  explicit ChunkLayout(std::uint32_t chunk_size, std::uint64_t base_offset = 0);
 
   std::uint64_t chunk_size() const { return c_; }
+  std::uint64_t base_offset() const { return base_; }
   std::uint64_t disk_chunk_size() const { return c_ + kChunkOverhead; }
 
   std::uint64_t chunk_of(std::uint64_t plain_offset) const { return plain_offset / c_; }
   std::uint64_t chunk_start(std::uint64_t chunk) const { return chunk * c_; }
-  std::uint64_t disk_offset(std::uint64_t chunk) const { return kFileHeaderBytes + chunk * disk_chunk_size(); }
+  // Position of chunk k in the backing file (base_offset included).
+  std::uint64_t disk_offset(std::uint64_t chunk) const { return base_ + kFileHeaderBytes + chunk * disk_chunk_size(); }
 
   // The chunks that plaintext bytes [offset, offset + len) touch; len must be > 0.
   ChunkRange chunks_for(std::uint64_t offset, std::uint64_t len) const;
@@ -37,6 +41,7 @@ class ChunkLayout {
   // Plaintext bytes in chunk k of a file of plain_size bytes (0 if the chunk is past the end).
   std::uint64_t chunk_plain_len(std::uint64_t chunk, std::uint64_t plain_size) const;
 
+  // Sizes of the content stream alone, without base_offset.
   std::uint64_t cipher_size(std::uint64_t plain_size) const;
   // nullopt when no plaintext size produces this ciphertext size: a truncated or damaged file.
   // A file of just a header (a write interrupted after creating it) holds zero bytes.
@@ -44,6 +49,7 @@ class ChunkLayout {
 
  private:
   std::uint64_t c_;
+  std::uint64_t base_ = 0;
 };
 
 }  // namespace gcfs

@@ -67,7 +67,10 @@ int ContentFile::corrupt(const std::string& what) {
 int ContentFile::load_size_locked() {
   struct stat st {};
   if (::fstat(fd(), &st) != 0) return -errno;
-  auto plain = layout_.plain_size(static_cast<std::uint64_t>(st.st_size));
+  // The content stream starts at the layout's base offset (a volume's config block precedes it).
+  const std::uint64_t base = layout_.base_offset();
+  const std::uint64_t file_size = static_cast<std::uint64_t>(st.st_size);
+  auto plain = file_size < base ? std::nullopt : layout_.plain_size(file_size - base);
   if (!plain) {
     size_valid_ = false;
     return corrupt("ciphertext size " + std::to_string(st.st_size) +
@@ -104,14 +107,14 @@ int ContentFile::ensure_header_locked(bool create) {
   std::lock_guard hl(header_mu_);
   if (header_) return 0;
   std::array<std::uint8_t, kFileHeaderBytes> raw{};
-  ssize_t n = pread_full(fd(), raw.data(), raw.size(), 0);
+  ssize_t n = pread_full(fd(), raw.data(), raw.size(), layout_.base_offset());
   if (n < 0) return static_cast<int>(n);
   if (n == 0 && create) {
     FileHeader h = FileHeader::random();
     auto enc = h.encode();
-    ssize_t w = pwrite_full(fd(), enc.data(), enc.size(), 0);
+    ssize_t w = pwrite_full(fd(), enc.data(), enc.size(), layout_.base_offset());
     if (w < 0) {
-      (void)::ftruncate(fd(), 0);  // leave an empty file, never a torn header
+      (void)::ftruncate(fd(), static_cast<off_t>(layout_.base_offset()));  // an empty stream, never a torn header
       return static_cast<int>(w);
     }
     header_ = h;
@@ -129,7 +132,8 @@ int ContentFile::open_chunks_locked(ChunkRange r, std::uint8_t* out) {
   const std::uint64_t C = layout_.chunk_size();
   const std::uint64_t D = layout_.disk_chunk_size();
   const std::uint64_t disk_begin = layout_.disk_offset(r.first);
-  const std::uint64_t disk_end = std::min(layout_.disk_offset(r.last + 1), layout_.cipher_size(size_));
+  const std::uint64_t disk_end =
+      std::min(layout_.disk_offset(r.last + 1), layout_.base_offset() + layout_.cipher_size(size_));
   if (disk_end <= disk_begin) return corrupt("internal: read past the end of the file");
   const std::size_t disk_len = disk_end - disk_begin;
   auto& ct = scratch(0, disk_len);
@@ -231,7 +235,7 @@ int ContentFile::seal_and_write_locked(ChunkRange r, const std::uint8_t* plain, 
   }
 
   const std::uint64_t disk_off = layout_.disk_offset(r.first);
-  const std::uint64_t old_cipher = layout_.cipher_size(size_);
+  const std::uint64_t old_cipher = layout_.base_offset() + layout_.cipher_size(size_);
   const bool extends = disk_off + disk_len > old_cipher;
   if (extends) {
     // Reserve the space first: on a full disk the write fails here, before any byte of the file
@@ -243,7 +247,8 @@ int ContentFile::seal_and_write_locked(ChunkRange r, const std::uint8_t* plain, 
   ssize_t w = pwrite_full(fd(), ct.data(), disk_len, disk_off);
   if (w < 0) {
     // Cut off whatever part of the new chunks landed, so the file keeps a valid size.
-    if (extends) (void)::ftruncate(fd(), static_cast<off_t>(std::max(old_cipher, kFileHeaderBytes)));
+    if (extends)
+      (void)::ftruncate(fd(), static_cast<off_t>(std::max(old_cipher, layout_.base_offset() + kFileHeaderBytes)));
     if (w == -ENOSPC || w == -EDQUOT) log::warning(label_ + ": write failed: disk full");
     return static_cast<int>(w);
   }
@@ -318,7 +323,7 @@ int ContentFile::truncate_locked(std::uint64_t new_size) {
   const std::uint64_t C = layout_.chunk_size();
   if (new_size == size_) return 0;
   if (new_size == 0) {
-    if (::ftruncate(fd(), 0) != 0) return -errno;
+    if (::ftruncate(fd(), static_cast<off_t>(layout_.base_offset())) != 0) return -errno;
     std::lock_guard hl(header_mu_);
     header_.reset();  // the next write starts a new file ID, hence a new key
     size_ = 0;
@@ -345,7 +350,7 @@ int ContentFile::truncate_locked(std::uint64_t new_size) {
     int rc = ensure_header_locked(true);
     if (rc < 0) return rc;
   }
-  if (::ftruncate(fd(), static_cast<off_t>(layout_.cipher_size(new_size))) != 0) return -errno;
+  if (::ftruncate(fd(), static_cast<off_t>(layout_.base_offset() + layout_.cipher_size(new_size))) != 0) return -errno;
   size_ = new_size;
   return 0;
 }
