@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -52,6 +53,16 @@ std::vector<std::uint8_t> decode_field(const json& j, const char* name, std::siz
   if (!v || (want_len && v->size() != want_len))
     throw CorruptData(std::string("config field '") + name + "' is not valid base64 of the right length");
   return *v;
+}
+
+// Numbers must be JSON integers: get<int>() on 1e300 would convert a double out of range, which
+// is undefined behaviour (the config fuzzer found it).
+std::int64_t integer_field(const json& j, const char* name) {
+  const json& v = j.at(name);
+  if (!v.is_number_integer()) throw CorruptData(std::string("config field '") + name + "' is not an integer");
+  if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+    throw CorruptData(std::string("config field '") + name + "' is out of range");
+  return v.get<std::int64_t>();
 }
 
 }  // namespace
@@ -111,26 +122,31 @@ VaultConfig VaultConfig::from_json(std::string_view text) {
   VaultConfig c;
   try {
     if (j.value("format", "") != "gpucryptfs") throw CorruptData("the config file is not a gpucryptfs config");
-    c.version = j.at("version").get<int>();
-    if (c.version != kFormatVersion)
-      throw UserError("the config has format version " + std::to_string(c.version) + "; this gpucryptfs reads version " +
+    const std::int64_t version = integer_field(j, "version");
+    if (version != kFormatVersion)
+      throw UserError("the config has format version " + std::to_string(version) + "; this gpucryptfs reads version " +
                       std::to_string(kFormatVersion) + " only (a newer gpucryptfs may be needed)");
     const std::string kind = j.at("kind").get<std::string>();
     if (kind == "volume") c.kind = VaultKind::Volume;
     else if (kind != "directory") throw CorruptData("config field 'kind' is '" + kind + "'");
     c.cipher = j.at("cipher").get<std::string>();
     if (c.cipher != "AES-256-GCM") throw CorruptData("unsupported cipher '" + c.cipher + "' in config");
-    const auto chunk = j.at("chunk_size").get<std::uint64_t>();
-    if (!valid_chunk_size(chunk)) throw CorruptData("config field 'chunk_size' is " + std::to_string(chunk));
+    const std::int64_t chunk = integer_field(j, "chunk_size");
+    if (chunk < 0 || !valid_chunk_size(static_cast<std::uint64_t>(chunk))) throw CorruptData("config field 'chunk_size' is " + std::to_string(chunk));
     c.chunk_size = static_cast<std::uint32_t>(chunk);
-    if (c.kind == VaultKind::Volume) c.volume_size = j.at("volume_size").get<std::uint64_t>();
+    if (c.kind == VaultKind::Volume) {
+      const std::int64_t vs = integer_field(j, "volume_size");
+      if (vs < 0) throw CorruptData("config field 'volume_size' is negative");
+      c.volume_size = static_cast<std::uint64_t>(vs);
+    }
     const json& kdf = j.at("kdf");
     if (kdf.at("name").get<std::string>() != "scrypt") throw CorruptData("config names an unknown KDF");
-    c.scrypt.log_n = kdf.at("log_n").get<int>();
-    c.scrypt.r = kdf.at("r").get<int>();
-    c.scrypt.p = kdf.at("p").get<int>();
-    if (c.scrypt.log_n < 10 || c.scrypt.log_n > 28 || c.scrypt.r < 1 || c.scrypt.r > 64 || c.scrypt.p < 1 || c.scrypt.p > 16)
+    const std::int64_t log_n = integer_field(kdf, "log_n"), r = integer_field(kdf, "r"), p = integer_field(kdf, "p");
+    if (log_n < 10 || log_n > 28 || r < 1 || r > 64 || p < 1 || p > 16)
       throw CorruptData("config has out-of-range scrypt parameters");
+    c.scrypt.log_n = static_cast<int>(log_n);
+    c.scrypt.r = static_cast<int>(r);
+    c.scrypt.p = static_cast<int>(p);
     c.salt = decode_field(kdf, "salt");
     if (c.salt.size() < 16) throw CorruptData("config field 'salt' is too short");
     c.features = j.at("features").get<std::vector<std::string>>();
