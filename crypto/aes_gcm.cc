@@ -57,7 +57,11 @@ bool gcm_open(std::span<const std::uint8_t> key, std::span<const std::uint8_t> i
               std::span<const std::uint8_t> aad, std::span<const std::uint8_t> in,
               std::span<const std::uint8_t> tag, std::uint8_t* out) {
   if (in.size() > INT_MAX) throw std::invalid_argument("gcm_open: message too large");
-  if (tag.size() != kGcmTagBytes) return false;
+  if (tag.size() != kGcmTagBytes) {
+    // Same outcome as a mismatching tag: callers rely on out never holding stale or partial data.
+    if (!in.empty()) secure_wipe(out, in.size());
+    return false;
+  }
   auto ctx = init(key, iv, false);
   update_aad(ctx.get(), aad);
   int outl = 0;
