@@ -22,6 +22,9 @@ std::optional<std::vector<std::uint8_t>> base64_decode(std::string_view text) {
   std::size_t pad = 0;
   if (!text.empty() && text.back() == '=') pad = (text.size() >= 2 && text[text.size() - 2] == '=') ? 2 : 1;
   out.resize(static_cast<std::size_t>(n) - pad);
+  // EVP_DecodeBlock also takes padding in the middle ("AA=A"), all-padding groups ("===="),
+  // surrounding whitespace and stray low bits ("Zh=="); only the one canonical spelling is valid.
+  if (base64_encode(out) != text) return std::nullopt;
   return out;
 }
 
