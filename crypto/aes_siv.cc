@@ -22,11 +22,19 @@ void check(int rc, const char* what) {
   if (rc != 1) throw std::runtime_error(std::string("AES-SIV: ") + what + " failed");
 }
 
+// OpenSSL's SIV treats an update with no input as "finish" and skips an empty message, so an
+// empty AAD or plaintext would fail deep inside (or be taken for another call); say so up front.
+void require_nonempty(std::span<const std::uint8_t> aad, std::size_t plaintext_len) {
+  if (aad.empty()) throw std::invalid_argument("AES-SIV: the associated data must not be empty");
+  if (plaintext_len == 0) throw std::invalid_argument("AES-SIV: OpenSSL cannot seal an empty message");
+}
+
 }  // namespace
 
 std::vector<std::uint8_t> siv_encrypt(std::span<const std::uint8_t> key, std::span<const std::uint8_t> aad,
                                       std::span<const std::uint8_t> plaintext) {
   if (plaintext.size() > INT_MAX / 2) throw std::invalid_argument("AES-SIV: input too large");
+  require_nonempty(aad, plaintext.size());
   auto ctx = new_cipher_ctx();
   check(EVP_EncryptInit_ex2(ctx.get(), siv_cipher(key.size()), key.data(), nullptr, nullptr), "init");
   int outl = 0;
@@ -45,6 +53,8 @@ std::optional<std::vector<std::uint8_t>> siv_decrypt(std::span<const std::uint8_
                                                      std::span<const std::uint8_t> aad,
                                                      std::span<const std::uint8_t> sealed) {
   if (sealed.size() < kSivTagBytes || sealed.size() > INT_MAX / 2) return std::nullopt;
+  require_nonempty(aad, 1);
+  if (sealed.size() == kSivTagBytes) return std::nullopt;  // nothing we seal is empty
   auto ctx = new_cipher_ctx();
   check(EVP_DecryptInit_ex2(ctx.get(), siv_cipher(key.size()), key.data(), nullptr, nullptr), "init");
   check(EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_AEAD_SET_TAG, kSivTagBytes,
