@@ -65,6 +65,27 @@ std::int64_t integer_field(const json& j, const char* name) {
   return v.get<std::int64_t>();
 }
 
+// Typed reads that name the field: nlohmann's own type errors ("type must be string, but is
+// number") do not say which field of the file is wrong.
+const json& object_field(const json& j, const char* name) {
+  const json& v = j.at(name);
+  if (!v.is_object()) throw CorruptData(std::string("config field '") + name + "' is not an object");
+  return v;
+}
+
+std::string string_field(const json& j, const char* name) {
+  const json& v = j.at(name);
+  if (!v.is_string()) throw CorruptData(std::string("config field '") + name + "' is not a string");
+  return v.get<std::string>();
+}
+
+std::vector<std::string> string_list_field(const json& j, const char* name) {
+  const json& v = j.at(name);
+  if (!v.is_array() || !std::all_of(v.begin(), v.end(), [](const json& e) { return e.is_string(); }))
+    throw CorruptData(std::string("config field '") + name + "' is not a list of strings");
+  return v.get<std::vector<std::string>>();
+}
+
 }  // namespace
 
 bool valid_chunk_size(std::uint64_t n) {
@@ -126,10 +147,10 @@ VaultConfig VaultConfig::from_json(std::string_view text) {
     if (version != kFormatVersion)
       throw UserError("the config has format version " + std::to_string(version) + "; this gpucryptfs reads version " +
                       std::to_string(kFormatVersion) + " only (a newer gpucryptfs may be needed)");
-    const std::string kind = j.at("kind").get<std::string>();
+    const std::string kind = string_field(j, "kind");
     if (kind == "volume") c.kind = VaultKind::Volume;
     else if (kind != "directory") throw CorruptData("config field 'kind' is '" + kind + "'");
-    c.cipher = j.at("cipher").get<std::string>();
+    c.cipher = string_field(j, "cipher");
     if (c.cipher != "AES-256-GCM") throw CorruptData("unsupported cipher '" + c.cipher + "' in config");
     const std::int64_t chunk = integer_field(j, "chunk_size");
     if (chunk < 0 || !valid_chunk_size(static_cast<std::uint64_t>(chunk))) throw CorruptData("config field 'chunk_size' is " + std::to_string(chunk));
@@ -139,8 +160,8 @@ VaultConfig VaultConfig::from_json(std::string_view text) {
       if (vs < 0) throw CorruptData("config field 'volume_size' is negative");
       c.volume_size = static_cast<std::uint64_t>(vs);
     }
-    const json& kdf = j.at("kdf");
-    if (kdf.at("name").get<std::string>() != "scrypt") throw CorruptData("config names an unknown KDF");
+    const json& kdf = object_field(j, "kdf");
+    if (string_field(kdf, "name") != "scrypt") throw CorruptData("config names an unknown KDF");
     const std::int64_t log_n = integer_field(kdf, "log_n"), r = integer_field(kdf, "r"), p = integer_field(kdf, "p");
     if (log_n < 10 || log_n > 28 || r < 1 || r > 64 || p < 1 || p > 16)
       throw CorruptData("config has out-of-range scrypt parameters");
@@ -149,11 +170,11 @@ VaultConfig VaultConfig::from_json(std::string_view text) {
     c.scrypt.p = static_cast<int>(p);
     c.salt = decode_field(kdf, "salt");
     if (c.salt.size() < 16) throw CorruptData("config field 'salt' is too short");
-    c.features = j.at("features").get<std::vector<std::string>>();
+    c.features = string_list_field(j, "features");
     for (const auto& f : c.features)
       if (std::find(kFeatures.begin(), kFeatures.end(), f) == kFeatures.end())
         throw UserError("the config needs feature '" + f + "', which this gpucryptfs does not know");
-    const json& ek = j.at("encrypted_key");
+    const json& ek = object_field(j, "encrypted_key");
     auto nonce = decode_field(ek, "nonce", 12);
     std::copy(nonce.begin(), nonce.end(), c.key_nonce.begin());
     c.wrapped_key = decode_field(ek, "ciphertext", kMasterKeyBytes);
