@@ -1,0 +1,249 @@
+// The cpu engine and its thread pool: batches of unrelated chunks must come out exactly as the
+// one-shot reference (gcm_seal) computes them, whatever the batch mix and however many threads.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdint>
+#include <random>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "crypto/aes_gcm.h"
+#include "crypto/cpu_engine.h"
+#include "crypto/thread_pool.h"
+
+namespace gcfs {
+namespace {
+
+using Bytes = std::vector<std::uint8_t>;
+
+// A batch of ops with their own buffers, built from a seed so two engines can be fed the same one.
+struct Batch {
+  std::vector<ChunkKey> keys;
+  std::vector<Bytes> aads, ins, outs;
+  std::vector<ChunkOp> ops;
+
+  Batch(std::uint32_t seed, const std::vector<std::size_t>& lens, std::size_t nkeys) {
+    std::mt19937 rng(seed);
+    keys.resize(nkeys);
+    for (auto& k : keys)
+      for (auto& b : k.bytes) b = static_cast<std::uint8_t>(rng());
+    const std::size_t n = lens.size();
+    aads.resize(n);
+    ins.resize(n);
+    outs.resize(n);
+    ops.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      aads[i].resize(rng() % (kMaxChunkAadBytes + 1));
+      for (auto& b : aads[i]) b = static_cast<std::uint8_t>(rng());
+      ins[i].resize(lens[i]);
+      for (auto& b : ins[i]) b = static_cast<std::uint8_t>(rng());
+      outs[i].assign(lens[i], 0xEE);
+      ChunkOp& op = ops[i];
+      op.key = &keys[rng() % nkeys];
+      for (auto& b : op.nonce) b = static_cast<std::uint8_t>(rng());
+      op.aad = aads[i].data();
+      op.aad_len = aads[i].size();
+      op.in = ins[i].data();
+      op.out = outs[i].data();
+      op.len = lens[i];
+    }
+  }
+  // Turns the sealed batch into an open batch of the ciphertexts, in place.
+  void prepare_open() {
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      ins[i] = outs[i];
+      outs[i].assign(ins[i].size(), 0xEE);
+      ops[i].in = ins[i].data();
+      ops[i].out = outs[i].data();
+      ops[i].ok = false;
+    }
+  }
+};
+
+std::vector<std::size_t> mixed_lengths() {
+  std::vector<std::size_t> lens;
+  for (int rep = 0; rep < 3; ++rep)
+    for (std::size_t l : {0, 1, 15, 16, 17, 31, 32, 33, 4095, 4096, 4097, 65536}) lens.push_back(l);
+  return lens;
+}
+
+void expect_matches_reference(const Batch& b) {
+  for (std::size_t i = 0; i < b.ops.size(); ++i) {
+    SCOPED_TRACE("op " + std::to_string(i) + " len " + std::to_string(b.ops[i].len));
+    const ChunkOp& op = b.ops[i];
+    Bytes ref(op.len);
+    auto tag = gcm_seal(op.key->bytes, op.nonce, b.aads[i], b.ins[i], ref.data());
+    EXPECT_EQ(b.outs[i], ref);
+    EXPECT_EQ(op.tag, tag);
+  }
+}
+
+TEST(CpuEngine, MixedBatchMatchesOneShotReference) {
+  for (std::size_t threads : {1, 2, 8}) {
+    SCOPED_TRACE("threads " + std::to_string(threads));
+    CpuEngine engine(threads, 0);
+    Batch b(42, mixed_lengths(), 5);
+    engine.seal(b.ops);
+    expect_matches_reference(b);
+    const std::vector<Bytes> plain = b.ins;
+    b.prepare_open();
+    engine.open(b.ops);
+    for (std::size_t i = 0; i < b.ops.size(); ++i) {
+      EXPECT_TRUE(b.ops[i].ok) << i;
+      EXPECT_EQ(b.outs[i], plain[i]) << i;
+    }
+  }
+}
+
+TEST(CpuEngine, ThreadCountDoesNotChangeResults) {
+  const auto lens = mixed_lengths();
+  CpuEngine single(1);
+  Batch a(7, lens, 3);
+  single.seal(a.ops);
+  for (std::size_t threads : {2, 3, 16}) {
+    CpuEngine multi(threads, 0);
+    EXPECT_EQ(multi.threads(), threads);
+    Batch b(7, lens, 3);
+    multi.seal(b.ops);
+    for (std::size_t i = 0; i < lens.size(); ++i) {
+      EXPECT_EQ(a.outs[i], b.outs[i]) << i;
+      EXPECT_EQ(a.ops[i].tag, b.ops[i].tag) << i;
+    }
+  }
+  CpuEngine all_cores;  // threads = 0: one per core
+  EXPECT_GE(all_cores.threads(), 1u);
+  EXPECT_EQ(all_cores.name(), "cpu");
+}
+
+TEST(CpuEngine, FailedOpenZeroesOnlyThatOp) {
+  for (std::size_t threads : {1, 4}) {
+    SCOPED_TRACE("threads " + std::to_string(threads));
+    CpuEngine engine(threads, 0);
+    Batch b(9, mixed_lengths(), 4);
+    engine.seal(b.ops);
+    const std::vector<Bytes> plain = b.ins;
+    b.prepare_open();
+    // Damage every third op in a different place: ciphertext, tag, nonce, AAD, key.
+    std::vector<bool> damaged(b.ops.size(), false);
+    ChunkKey wrong_key;
+    wrong_key.bytes.fill(0x42);
+    for (std::size_t i = 0; i < b.ops.size(); i += 3) {
+      ChunkOp& op = b.ops[i];
+      switch ((i / 3) % 5) {
+        case 0:
+          if (op.len) b.ins[i][op.len / 2] ^= 1;
+          else op.tag[0] ^= 1;
+          break;
+        case 1: op.tag[15] ^= 0x80; break;
+        case 2: op.nonce[11] ^= 1; break;
+        case 3:
+          if (op.aad_len) b.aads[i][0] ^= 1;
+          else op.tag[3] ^= 1;
+          break;
+        case 4: op.key = &wrong_key; break;
+      }
+      damaged[i] = true;
+    }
+    engine.open(b.ops);
+    for (std::size_t i = 0; i < b.ops.size(); ++i) {
+      if (damaged[i]) {
+        EXPECT_FALSE(b.ops[i].ok) << i;
+        // Never unauthenticated plaintext, even partially.
+        EXPECT_EQ(b.outs[i], Bytes(b.ops[i].len, 0)) << i;
+      } else {
+        EXPECT_TRUE(b.ops[i].ok) << i;
+        EXPECT_EQ(b.outs[i], plain[i]) << i;
+      }
+    }
+  }
+}
+
+TEST(CpuEngine, SealInPlace) {
+  CpuEngine engine(2, 0);
+  Batch b(11, {0, 1, 100, 4096}, 1);
+  Batch ref(11, {0, 1, 100, 4096}, 1);
+  engine.seal(ref.ops);
+  for (std::size_t i = 0; i < b.ops.size(); ++i) b.ops[i].out = b.ins[i].data();
+  engine.seal(b.ops);
+  for (std::size_t i = 0; i < b.ops.size(); ++i) {
+    EXPECT_EQ(b.ins[i], ref.outs[i]) << i;
+    EXPECT_EQ(b.ops[i].tag, ref.ops[i].tag) << i;
+  }
+}
+
+TEST(CpuEngine, EmptyBatchAndBadOps) {
+  CpuEngine engine(2);
+  std::vector<ChunkOp> none;
+  engine.seal(none);
+  engine.open(none);
+  ChunkOp op;  // no key
+  std::vector<ChunkOp> one{op};
+  EXPECT_THROW(engine.seal(one), std::invalid_argument);
+  ChunkKey k;
+  Bytes aad(kMaxChunkAadBytes + 1);
+  one[0].key = &k;
+  one[0].aad = aad.data();
+  one[0].aad_len = aad.size();
+  EXPECT_THROW(engine.seal(one), std::invalid_argument);
+}
+
+TEST(CpuEngine, ConcurrentCallersShareOneEngine) {
+  // FUSE workers call one engine at once; each gets its own batch's results.
+  CpuEngine engine(4, 0);
+  std::atomic<int> bad{0};
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 6; ++t) {
+    callers.emplace_back([&, t] {
+      for (int round = 0; round < 10; ++round) {
+        Batch b(static_cast<std::uint32_t>(1000 * t + round), {0, 17, 4096, 65536, 3}, 2);
+        engine.seal(b.ops);
+        for (std::size_t i = 0; i < b.ops.size(); ++i) {
+          Bytes ref(b.ops[i].len);
+          auto tag = gcm_seal(b.ops[i].key->bytes, b.ops[i].nonce, b.aads[i], b.ins[i], ref.data());
+          if (ref != b.outs[i] || tag != b.ops[i].tag) ++bad;
+        }
+      }
+    });
+  }
+  for (auto& c : callers) c.join();
+  EXPECT_EQ(bad.load(), 0);
+}
+
+TEST(ThreadPool, RunsEveryIndexExactlyOnce) {
+  ThreadPool pool(3);
+  EXPECT_EQ(pool.workers(), 3u);
+  for (std::size_t count : {0, 1, 2, 3, 4, 5, 100, 1000}) {
+    std::vector<std::atomic<int>> hits(count);
+    pool.parallel_for(count, [&](std::size_t i) { hits[i].fetch_add(1); });
+    for (std::size_t i = 0; i < count; ++i) EXPECT_EQ(hits[i].load(), 1) << count << "/" << i;
+  }
+}
+
+TEST(ThreadPool, PropagatesExceptionsAfterAllItemsFinish) {
+  ThreadPool pool(2);
+  std::atomic<int> done{0};
+  EXPECT_THROW(pool.parallel_for(50,
+                                 [&](std::size_t i) {
+                                   done.fetch_add(1);
+                                   if (i == 7) throw std::runtime_error("item 7");
+                                 }),
+               std::runtime_error);
+  EXPECT_EQ(done.load(), 50);
+  // The pool is still usable.
+  std::atomic<int> again{0};
+  pool.parallel_for(10, [&](std::size_t) { again.fetch_add(1); });
+  EXPECT_EQ(again.load(), 10);
+}
+
+TEST(ThreadPool, ZeroWorkersRunsOnCaller) {
+  ThreadPool pool(0);
+  const auto me = std::this_thread::get_id();
+  bool all_here = true;
+  pool.parallel_for(5, [&](std::size_t) { all_here = all_here && std::this_thread::get_id() == me; });
+  EXPECT_TRUE(all_here);
+}
+
+}  // namespace
+}  // namespace gcfs
