@@ -12,10 +12,6 @@ int pending(const char* name) {
 }
 }  // namespace
 
-int cmd_init(int, char**) { return pending("init"); }
-int cmd_mount(int, char**) { return pending("mount"); }
-int cmd_passwd(int, char**) { return pending("passwd"); }
-int cmd_info(int, char**) { return pending("info"); }
 int cmd_volume(int, char**) { return pending("volume"); }
 int cmd_bench(int, char**) { return pending("bench"); }
 int cmd_fsck(int, char**) { return pending("fsck"); }

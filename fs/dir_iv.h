@@ -1,0 +1,18 @@
+// The per-directory IV file, gpucryptfs.diriv: 16 random bytes that every name in the directory
+// is encrypted with as associated data. Written once when the directory is created, never changed.
+#pragma once
+
+#include "crypto/name_cipher.h"
+
+namespace gcfs {
+
+constexpr const char* kDirIvFileName = "gpucryptfs.diriv";
+
+// Reads dirfd's IV into *iv. Returns 0 or -errno; a file of the wrong size is -EIO (logged,
+// naming `label`, the directory's ciphertext path).
+int read_dir_iv(int dirfd, DirIv* iv, const std::string& label);
+// Creates dirfd's IV file with fresh random bytes (mode 0440), or with *given when set (putting
+// back the IV of a directory whose rmdir failed). Returns 0 or -errno; never leaves a torn file.
+int create_dir_iv(int dirfd, DirIv* out, const DirIv* given = nullptr);
+
+}  // namespace gcfs

@@ -1,0 +1,59 @@
+// A directory vault on disk: creating one (init) and opening one with its password (mount,
+// passwd, fsck). An open Vault holds the keys, the chunk layout and the name mapping that
+// everything reading or writing the vault needs; it lives at a fixed address because content
+// files and the daemon keep references into it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "crypto/errors.h"
+#include "crypto/key_ring.h"
+#include "crypto/vault_config.h"
+#include "fs/chunk_layout.h"
+#include "fs/name_mapping.h"
+
+namespace gcfs {
+
+// CIPHERDIR has no gpucryptfs.conf (or is not there at all).
+struct NotAVault : UserError {
+  using UserError::UserError;
+};
+
+class Vault {
+ public:
+  // Writes a new config and the root directory IV into cipherdir, which must exist and be empty.
+  // Throws UserError naming the problem.
+  static void create(const std::string& cipherdir, std::string_view password, std::uint32_t chunk_size,
+                     const ScryptParams& scrypt);
+
+  // Reads cipherdir's config: NotAVault when it is missing, CorruptData when it is damaged,
+  // UserError for a volume config or a newer format.
+  static VaultConfig load_config(const std::string& cipherdir);
+
+  // Unlocks config with password: WrongPassword when it does not open.
+  static std::unique_ptr<Vault> open(const std::string& cipherdir, const VaultConfig& config,
+                                     std::string_view password);
+
+  Vault(const Vault&) = delete;
+  Vault& operator=(const Vault&) = delete;
+
+  const std::string& cipherdir() const { return cipherdir_; }
+  const VaultConfig& config() const { return config_; }
+  const KeyRing& keys() const { return keys_; }
+  const ChunkLayout& layout() const { return layout_; }
+  const NameMapping& names() const { return names_; }
+
+ private:
+  Vault(std::string cipherdir, VaultConfig config, const SecretBytes& master);
+  std::string cipherdir_;
+  VaultConfig config_;
+  KeyRing keys_;
+  ChunkLayout layout_;
+  NameMapping names_;
+};
+
+std::string config_path(const std::string& cipherdir);
+
+}  // namespace gcfs

@@ -1,0 +1,65 @@
+// gpucryptfs info: a vault's format parameters (no password needed) and the GPUs this build can use.
+#include <boost/program_options.hpp>
+#include <iostream>
+
+#include "cuda/gpu_engine.h"
+#include "fs/vault.h"
+#include "mount/commands.h"
+#include "mount/exit_status.h"
+
+namespace po = boost::program_options;
+
+namespace gcfs::cli {
+namespace {
+
+void print_gpus(std::ostream& out) {
+  std::string why;
+  auto gpus = list_gpus(&why);
+  out << "GPU support:  " << (gpu_support_compiled() ? "compiled in" : "not compiled in (built without nvcc)") << "\n";
+  if (gpus.empty()) {
+    out << "GPUs:         none usable: " << why << "\n";
+    return;
+  }
+  for (const auto& g : gpus)
+    out << "GPU " << g.index << ":        " << g.name << ", " << g.sm_count << " SMs, compute capability " << g.cc_major
+        << "." << g.cc_minor << ", " << (g.memory_bytes >> 20) << " MiB\n";
+}
+
+}  // namespace
+
+int cmd_info(int argc, char** argv) {
+  return run_command("info", [&]() -> int {
+    std::string cipherdir;
+    po::options_description opts("usage: gpucryptfs info [CIPHERDIR]\n\n"
+                                 "Shows a vault's format parameters (no password needed) and the GPUs "
+                                 "this build can use; without CIPHERDIR, just the GPUs.\n\noptions");
+    opts.add_options()("help,h", "show this help");
+    po::options_description hidden;
+    hidden.add_options()("cipherdir", po::value(&cipherdir));
+    po::positional_options_description pos;
+    pos.add("cipherdir", 1);
+    po::options_description all;
+    all.add(opts).add(hidden);
+    po::variables_map vm;
+    po::store(po::command_line_parser(argc, argv).options(all).positional(pos).run(), vm);
+    if (vm.count("help")) {
+      std::cout << opts << "\n";
+      return kExitOk;
+    }
+    po::notify(vm);
+    if (!cipherdir.empty()) {
+      VaultConfig c = Vault::load_config(cipherdir);
+      std::cout << "Vault:        " << cipherdir << "\n"
+                << "Format:       gpucryptfs version " << c.version << ", directory\n"
+                << "Cipher:       " << c.cipher << ", chunk size " << c.chunk_size << " bytes\n"
+                << "Key from:     scrypt N=2^" << c.scrypt.log_n << " r=" << c.scrypt.r << " p=" << c.scrypt.p << "\n"
+                << "Features:    ";
+      for (const auto& f : c.features) std::cout << " " << f;
+      std::cout << "\n";
+    }
+    print_gpus(std::cout);
+    return kExitOk;
+  });
+}
+
+}  // namespace gcfs::cli

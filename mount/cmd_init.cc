@@ -1,0 +1,57 @@
+// gpucryptfs init: create a new, empty directory vault.
+#include <boost/program_options.hpp>
+#include <iostream>
+
+#include "crypto/errors.h"
+#include "fs/vault.h"
+#include "mount/commands.h"
+#include "mount/exit_status.h"
+#include "mount/password.h"
+
+namespace po = boost::program_options;
+
+namespace gcfs::cli {
+
+int cmd_init(int argc, char** argv) {
+  return run_command("init", [&]() -> int {
+    std::uint32_t chunk_size = kDefaultChunkSize;
+    int scrypt_logn = ScryptParams{}.log_n;
+    PasswordSource pw_src;
+    std::string cipherdir;
+    po::options_description opts("usage: gpucryptfs init [OPTIONS] CIPHERDIR\n\n"
+                                 "Creates a vault in CIPHERDIR, which must exist and be empty.\n\noptions");
+    opts.add_options()("help,h", "show this help")(
+        "chunk-size", po::value(&chunk_size)->default_value(chunk_size),
+        "plaintext bytes per encrypted chunk: a power of two from 4096 to 1048576")(
+        "scrypt-logn", po::value(&scrypt_logn)->default_value(scrypt_logn),
+        "scrypt cost: N = 2^logn (10..28); lower is faster to unlock and easier to guess")(
+        "passfile", po::value(&pw_src.passfile), "read the password from the first line of this file");
+    po::options_description hidden;
+    hidden.add_options()("cipherdir", po::value(&cipherdir));
+    po::positional_options_description pos;
+    pos.add("cipherdir", 1);
+    po::options_description all;
+    all.add(opts).add(hidden);
+    po::variables_map vm;
+    po::store(po::command_line_parser(argc, argv).options(all).positional(pos).run(), vm);
+    if (vm.count("help")) {
+      std::cout << opts << "\n";
+      return kExitOk;
+    }
+    po::notify(vm);
+    if (cipherdir.empty()) throw po::error("CIPHERDIR is missing");
+    if (!valid_chunk_size(chunk_size))
+      throw po::error("--chunk-size must be a power of two from 4096 to 1048576, got " + std::to_string(chunk_size));
+    if (scrypt_logn < 10 || scrypt_logn > 28) throw po::error("--scrypt-logn must be from 10 to 28");
+    ScryptParams scrypt;
+    scrypt.log_n = scrypt_logn;
+    std::string password = read_password(pw_src, "Password for the new vault: ", true);
+    Vault::create(cipherdir, password, chunk_size, scrypt);
+    secure_wipe(password.data(), password.size());
+    std::cout << "Created a vault in " << cipherdir << " (chunk size " << chunk_size << ").\n"
+              << "Mount it with: gpucryptfs mount " << cipherdir << " MOUNTPOINT\n";
+    return kExitOk;
+  });
+}
+
+}  // namespace gcfs::cli

@@ -1,0 +1,127 @@
+// gpucryptfs mount: unlock a directory vault and serve its plaintext view on MOUNTPOINT.
+// The password is read here, before detaching; unlocking, the engines and the mount happen in the
+// process that serves (see fuse_runner.h for why), and this command returns once the mount works.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/program_options.hpp>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+
+#include "crypto/errors.h"
+#include "fs/dir_iv.h"
+#include "fs/engine_factory.h"
+#include "fs/log.h"
+#include "fs/vault.h"
+#include "mount/commands.h"
+#include "mount/encrypted_fs.h"
+#include "mount/exit_status.h"
+#include "mount/fuse_runner.h"
+#include "mount/password.h"
+
+namespace po = boost::program_options;
+
+namespace gcfs::cli {
+namespace {
+
+// Everything a running mount owns, in the order it must be torn down.
+struct RunningVault {
+  std::unique_ptr<Vault> vault;
+  std::unique_ptr<EngineSet> engines;
+  std::unique_ptr<mount::EncryptedFs> fs;
+  ~RunningVault() {
+    fs.reset();
+    engines.reset();
+    vault.reset();
+  }
+};
+
+std::string absolute(const std::string& path) {
+  char buf[PATH_MAX];
+  if (!::realpath(path.c_str(), buf)) return path;  // the checks below name the problem
+  return buf;
+}
+
+}  // namespace
+
+int cmd_mount(int argc, char** argv) {
+  return run_command("mount", [&]() -> int {
+    PasswordSource pw_src;
+    EngineOptions engine;
+    mount::MountOptions mo;
+    mount::FsOptions fso;
+    std::string cipherdir, log_file;
+    po::options_description opts("usage: gpucryptfs mount [OPTIONS] CIPHERDIR MOUNTPOINT\n\n"
+                                 "Mounts the vault in CIPHERDIR on the empty directory MOUNTPOINT and returns once "
+                                 "the mount is ready.\nUnmount with: fusermount3 -u MOUNTPOINT\n\noptions");
+    opts.add_options()("help,h", "show this help")("passfile", po::value(&pw_src.passfile),
+                                                   "read the password from the first line of this file")(
+        "extpass", po::value(&pw_src.extpass), "run this shell command and read the password from its output")(
+        "engine", po::value(&engine.name)->default_value("auto"),
+        "cipher engine: cpu, gpu, or auto (the GPU for large batches when one is usable)")(
+        "foreground,f", po::bool_switch(&mo.foreground), "stay in the foreground and log to stderr")(
+        "read-only", po::bool_switch(&mo.read_only), "mount read-only")(
+        "allow-other", po::bool_switch(&mo.allow_other), "let other users use the mount (needs user_allow_other)")(
+        "o", po::value(&mo.extra_options)->composing(), "extra FUSE mount options, comma-separated (may repeat)")(
+        "log", po::value(&log_file), "append the log to this file (default: syslog when detached)")(
+        "writeback-cache", po::bool_switch(&fso.writeback_cache),
+        "let the kernel gather small writes into pages before they are encrypted")(
+        "cpu-threads", po::value(&engine.cpu_threads)->default_value(0), "cpu engine threads (0: all cores)");
+    po::options_description hidden;
+    std::vector<std::string> positional;
+    hidden.add_options()("paths", po::value(&positional));
+    po::positional_options_description pos;
+    pos.add("paths", 2);
+    po::options_description all;
+    all.add(opts).add(hidden);
+    po::variables_map vm;
+    po::store(po::command_line_parser(argc, argv).options(all).positional(pos).run(), vm);
+    if (vm.count("help")) {
+      std::cout << opts << "\n";
+      return kExitOk;
+    }
+    po::notify(vm);
+    if (positional.size() != 2) throw po::error("CIPHERDIR and MOUNTPOINT are both needed");
+    cipherdir = absolute(positional[0]);
+    mo.mountpoint = absolute(positional[1]);
+    mo.fsname = cipherdir;
+    if (!log_file.empty()) log_file = absolute(log_file);
+
+    const VaultConfig config = Vault::load_config(cipherdir);
+    mount::check_mountpoint(mo.mountpoint, kExitBadMountpoint);
+    if (mo.mountpoint == cipherdir || mo.mountpoint.starts_with(cipherdir + "/"))
+      throw mount::MountFailure(kExitBadMountpoint, "the mountpoint must not lie inside CIPHERDIR");
+    auto password = std::make_shared<std::string>(read_password(pw_src, "Password: "));
+
+    auto setup = [&]() -> mount::FuseFilesystem {
+      ::umask(0);  // the kernel has applied the caller's umask to every mode we are given
+      if (!log_file.empty()) log::to_file(log_file);
+      else if (!mo.foreground) log::to_syslog();
+      auto rv = std::make_shared<RunningVault>();
+      rv->vault = Vault::open(cipherdir, config, *password);
+      secure_wipe(password->data(), password->size());
+      int root_fd = ::open(cipherdir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+      if (root_fd < 0) throw UserError("cannot open " + cipherdir + ": " + std::strerror(errno));
+      DirIv iv{};
+      if (read_dir_iv(root_fd, &iv, cipherdir) != 0) {
+        ::close(root_fd);
+        throw CorruptData(cipherdir + "/" + kDirIvFileName + " is missing or damaged: the root's names cannot be read");
+      }
+      rv->engines = std::make_unique<EngineSet>(engine);
+      log::info(rv->engines->description());
+      rv->fs = std::make_unique<mount::EncryptedFs>(*rv->vault, rv->engines->engine(), root_fd, fso);
+      mount::FuseFilesystem f;
+      f.ops = &mount::EncryptedFs::operations();
+      f.userdata = rv->fs.get();
+      f.keep_alive = rv;
+      return f;
+    };
+    return mount::run_fuse_mount(mo, setup, exit_code_for);
+  });
+}
+
+}  // namespace gcfs::cli

@@ -1,0 +1,53 @@
+// gpucryptfs passwd: wrap the same master key under a new password. File contents and names are
+// untouched; only gpucryptfs.conf is rewritten (atomically).
+#include <boost/program_options.hpp>
+#include <iostream>
+
+#include "crypto/errors.h"
+#include "fs/vault.h"
+#include "mount/commands.h"
+#include "mount/exit_status.h"
+#include "mount/password.h"
+
+namespace po = boost::program_options;
+
+namespace gcfs::cli {
+
+int cmd_passwd(int argc, char** argv) {
+  return run_command("passwd", [&]() -> int {
+    PasswordSource old_src, new_src;
+    std::string cipherdir;
+    po::options_description opts("usage: gpucryptfs passwd [OPTIONS] CIPHERDIR\n\n"
+                                 "Changes the password of the vault in CIPHERDIR.\n\noptions");
+    opts.add_options()("help,h", "show this help")("passfile", po::value(&old_src.passfile),
+                                                   "read the current password from this file")(
+        "extpass", po::value(&old_src.extpass), "run this command for the current password")(
+        "new-passfile", po::value(&new_src.passfile), "read the new password from this file");
+    po::options_description hidden;
+    hidden.add_options()("cipherdir", po::value(&cipherdir));
+    po::positional_options_description pos;
+    pos.add("cipherdir", 1);
+    po::options_description all;
+    all.add(opts).add(hidden);
+    po::variables_map vm;
+    po::store(po::command_line_parser(argc, argv).options(all).positional(pos).run(), vm);
+    if (vm.count("help")) {
+      std::cout << opts << "\n";
+      return kExitOk;
+    }
+    po::notify(vm);
+    if (cipherdir.empty()) throw po::error("CIPHERDIR is missing");
+    VaultConfig cfg = Vault::load_config(cipherdir);
+    std::string old_pw = read_password(old_src, "Current password: ");
+    SecretBytes master = cfg.unlock(old_pw);
+    secure_wipe(old_pw.data(), old_pw.size());
+    std::string new_pw = read_password(new_src, "New password: ", true);
+    cfg.rewrap(master, new_pw);
+    secure_wipe(new_pw.data(), new_pw.size());
+    cfg.save_file(config_path(cipherdir));
+    std::cout << "Password changed.\n";
+    return kExitOk;
+  });
+}
+
+}  // namespace gcfs::cli

@@ -1,0 +1,222 @@
+// EncryptedFs: shared helpers, lookups, attributes and the calls that change them.
+#include "mount/encrypted_fs.h"
+
+#include <fcntl.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "fs/dir_iv.h"
+#include "fs/log.h"
+#include "mount/encrypted_fs_handles.h"
+
+namespace gcfs::mount {
+
+EncryptedFs::EncryptedFs(const Vault& vault, ChunkEngine& engine, int root_fd, FsOptions options)
+    : vault_(vault), engine_(engine), inodes_(root_fd), options_(options), running_as_root_(::geteuid() == 0) {}
+
+void EncryptedFs::init(fuse_conn_info* conn) {
+  constexpr unsigned kMaxRequest = 1u << 20;
+  conn->max_write = kMaxRequest;  // libfuse sizes max_pages from this
+  conn->max_readahead = kMaxRequest;
+  if (options_.writeback_cache && (conn->capable & FUSE_CAP_WRITEBACK_CACHE)) conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+  else conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+  if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+  log::info(std::string("serving ") + vault_.cipherdir() + " with the " + engine_.name() + " engine" +
+            (options_.writeback_cache && (conn->want & FUSE_CAP_WRITEBACK_CACHE) ? ", writeback cache on" : ""));
+}
+
+std::string EncryptedFs::label_of(const Inode& inode) const {
+  char buf[4096];
+  ssize_t n = ::readlink(proc_path(inode).c_str(), buf, sizeof buf - 1);
+  if (n <= 0) return vault_.cipherdir() + " (inode " + std::to_string(inode.src_ino) + ")";
+  return std::string(buf, static_cast<std::size_t>(n));
+}
+
+int EncryptedFs::dir_iv(Inode& dir, DirIv* iv) {
+  std::lock_guard lk(dir.mu);
+  if (!dir.dir_iv) {
+    DirIv v{};
+    int rc = read_dir_iv(dir.fd, &v, label_of(dir));
+    if (rc < 0) return rc;
+    dir.dir_iv = v;
+  }
+  *iv = *dir.dir_iv;
+  return 0;
+}
+
+int EncryptedFs::disk_name(Inode& dir, const char* name, DiskName* out) {
+  const std::size_t len = std::strlen(name);
+  if (len > kMaxNameBytes) return -ENAMETOOLONG;
+  if (len == 0) return -ENOENT;
+  DirIv iv{};
+  int rc = dir_iv(dir, &iv);
+  if (rc < 0) return rc;
+  *out = vault_.names().to_disk(name, iv);
+  return 0;
+}
+
+int EncryptedFs::plain_attr(Inode& inode, struct stat* st, bool strict) {
+  if (S_ISREG(st->st_mode)) {
+    std::shared_ptr<ContentFile> content;
+    {
+      std::lock_guard lk(inode.mu);
+      content = inode.content;
+    }
+    if (content) {
+      std::int64_t s = content->plain_size();
+      if (s < 0) {
+        if (strict) return static_cast<int>(s);
+        s = 0;
+      }
+      st->st_size = s;
+      return 0;
+    }
+    auto plain = vault_.layout().plain_size(static_cast<std::uint64_t>(st->st_size));
+    if (!plain) {
+      log::error(label_of(inode) + ": ciphertext size " + std::to_string(st->st_size) +
+                 " is impossible for this vault's chunk size (truncated or damaged file)");
+      if (strict) return -EIO;
+      plain = 0;
+    }
+    st->st_size = static_cast<off_t>(*plain);
+  } else if (S_ISLNK(st->st_mode)) {
+    char buf[8192];
+    ssize_t n = ::readlinkat(inode.fd, "", buf, sizeof buf);
+    if (n >= 0) {
+      auto target = vault_.names().decrypt_symlink(std::string_view(buf, static_cast<std::size_t>(n)));
+      if (target) st->st_size = static_cast<off_t>(target->size());
+    }
+  }
+  return 0;
+}
+
+int EncryptedFs::make_entry(Inode& dir, const std::string& entry, fuse_entry_param* e) {
+  std::memset(e, 0, sizeof *e);
+  int fd = ::openat(dir.fd, entry.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  struct stat st {};
+  if (::fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
+    int err = errno;
+    ::close(fd);
+    return -err;
+  }
+  Inode& inode = inodes_.find_or_insert(fd, st);
+  plain_attr(inode, &st, false);
+  e->ino = inodes_.id_of(inode);
+  e->attr = st;
+  e->attr_timeout = options_.attr_timeout;
+  e->entry_timeout = options_.entry_timeout;
+  return 0;
+}
+
+void EncryptedFs::reply_entry_or_err(fuse_req_t req, int rc, const fuse_entry_param& e) {
+  if (rc < 0) fuse_reply_err(req, -rc);
+  else fuse_reply_entry(req, &e);
+}
+
+void EncryptedFs::give_to_caller(fuse_req_t req, int dirfd, const std::string& entry) {
+  if (!running_as_root_) return;
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  if (ctx->uid == 0 && ctx->gid == 0) return;
+  if (::fchownat(dirfd, entry.c_str(), ctx->uid, ctx->gid, AT_SYMLINK_NOFOLLOW) != 0)
+    log::warning("cannot give a new entry to uid " + std::to_string(ctx->uid) + ": " + std::strerror(errno));
+}
+
+void EncryptedFs::lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  DiskName dn;
+  int rc = disk_name(inode(parent), name, &dn);
+  fuse_entry_param e{};
+  if (rc == 0) rc = make_entry(inode(parent), dn.entry, &e);
+  reply_entry_or_err(req, rc, e);
+}
+
+void EncryptedFs::forget(fuse_req_t req, fuse_ino_t ino, std::uint64_t nlookup) {
+  inodes_.forget(inode(ino), nlookup);
+  fuse_reply_none(req);
+}
+
+void EncryptedFs::forget_multi(fuse_req_t req, std::size_t count, fuse_forget_data* forgets) {
+  for (std::size_t i = 0; i < count; ++i) inodes_.forget(inode(forgets[i].ino), forgets[i].nlookup);
+  fuse_reply_none(req);
+}
+
+void EncryptedFs::getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  Inode& in = inode(ino);
+  struct stat st {};
+  if (::fstatat(in.fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return (void)fuse_reply_err(req, errno);
+  int rc = plain_attr(in, &st, true);
+  if (rc < 0) return (void)fuse_reply_err(req, -rc);
+  fuse_reply_attr(req, &st, options_.attr_timeout);
+}
+
+void EncryptedFs::setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int valid, fuse_file_info* fi) {
+  Inode& in = inode(ino);
+  const std::string proc = proc_path(in);
+  const bool is_link = S_ISLNK(in.type);
+  if (valid & FUSE_SET_ATTR_MODE) {
+    if (is_link) return (void)fuse_reply_err(req, EOPNOTSUPP);
+    if (::chmod(proc.c_str(), attr->st_mode & 07777) != 0) return (void)fuse_reply_err(req, errno);
+  }
+  if (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
+    uid_t uid = (valid & FUSE_SET_ATTR_UID) ? attr->st_uid : static_cast<uid_t>(-1);
+    gid_t gid = (valid & FUSE_SET_ATTR_GID) ? attr->st_gid : static_cast<gid_t>(-1);
+    if (::fchownat(in.fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return (void)fuse_reply_err(req, errno);
+  }
+  if (valid & FUSE_SET_ATTR_SIZE) {
+    if (!S_ISREG(in.type)) return (void)fuse_reply_err(req, S_ISDIR(in.type) ? EISDIR : EINVAL);
+    std::shared_ptr<ContentFile> content;
+    int rc = acquire_content(in, true, &content);
+    if (rc == 0) {
+      rc = content->truncate(static_cast<std::uint64_t>(attr->st_size));
+      release_content(in);
+    }
+    if (rc < 0) return (void)fuse_reply_err(req, -rc);
+  }
+  if (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME)) {
+    timespec tv[2];
+    tv[0].tv_sec = 0;
+    tv[1].tv_sec = 0;
+    tv[0].tv_nsec = UTIME_OMIT;
+    tv[1].tv_nsec = UTIME_OMIT;
+    if (valid & FUSE_SET_ATTR_ATIME_NOW) tv[0].tv_nsec = UTIME_NOW;
+    else if (valid & FUSE_SET_ATTR_ATIME) tv[0] = attr->st_atim;
+    if (valid & FUSE_SET_ATTR_MTIME_NOW) tv[1].tv_nsec = UTIME_NOW;
+    else if (valid & FUSE_SET_ATTR_MTIME) tv[1] = attr->st_mtim;
+    // AT_EMPTY_PATH works on O_PATH descriptors of symlinks too, where /proc paths would follow.
+    int r = ::utimensat(in.fd, "", tv, AT_EMPTY_PATH);
+    if (r != 0 && errno == EINVAL && !is_link) r = ::utimensat(AT_FDCWD, proc.c_str(), tv, 0);
+    if (r != 0) return (void)fuse_reply_err(req, errno);
+  }
+  (void)fi;
+  getattr(req, ino, nullptr);
+}
+
+void EncryptedFs::readlink(fuse_req_t req, fuse_ino_t ino) {
+  Inode& in = inode(ino);
+  char buf[8192];
+  ssize_t n = ::readlinkat(in.fd, "", buf, sizeof buf);
+  if (n < 0) return (void)fuse_reply_err(req, errno);
+  auto target = vault_.names().decrypt_symlink(std::string_view(buf, static_cast<std::size_t>(n)));
+  if (!target) {
+    log::error(label_of(in) + ": symlink target does not decrypt (tampered or not written by gpucryptfs)");
+    return (void)fuse_reply_err(req, EIO);
+  }
+  fuse_reply_readlink(req, target->c_str());
+}
+
+void EncryptedFs::statfs(fuse_req_t req, fuse_ino_t) {
+  struct statvfs sv {};
+  if (::fstatvfs(inodes_.root().fd, &sv) != 0) return (void)fuse_reply_err(req, errno);
+  sv.f_namemax = kMaxNameBytes;  // long names make every plaintext name up to 255 bytes work
+  fuse_reply_statfs(req, &sv);
+}
+
+void EncryptedFs::access(fuse_req_t req, fuse_ino_t ino, int mask) {
+  int r = ::faccessat(AT_FDCWD, proc_path(inode(ino)).c_str(), mask, AT_EACCESS);
+  fuse_reply_err(req, r == 0 ? 0 : errno);
+}
+
+}  // namespace gcfs::mount

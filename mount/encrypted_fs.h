@@ -1,0 +1,109 @@
+// The directory-mode filesystem behind the FUSE low-level API: plaintext names and contents on
+// the mount side, ciphertext in CIPHERDIR. Each request maps its names with the parent's IV and
+// runs the matching *at syscall on the parent's descriptor; file contents go through one shared
+// ContentFile per open inode. Replies are sent here; errors are errno values, and every EIO is
+// logged with the ciphertext path it concerns.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "fs/name_mapping.h"
+#include "fs/vault.h"
+#include "mount/fuse_api.h"
+#include "mount/inode_table.h"
+
+namespace gcfs::mount {
+
+struct FsOptions {
+  double attr_timeout = 1.0;
+  double entry_timeout = 1.0;
+  // The kernel's writeback cache: small writes are gathered into pages before they reach us.
+  bool writeback_cache = false;
+};
+
+class EncryptedFs {
+ public:
+  // root_fd: CIPHERDIR, opened O_PATH or O_DIRECTORY; owned from here on.
+  EncryptedFs(const Vault& vault, ChunkEngine& engine, int root_fd, FsOptions options);
+
+  // The table libfuse calls; the userdata it passes must be this object.
+  static const fuse_lowlevel_ops& operations();
+
+  // --- requests (one per FUSE operation) ---
+  void init(fuse_conn_info* conn);
+  void lookup(fuse_req_t req, fuse_ino_t parent, const char* name);
+  void forget(fuse_req_t req, fuse_ino_t ino, std::uint64_t nlookup);
+  void forget_multi(fuse_req_t req, std::size_t count, fuse_forget_data* forgets);
+  void getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  void setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int valid, fuse_file_info* fi);
+  void readlink(fuse_req_t req, fuse_ino_t ino);
+  void mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev);
+  void mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode);
+  void unlink(fuse_req_t req, fuse_ino_t parent, const char* name);
+  void rmdir(fuse_req_t req, fuse_ino_t parent, const char* name);
+  void symlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char* name);
+  void rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent, const char* newname,
+              unsigned int flags);
+  void link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname);
+  void open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  void create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi);
+  void read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi);
+  void write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::size_t size, off_t off, fuse_file_info* fi);
+  void flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  void release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  void fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi);
+  void fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length, fuse_file_info* fi);
+  void opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  void readdir(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi, bool plus);
+  void releasedir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  void fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi);
+  void statfs(fuse_req_t req, fuse_ino_t ino);
+  void access(fuse_req_t req, fuse_ino_t ino, int mask);
+  void setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, std::size_t size, int flags);
+  void getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, std::size_t size);
+  void listxattr(fuse_req_t req, fuse_ino_t ino, std::size_t size);
+  void removexattr(fuse_req_t req, fuse_ino_t ino, const char* name);
+
+  // What fi->fh points to (defined in encrypted_fs_handles.h).
+  struct FileHandle;
+  struct DirHandle;
+
+ private:
+
+  Inode& inode(fuse_ino_t ino) { return inodes_.get(ino); }
+  // The parent's IV (cached in the inode). 0 or -errno.
+  int dir_iv(Inode& dir, DirIv* iv);
+  // The disk name of `name` in dir: -ENAMETOOLONG past 255 bytes, -EIO without a readable IV.
+  int disk_name(Inode& dir, const char* name, DiskName* out);
+  // Opens and stats entry in dir, and makes it an inode counted as looked up; fills e.
+  int make_entry(Inode& dir, const std::string& entry, fuse_entry_param* e);
+  // Plaintext attributes of an inode: sizes of regular files and symlinks translated. strict:
+  // an impossible ciphertext size is -EIO (getattr); otherwise it shows as 0 (lookup, so a
+  // damaged file can still be removed). Both log it.
+  int plain_attr(Inode& inode, struct stat* st, bool strict);
+  // Gives newly created entries to the requesting user when the daemon runs as root.
+  void give_to_caller(fuse_req_t req, int dirfd, const std::string& entry);
+  // The ciphertext path of an inode, for log messages.
+  std::string label_of(const Inode& inode) const;
+  std::string proc_path(const Inode& inode) const { return "/proc/self/fd/" + std::to_string(inode.fd); }
+
+  // The inode's shared ContentFile, created or upgraded to read-write as needed. fd_in: an
+  // already opened read-write descriptor (create), taken over. 0 or -errno.
+  int acquire_content(Inode& inode, bool writable, std::shared_ptr<ContentFile>* out, int fd_in = -1);
+  void release_content(Inode& inode);
+
+  void reply_entry_or_err(fuse_req_t req, int rc, const fuse_entry_param& e);
+  int read_entries(Inode& dir, DirHandle& h);
+
+  const Vault& vault_;
+  ChunkEngine& engine_;
+  InodeTable inodes_;
+  FsOptions options_;
+  bool running_as_root_;
+};
+
+}  // namespace gcfs::mount

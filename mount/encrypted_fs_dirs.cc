@@ -1,0 +1,123 @@
+// EncryptedFs: directory listings. Our own dot-names and entries that do not decrypt are left
+// out (the latter logged), so the plaintext view shows exactly the user's names.
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "fs/log.h"
+#include "mount/encrypted_fs.h"
+#include "mount/encrypted_fs_handles.h"
+
+namespace gcfs::mount {
+namespace {
+
+EncryptedFs::DirHandle* dir_handle_of(fuse_file_info* fi) { return reinterpret_cast<EncryptedFs::DirHandle*>(fi->fh); }
+
+bool is_dot_or_dotdot(const std::string& n) { return n == "." || n == ".."; }
+
+}  // namespace
+
+int EncryptedFs::read_entries(Inode& dir, DirHandle& h) {
+  DirIv iv{};
+  int rc = dir_iv(dir, &iv);
+  if (rc < 0) return rc;
+  int fd = ::openat(dir.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  DIR* d = ::fdopendir(fd);
+  if (!d) {
+    int e = errno;
+    ::close(fd);
+    return -e;
+  }
+  h.entries.clear();
+  std::size_t hidden = 0;
+  std::string example;
+  while (dirent* e = ::readdir(d)) {
+    std::string entry = e->d_name;
+    if (is_dot_or_dotdot(entry)) {
+      h.entries.push_back({entry, entry, e->d_ino, e->d_type});
+      continue;
+    }
+    if (is_internal_entry(entry) && !is_long_name_entry(entry)) continue;
+    auto plain = vault_.names().to_plain(::dirfd(d), entry, iv);
+    if (!plain) {
+      if (++hidden == 1) example = entry;
+      continue;
+    }
+    h.entries.push_back({std::move(*plain), std::move(entry), e->d_ino, e->d_type});
+  }
+  ::closedir(d);
+  if (hidden)
+    log::warning(label_of(dir) + ": " + std::to_string(hidden) + " entries do not decrypt and are hidden (e.g. " +
+                 example + "): not written by this vault, moved in from another directory, or damaged");
+  return 0;
+}
+
+void EncryptedFs::opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  auto* h = new DirHandle;
+  fi->fh = reinterpret_cast<std::uint64_t>(h);
+  fi->cache_readdir = 0;
+  if (fuse_reply_open(req, fi) != 0) delete h;
+  (void)ino;
+}
+
+void EncryptedFs::readdir(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi, bool plus) {
+  DirHandle& h = *dir_handle_of(fi);
+  Inode& dir = inode(ino);
+  if (off == 0) {
+    int rc = read_entries(dir, h);
+    if (rc < 0) return (void)fuse_reply_err(req, -rc);
+  }
+  std::vector<char> buf(size);
+  std::size_t used = 0;
+  for (std::size_t i = static_cast<std::size_t>(off); i < h.entries.size(); ++i) {
+    const auto& ent = h.entries[i];
+    const off_t next = static_cast<off_t>(i + 1);
+    std::size_t need;
+    if (!plus) {
+      struct stat st {};
+      st.st_ino = ent.ino;
+      st.st_mode = static_cast<mode_t>(ent.type) << 12;
+      need = fuse_add_direntry(req, buf.data() + used, size - used, ent.name.c_str(), &st, next);
+      if (need > size - used) break;
+    } else {
+      fuse_entry_param e{};
+      bool counted = false;
+      if (is_dot_or_dotdot(ent.name)) {
+        e.attr.st_ino = ent.ino;
+        e.attr.st_mode = static_cast<mode_t>(ent.type) << 12;
+      } else {
+        // Gone since the snapshot (rm -r at work): skip it rather than fail the listing.
+        if (make_entry(dir, ent.entry, &e) != 0) continue;
+        counted = true;
+      }
+      need = fuse_add_direntry_plus(req, buf.data() + used, size - used, ent.name.c_str(), &e, next);
+      if (need > size - used) {
+        if (counted) inodes_.forget(inode(e.ino), 1);
+        break;
+      }
+    }
+    used += need;
+  }
+  fuse_reply_buf(req, buf.data(), used);
+}
+
+void EncryptedFs::releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  delete dir_handle_of(fi);
+  fuse_reply_err(req, 0);
+}
+
+void EncryptedFs::fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info*) {
+  int fd = ::openat(inode(ino).fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return (void)fuse_reply_err(req, errno);
+  int r = datasync ? ::fdatasync(fd) : ::fsync(fd);
+  int err = r == 0 ? 0 : errno;
+  ::close(fd);
+  fuse_reply_err(req, err);
+}
+
+}  // namespace gcfs::mount

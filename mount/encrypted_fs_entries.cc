@@ -1,0 +1,200 @@
+// EncryptedFs: creating, removing, renaming and linking directory entries. A long name's .name
+// file is written before its entry appears and removed after its entry is gone, so an entry
+// never exists without it.
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "fs/dir_iv.h"
+#include "fs/log.h"
+#include "mount/encrypted_fs.h"
+#include "mount/encrypted_fs_handles.h"
+
+namespace gcfs::mount {
+namespace {
+
+bool entry_exists(int dirfd, const std::string& entry) {
+  struct stat st {};
+  return ::fstatat(dirfd, entry.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+// A directory that holds nothing but its IV file counts as empty. 0, -ENOTEMPTY or -errno.
+int check_only_iv(int dirfd) {
+  int fd = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  DIR* d = ::fdopendir(fd);
+  if (!d) {
+    int e = errno;
+    ::close(fd);
+    return -e;
+  }
+  int rc = 0;
+  while (dirent* e = ::readdir(d)) {
+    if (!std::strcmp(e->d_name, ".") || !std::strcmp(e->d_name, "..") || !std::strcmp(e->d_name, kDirIvFileName))
+      continue;
+    rc = -ENOTEMPTY;
+    break;
+  }
+  ::closedir(d);
+  return rc;
+}
+
+}  // namespace
+
+void EncryptedFs::mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
+  Inode& dir = inode(parent);
+  DiskName dn;
+  int rc = disk_name(dir, name, &dn);
+  if (rc == 0) rc = NameMapping::write_name_file(dir.fd, dn);
+  if (rc < 0) return (void)fuse_reply_err(req, -rc);
+  if (::mknodat(dir.fd, dn.entry.c_str(), mode, rdev) != 0) {
+    int err = errno;
+    if (err != EEXIST) NameMapping::remove_name_file(dir.fd, dn);
+    return (void)fuse_reply_err(req, err);
+  }
+  give_to_caller(req, dir.fd, dn.entry);
+  fuse_entry_param e{};
+  rc = make_entry(dir, dn.entry, &e);
+  reply_entry_or_err(req, rc, e);
+}
+
+void EncryptedFs::mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
+  Inode& dir = inode(parent);
+  DiskName dn;
+  int rc = disk_name(dir, name, &dn);
+  if (rc == 0) rc = NameMapping::write_name_file(dir.fd, dn);
+  if (rc < 0) return (void)fuse_reply_err(req, -rc);
+  // Owner rwx while we write the IV file, whatever mode the caller asked for.
+  if (::mkdirat(dir.fd, dn.entry.c_str(), mode | S_IRWXU) != 0) {
+    int err = errno;
+    if (err != EEXIST) NameMapping::remove_name_file(dir.fd, dn);
+    return (void)fuse_reply_err(req, err);
+  }
+  int sub = ::openat(dir.fd, dn.entry.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  DirIv iv{};
+  rc = sub < 0 ? -errno : create_dir_iv(sub, &iv);
+  if (rc == 0 && (mode & S_IRWXU) != S_IRWXU && ::fchmod(sub, mode & 07777) != 0) rc = -errno;
+  if (sub >= 0) ::close(sub);
+  if (rc < 0) {
+    log::error(label_of(dir) + "/" + dn.entry + ": cannot write the new directory's IV: " + std::strerror(-rc));
+    if (sub >= 0) {
+      int s2 = ::openat(dir.fd, dn.entry.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (s2 >= 0) {
+        ::unlinkat(s2, kDirIvFileName, 0);
+        ::close(s2);
+      }
+    }
+    ::unlinkat(dir.fd, dn.entry.c_str(), AT_REMOVEDIR);
+    NameMapping::remove_name_file(dir.fd, dn);
+    return (void)fuse_reply_err(req, -rc);
+  }
+  give_to_caller(req, dir.fd, dn.entry);
+  fuse_entry_param e{};
+  rc = make_entry(dir, dn.entry, &e);
+  if (rc == 0) {
+    Inode& created = inode(e.ino);
+    std::lock_guard lk(created.mu);
+    created.dir_iv = iv;
+  }
+  reply_entry_or_err(req, rc, e);
+}
+
+void EncryptedFs::unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  Inode& dir = inode(parent);
+  DiskName dn;
+  int rc = disk_name(dir, name, &dn);
+  if (rc < 0) return (void)fuse_reply_err(req, -rc);
+  if (::unlinkat(dir.fd, dn.entry.c_str(), 0) != 0) return (void)fuse_reply_err(req, errno);
+  NameMapping::remove_name_file(dir.fd, dn);
+  fuse_reply_err(req, 0);
+}
+
+void EncryptedFs::rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  Inode& dir = inode(parent);
+  DiskName dn;
+  int rc = disk_name(dir, name, &dn);
+  if (rc < 0) return (void)fuse_reply_err(req, -rc);
+  int sub = ::openat(dir.fd, dn.entry.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (sub < 0) return (void)fuse_reply_err(req, errno);
+  rc = check_only_iv(sub);
+  DirIv iv{};
+  bool have_iv = false;
+  if (rc == 0) {
+    have_iv = read_dir_iv(sub, &iv, label_of(dir) + "/" + dn.entry) == 0;
+    if (::unlinkat(sub, kDirIvFileName, 0) != 0 && errno != ENOENT) rc = -errno;
+  }
+  if (rc == 0 && ::unlinkat(dir.fd, dn.entry.c_str(), AT_REMOVEDIR) != 0) {
+    rc = -errno;
+    // Something appeared in the meantime: put the IV back so its name stays readable.
+    if (have_iv) create_dir_iv(sub, nullptr, &iv);
+  }
+  ::close(sub);
+  if (rc == 0) NameMapping::remove_name_file(dir.fd, dn);
+  fuse_reply_err(req, -rc);
+}
+
+void EncryptedFs::symlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char* name) {
+  Inode& dir = inode(parent);
+  DiskName dn;
+  int rc = disk_name(dir, name, &dn);
+  if (rc == 0) rc = NameMapping::write_name_file(dir.fd, dn);
+  if (rc < 0) return (void)fuse_reply_err(req, -rc);
+  const std::string stored = vault_.names().encrypt_symlink(link);
+  if (::symlinkat(stored.c_str(), dir.fd, dn.entry.c_str()) != 0) {
+    int err = errno;
+    if (err != EEXIST) NameMapping::remove_name_file(dir.fd, dn);
+    return (void)fuse_reply_err(req, err);
+  }
+  give_to_caller(req, dir.fd, dn.entry);
+  fuse_entry_param e{};
+  rc = make_entry(dir, dn.entry, &e);
+  reply_entry_or_err(req, rc, e);
+}
+
+void EncryptedFs::link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
+  Inode& target = inode(ino);
+  Inode& dir = inode(newparent);
+  DiskName dn;
+  int rc = disk_name(dir, newname, &dn);
+  if (rc == 0) rc = NameMapping::write_name_file(dir.fd, dn);
+  if (rc < 0) return (void)fuse_reply_err(req, -rc);
+  if (::linkat(AT_FDCWD, proc_path(target).c_str(), dir.fd, dn.entry.c_str(), AT_SYMLINK_FOLLOW) != 0) {
+    int err = errno;
+    if (err != EEXIST) NameMapping::remove_name_file(dir.fd, dn);
+    return (void)fuse_reply_err(req, err);
+  }
+  fuse_entry_param e{};
+  rc = make_entry(dir, dn.entry, &e);
+  reply_entry_or_err(req, rc, e);
+}
+
+void EncryptedFs::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent,
+                         const char* newname, unsigned int flags) {
+  if (flags & ~static_cast<unsigned>(RENAME_NOREPLACE | RENAME_EXCHANGE)) return (void)fuse_reply_err(req, EINVAL);
+  Inode& from = inode(parent);
+  Inode& to = inode(newparent);
+  DiskName src, dst;
+  int rc = disk_name(from, name, &src);
+  if (rc == 0) rc = disk_name(to, newname, &dst);
+  if (rc < 0) return (void)fuse_reply_err(req, -rc);
+  // The target's .name file goes first (its content follows from the name, so an existing one
+  // is already right); remove it again only if we created it and the rename failed.
+  const bool dst_name_existed = dst.is_long && entry_exists(to.fd, dst.name_file());
+  rc = NameMapping::write_name_file(to.fd, dst);
+  if (rc < 0) return (void)fuse_reply_err(req, -rc);
+  if (::renameat2(from.fd, src.entry.c_str(), to.fd, dst.entry.c_str(), flags) != 0) {
+    int err = errno;
+    if (dst.is_long && !dst_name_existed) NameMapping::remove_name_file(to.fd, dst);
+    return (void)fuse_reply_err(req, err);
+  }
+  // The source name is gone unless this was an exchange or a rename between two hard links of
+  // one file (which POSIX makes a no-op).
+  if (src.is_long && !entry_exists(from.fd, src.entry)) NameMapping::remove_name_file(from.fd, src);
+  fuse_reply_err(req, 0);
+}
+
+}  // namespace gcfs::mount

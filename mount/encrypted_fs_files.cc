@@ -1,0 +1,192 @@
+// EncryptedFs: file contents. All handles of an inode share one ContentFile, which does the
+// chunk mapping, the read-modify-write of partial chunks and the per-chunk locking.
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "fs/log.h"
+#include "mount/encrypted_fs.h"
+#include "mount/encrypted_fs_handles.h"
+
+namespace gcfs::mount {
+namespace {
+
+EncryptedFs::FileHandle* handle_of(fuse_file_info* fi) { return reinterpret_cast<EncryptedFs::FileHandle*>(fi->fh); }
+
+// Partial chunks are read, modified and sealed again, so even a write-only user needs the
+// ciphertext open for reading: try read-write first, read-only where that is all that is wanted.
+int open_backing(const std::string& proc, bool writable) {
+  int fd = ::open(proc.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd >= 0 || writable || (errno != EACCES && errno != EROFS && errno != EPERM)) return fd < 0 ? -errno : fd;
+  fd = ::open(proc.c_str(), O_RDONLY | O_CLOEXEC);
+  return fd < 0 ? -errno : fd;
+}
+
+}  // namespace
+
+int EncryptedFs::acquire_content(Inode& in, bool writable, std::shared_ptr<ContentFile>* out, int fd_in) {
+  std::lock_guard lk(in.mu);
+  if (!in.content) {
+    int fd = fd_in >= 0 ? fd_in : open_backing(proc_path(in), writable);
+    if (fd < 0) return fd;
+    const bool rw = fd_in >= 0 || (::fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDWR;
+    in.content = std::make_shared<ContentFile>(fd, vault_.layout(), engine_, vault_.keys(), label_of(in));
+    in.content_fds.push_back(fd);
+    in.content_writable = rw;
+  } else {
+    if (fd_in >= 0) ::close(fd_in);
+    if (writable && !in.content_writable) {
+      int fd = ::open(proc_path(in).c_str(), O_RDWR | O_CLOEXEC);
+      if (fd < 0) return -errno;
+      in.content->set_fd(fd);
+      in.content_fds.push_back(fd);
+      in.content_writable = true;
+    }
+  }
+  ++in.open_count;
+  *out = in.content;
+  return 0;
+}
+
+void EncryptedFs::release_content(Inode& in) {
+  std::shared_ptr<ContentFile> last;
+  std::vector<int> fds;
+  {
+    std::lock_guard lk(in.mu);
+    if (--in.open_count > 0) return;
+    last = std::move(in.content);
+    fds.swap(in.content_fds);
+    in.content_writable = false;
+  }
+  last.reset();
+  for (int fd : fds) ::close(fd);
+}
+
+void EncryptedFs::open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  Inode& in = inode(ino);
+  if (S_ISDIR(in.type)) return (void)fuse_reply_err(req, EISDIR);
+  const bool writable = (fi->flags & O_ACCMODE) != O_RDONLY;
+  std::shared_ptr<ContentFile> content;
+  int rc = acquire_content(in, writable, &content);
+  if (rc < 0) return (void)fuse_reply_err(req, -rc);
+  if ((fi->flags & O_TRUNC) && writable) {
+    rc = content->truncate(0);
+    if (rc < 0) {
+      release_content(in);
+      return (void)fuse_reply_err(req, -rc);
+    }
+  }
+  auto* h = new FileHandle{&in, std::move(content), (fi->flags & O_APPEND) != 0 && !options_.writeback_cache};
+  fi->fh = reinterpret_cast<std::uint64_t>(h);
+  fi->keep_cache = 0;  // a fresh open rereads from us: the ciphertext is the truth
+  if (fuse_reply_open(req, fi) != 0) {
+    release_content(in);
+    delete h;
+  }
+}
+
+void EncryptedFs::create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
+  Inode& dir = inode(parent);
+  DiskName dn;
+  int rc = disk_name(dir, name, &dn);
+  if (rc == 0) rc = NameMapping::write_name_file(dir.fd, dn);
+  if (rc < 0) return (void)fuse_reply_err(req, -rc);
+  const int flags = O_CREAT | O_RDWR | O_CLOEXEC | O_NOFOLLOW | (fi->flags & (O_EXCL | O_TRUNC));
+  int fd = ::openat(dir.fd, dn.entry.c_str(), flags, mode);
+  if (fd < 0) {
+    int err = errno;
+    if (err != EEXIST) NameMapping::remove_name_file(dir.fd, dn);
+    return (void)fuse_reply_err(req, err);
+  }
+  give_to_caller(req, dir.fd, dn.entry);
+  fuse_entry_param e{};
+  rc = make_entry(dir, dn.entry, &e);
+  if (rc < 0) {
+    ::close(fd);
+    return (void)fuse_reply_err(req, -rc);
+  }
+  Inode& in = inode(e.ino);
+  std::shared_ptr<ContentFile> content;
+  rc = acquire_content(in, true, &content, fd);
+  if (rc < 0) {
+    inodes_.forget(in, 1);
+    return (void)fuse_reply_err(req, -rc);
+  }
+  auto* h = new FileHandle{&in, std::move(content), (fi->flags & O_APPEND) != 0 && !options_.writeback_cache};
+  fi->fh = reinterpret_cast<std::uint64_t>(h);
+  fi->keep_cache = 0;
+  if (fuse_reply_create(req, &e, fi) != 0) {
+    release_content(in);
+    delete h;
+  }
+}
+
+void EncryptedFs::read(fuse_req_t req, fuse_ino_t, std::size_t size, off_t off, fuse_file_info* fi) {
+  thread_local std::vector<std::uint8_t> buf;
+  if (buf.size() < size) buf.resize(size);
+  ssize_t n = handle_of(fi)->content->read(static_cast<std::uint64_t>(off), size, buf.data());
+  if (n < 0) return (void)fuse_reply_err(req, static_cast<int>(-n));
+  fuse_reply_buf(req, reinterpret_cast<const char*>(buf.data()), static_cast<std::size_t>(n));
+}
+
+void EncryptedFs::write(fuse_req_t req, fuse_ino_t, const char* buf, std::size_t size, off_t off, fuse_file_info* fi) {
+  FileHandle* h = handle_of(fi);
+  const auto* in = reinterpret_cast<const std::uint8_t*>(buf);
+  ssize_t n;
+  if (h->append) {
+    std::lock_guard lk(h->inode->append_mu);
+    std::int64_t end = h->content->plain_size();
+    n = end < 0 ? end : h->content->write(static_cast<std::uint64_t>(end), in, size);
+  } else {
+    n = h->content->write(static_cast<std::uint64_t>(off), in, size);
+  }
+  if (n < 0) return (void)fuse_reply_err(req, static_cast<int>(-n));
+  fuse_reply_write(req, static_cast<std::size_t>(n));
+}
+
+void EncryptedFs::flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
+  // Writes reach the ciphertext file before they are answered; nothing is buffered here.
+  fuse_reply_err(req, 0);
+}
+
+void EncryptedFs::release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  FileHandle* h = handle_of(fi);
+  Inode& in = *h->inode;
+  h->content.reset();
+  delete h;
+  release_content(in);
+  fuse_reply_err(req, 0);
+}
+
+void EncryptedFs::fsync(fuse_req_t req, fuse_ino_t, int datasync, fuse_file_info* fi) {
+  const int fd = handle_of(fi)->content->fd();
+  int r = datasync ? ::fdatasync(fd) : ::fsync(fd);
+  fuse_reply_err(req, r == 0 ? 0 : errno);
+}
+
+void EncryptedFs::fallocate(fuse_req_t req, fuse_ino_t, int mode, off_t offset, off_t length, fuse_file_info* fi) {
+  ContentFile& c = *handle_of(fi)->content;
+  if (offset < 0 || length <= 0) return (void)fuse_reply_err(req, EINVAL);
+  const std::uint64_t end = static_cast<std::uint64_t>(offset) + static_cast<std::uint64_t>(length);
+  int rc = 0;
+  if (mode == 0) {
+    // The range must read as zeros and the size cover it; holes do both (space is not reserved:
+    // the chunks are sealed only when written).
+    std::int64_t size = c.plain_size();
+    if (size < 0) rc = static_cast<int>(size);
+    else if (end > static_cast<std::uint64_t>(size)) rc = c.truncate(end);
+  } else if (mode == FALLOC_FL_KEEP_SIZE) {
+    rc = 0;
+  } else if (mode == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)) {
+    rc = c.punch_hole(static_cast<std::uint64_t>(offset), static_cast<std::uint64_t>(length));
+  } else {
+    rc = -EOPNOTSUPP;
+  }
+  fuse_reply_err(req, -rc);
+}
+
+}  // namespace gcfs::mount

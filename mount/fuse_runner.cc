@@ -1,0 +1,206 @@
+#include "mount/fuse_runner.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <optional>
+
+#include "fs/log.h"
+#include "mount/fuse_api.h"
+
+namespace gcfs::mount {
+namespace {
+
+struct Failure {
+  int code;
+  std::string message;
+};
+
+// fuse_opt treats ',' as a separator and '\' as an escape inside one -o argument.
+std::string escape_option_value(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == ',' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+std::string mount_option_string(const MountOptions& o) {
+  // default_permissions: the kernel checks modes and owners, so a daemon running as root (or with
+  // allow_other) never grants more than the files' modes do.
+  std::string s = "default_permissions,subtype=" + o.subtype;
+  if (!o.fsname.empty()) s += ",fsname=" + escape_option_value(o.fsname);
+  if (o.read_only) s += ",ro";
+  if (o.allow_other) s += ",allow_other";
+  for (const auto& e : o.extra_options)
+    if (!e.empty()) s += "," + e;
+  return s;
+}
+
+struct SessionDeleter {
+  void operator()(fuse_session* se) const { fuse_session_destroy(se); }
+};
+using SessionPtr = std::unique_ptr<fuse_session, SessionDeleter>;
+
+// Unmounts and removes the signal handlers on every way out of serve(), exceptions included.
+class MountedSession {
+ public:
+  explicit MountedSession(fuse_session* se) : se_(se) {}
+  MountedSession(const MountedSession&) = delete;
+  ~MountedSession() {
+    fuse_remove_signal_handlers(se_);
+    fuse_session_unmount(se_);
+  }
+
+ private:
+  fuse_session* se_;
+};
+
+void write_all(int fd, const std::string& s) {
+  std::size_t done = 0;
+  while (done < s.size()) {
+    ssize_t n = ::write(fd, s.data() + done, s.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+// The child's report to the waiting parent: "ok\n", or "<code> <message>".
+void report(int fd, const std::optional<Failure>& f) {
+  if (fd < 0) return;
+  write_all(fd, f ? std::to_string(f->code) + " " + f->message : std::string("ok\n"));
+  ::close(fd);
+}
+
+void detach_stdio() {
+  int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null < 0) return;
+  ::dup2(null, STDIN_FILENO);
+  ::dup2(null, STDOUT_FILENO);
+  ::dup2(null, STDERR_FILENO);
+  if (null > STDERR_FILENO) ::close(null);
+}
+
+// Mounts and serves. report_fd >= 0: we are the detached child and tell the parent through it.
+// Returns the failure of setup or mount, or nullopt once the mount ran and ended.
+std::optional<Failure> serve(const MountOptions& o, const std::function<FuseFilesystem()>& setup,
+                             const std::function<int(const std::exception&)>& error_code_of, int report_fd,
+                             int* loop_status) {
+  FuseFilesystem fs;
+  try {
+    fs = setup();
+  } catch (const MountFailure& e) {
+    return Failure{e.exit_code, e.what()};
+  } catch (const std::exception& e) {
+    return Failure{error_code_of(e), e.what()};
+  }
+
+  const std::string opts = mount_option_string(o);
+  const char* argv[] = {"gpucryptfs", "-o", opts.c_str(), nullptr};
+  fuse_args args = FUSE_ARGS_INIT(3, const_cast<char**>(argv));
+  SessionPtr se(fuse_session_new(&args, fs.ops, sizeof(fuse_lowlevel_ops), fs.userdata));
+  fuse_opt_free_args(&args);
+  if (!se) return Failure{1, "cannot create the FUSE session: bad mount options '" + opts + "'"};
+  if (fuse_set_signal_handlers(se.get()) != 0) return Failure{1, "cannot install signal handlers"};
+  if (fuse_session_mount(se.get(), o.mountpoint.c_str()) != 0) {
+    fuse_remove_signal_handlers(se.get());
+    return Failure{1, "cannot mount on " + o.mountpoint + " (libfuse's reason is printed above; is /dev/fuse there "
+                      "and fusermount3 installed?)"};
+  }
+  {
+    MountedSession mounted(se.get());
+    if (report_fd >= 0) {
+      report(report_fd, std::nullopt);
+      detach_stdio();
+      if (::chdir("/") != 0) { /* only matters for unmounting the cwd's filesystem */ }
+    }
+    log::info("mounted on " + o.mountpoint);
+    fuse_loop_config* cfg = fuse_loop_cfg_create();
+    fuse_loop_cfg_set_clone_fd(cfg, 0);
+    fuse_loop_cfg_set_max_threads(cfg, o.max_threads);
+    *loop_status = fuse_session_loop_mt(se.get(), cfg);
+    fuse_loop_cfg_destroy(cfg);
+  }
+  se.reset();  // runs the filesystem's destroy callback before userdata goes
+  fs.keep_alive.reset();
+  log::info("unmounted " + o.mountpoint);
+  return std::nullopt;
+}
+
+// The parent of a detached mount: waits for the child's report.
+int wait_for_child(pid_t child, int read_fd) {
+  std::string msg;
+  char buf[512];
+  for (;;) {
+    ssize_t n = ::read(read_fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    msg.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(read_fd);
+  if (msg == "ok\n") return 0;
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  auto sp = msg.find(' ');
+  if (!msg.empty() && sp != std::string::npos) throw MountFailure(std::stoi(msg.substr(0, sp)), msg.substr(sp + 1));
+  std::string why = WIFSIGNALED(status) ? "was killed by signal " + std::to_string(WTERMSIG(status))
+                                        : "exited with status " + std::to_string(WEXITSTATUS(status));
+  throw MountFailure(1, "the mount process " + why + " before the mount was ready");
+}
+
+}  // namespace
+
+void check_mountpoint(const std::string& path, int code) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    throw MountFailure(code, "mountpoint " + path + ": " + std::strerror(errno) + " (create it with mkdir first)");
+  if (!S_ISDIR(st.st_mode)) throw MountFailure(code, "mountpoint " + path + " is not a directory");
+  DIR* d = ::opendir(path.c_str());
+  if (!d) throw MountFailure(code, "mountpoint " + path + ": " + std::strerror(errno));
+  bool empty = true;
+  while (dirent* e = ::readdir(d)) {
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) {
+      empty = false;
+      break;
+    }
+  }
+  ::closedir(d);
+  if (!empty) throw MountFailure(code, "mountpoint " + path + " is not empty (mount on an empty directory)");
+}
+
+int run_fuse_mount(const MountOptions& o, const std::function<FuseFilesystem()>& setup,
+                   const std::function<int(const std::exception&)>& error_code_of) {
+  int loop_status = 0;
+  if (o.foreground) {
+    auto f = serve(o, setup, error_code_of, -1, &loop_status);
+    if (f) throw MountFailure(f->code, f->message);
+    return loop_status == 0 ? 0 : 1;
+  }
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw MountFailure(1, std::string("pipe: ") + std::strerror(errno));
+  std::fflush(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) throw MountFailure(1, std::string("fork: ") + std::strerror(errno));
+  if (pid > 0) {
+    ::close(fds[1]);
+    return wait_for_child(pid, fds[0]);
+  }
+  ::close(fds[0]);
+  ::setsid();
+  auto f = serve(o, setup, error_code_of, fds[1], &loop_status);
+  if (f) {
+    report(fds[1], f);
+    ::_exit(f->code);
+  }
+  return loop_status == 0 ? 0 : 1;
+}
+
+}  // namespace gcfs::mount

@@ -1,0 +1,61 @@
+// The life of one FUSE mount, shared by directory mode and volume mode: check the mountpoint,
+// detach into the background, create the low-level session, mount, serve requests on a
+// multi-threaded loop, and unmount on exit or on SIGINT/SIGTERM/SIGHUP.
+//
+// Detaching: the process forks BEFORE anything that does not survive fork (thread pools, CUDA
+// contexts, mlock'd key memory) is built. The child runs `setup`, mounts, and only then tells the
+// parent; the parent exits with 0 once the mount is ready, or prints the child's one-line error
+// and exits with its code. So `gpucryptfs mount` returns only when the mount works, and errors
+// found while setting up (a wrong password, no GPU) still reach the terminal.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "crypto/errors.h"
+
+struct fuse_lowlevel_ops;
+
+namespace gcfs::mount {
+
+struct MountOptions {
+  std::string mountpoint;
+  bool foreground = false;
+  bool read_only = false;
+  bool allow_other = false;
+  std::vector<std::string> extra_options;  // each like "-o" takes: "a,b=c"
+  std::string fsname;                      // shown in /proc/mounts (the backing path)
+  std::string subtype = "gpucryptfs";      // /proc/mounts type is fuse.<subtype>
+  unsigned max_threads = 16;
+};
+
+// What setup hands the runner: the operations and the pointer fuse_req_userdata() returns.
+// `keep_alive` owns whatever userdata points to; it is destroyed after the unmount.
+struct FuseFilesystem {
+  const fuse_lowlevel_ops* ops = nullptr;
+  void* userdata = nullptr;
+  std::shared_ptr<void> keep_alive;
+};
+
+// Thrown by setup to end with a particular exit code (other exceptions go through error_code_of),
+// and thrown by run_fuse_mount when the mount could not be made.
+struct MountFailure : UserError {
+  MountFailure(int code, const std::string& message) : UserError(message), exit_code(code) {}
+  int exit_code;
+};
+
+// A missing, non-directory or non-empty mountpoint. Throws MountFailure with bad_mountpoint_code.
+void check_mountpoint(const std::string& path, int bad_mountpoint_code);
+
+// Runs setup (in the child when detaching), mounts, serves until unmounted, and returns the exit
+// code for a mount that ran (0 when it was unmounted cleanly). A parent that detached returns 0
+// as soon as the child reports the mount ready. Throws MountFailure when setup or the mount
+// fails, in the foreground or in the parent of a detached child; error_code_of maps an exception
+// thrown by setup to that MountFailure's exit code.
+int run_fuse_mount(const MountOptions& options, const std::function<FuseFilesystem()>& setup,
+                   const std::function<int(const std::exception&)>& error_code_of);
+
+}  // namespace gcfs::mount
