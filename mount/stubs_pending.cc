@@ -12,7 +12,6 @@ int pending(const char* name) {
 }
 }  // namespace
 
-int cmd_volume(int, char**) { return pending("volume"); }
 int cmd_bench(int, char**) { return pending("bench"); }
 int cmd_fsck(int, char**) { return pending("fsck"); }
 

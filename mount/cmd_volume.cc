@@ -1,0 +1,125 @@
+// gpucryptfs volume create|resize, and the dispatch to volume mount (cmd_volume_mount.cc).
+#include <sys/stat.h>
+
+#include <boost/program_options.hpp>
+#include <iostream>
+
+#include "crypto/errors.h"
+#include "crypto/vault_config.h"
+#include "fs/volume_container.h"
+#include "mount/commands.h"
+#include "mount/password.h"
+#include "mount/volume_cli.h"
+
+namespace po = boost::program_options;
+
+namespace gcfs::cli {
+
+int cmd_volume_mount(int argc, char** argv);  // cmd_volume_mount.cc
+
+namespace {
+
+void volume_usage(std::ostream& out) {
+  out << "usage: gpucryptfs volume create --size SIZE [--chunk-size N] [--scrypt-logn N] [--passfile F] CONTAINER\n"
+         "       gpucryptfs volume mount [--passfile F] [--extpass CMD] [--engine auto|cpu|gpu] [-f] [--read-only]\n"
+         "                               [--log FILE] CONTAINER MOUNTDIR\n"
+         "       gpucryptfs volume resize --size SIZE [--passfile F] [--extpass CMD] CONTAINER\n"
+         "\nA volume is an encrypted block device in one sparse file; mounted, it is MOUNTDIR/volume.img.\n"
+         "SIZE takes the suffixes K, M, G, T (binary). 'gpucryptfs volume SUBCOMMAND --help' lists the options.\n";
+}
+
+// Parses argv with desc and one or more positional names; returns false after printing --help.
+bool parse(int argc, char** argv, po::options_description& desc, const std::vector<const char*>& positional,
+           po::variables_map& vm, const char* usage_line) {
+  po::positional_options_description pos;
+  for (const char* p : positional) pos.add(p, 1);
+  po::store(po::command_line_parser(argc, argv).options(desc).positional(pos).run(), vm);
+  if (vm.count("help")) {
+    std::cout << "usage: " << usage_line << "\n\n" << desc;
+    return false;
+  }
+  po::notify(vm);
+  return true;
+}
+
+int volume_create(int argc, char** argv) {
+  std::string size_text, container, passfile;
+  std::uint32_t chunk_size = kDefaultChunkSize;
+  int logn = ScryptParams{}.log_n;
+  po::options_description desc("volume create options");
+  desc.add_options()("help,h", "this help")
+      ("size", po::value(&size_text)->required(), "plaintext size of the volume (K, M, G, T suffixes)")
+      ("chunk-size", po::value(&chunk_size)->default_value(kDefaultChunkSize), "bytes per chunk: a power of two, 4096..1048576")
+      ("scrypt-logn", po::value(&logn)->default_value(logn), "scrypt cost N = 2^logn (10..28)")
+      ("passfile", po::value(&passfile), "read the password from the first line of this file")
+      ("container", po::value(&container)->required(), "the container file to create");
+  po::variables_map vm;
+  if (!parse(argc, argv, desc, {"container"}, vm, "gpucryptfs volume create --size SIZE [options] CONTAINER")) return kExitOk;
+  if (logn < 10 || logn > 28) throw UserError("--scrypt-logn must be from 10 to 28");
+  if (!valid_chunk_size(chunk_size))
+    throw UserError("--chunk-size must be a power of two from 4096 to 1048576, got " + std::to_string(chunk_size));
+  const std::uint64_t size = volume_size_for(parse_byte_size(size_text), chunk_size);
+  struct stat st {};
+  if (::stat(container.c_str(), &st) == 0) throw UserError(container + " already exists; choose a new file name");
+
+  std::string password = read_password({passfile, ""}, "New volume password: ", true);
+  ScryptParams params;
+  params.log_n = logn;
+  SecretBytes master;
+  VaultConfig config = VaultConfig::create(password, chunk_size, params, VaultKind::Volume, &master);
+  // volume_size is one of the authenticated fields: wrap the key again now that it is set.
+  config.volume_size = size;
+  config.rewrap(master, password);
+  secure_wipe(password.data(), password.size());
+  VolumeContainer::create(container, config);
+  std::cout << "Created volume " << container << ": " << format_byte_size(size) << " (" << size << " bytes), chunk size "
+            << chunk_size << ", sparse: unwritten chunks take no space.\n"
+            << "Mount it with: gpucryptfs volume mount " << container << " MOUNTDIR\n";
+  return kExitOk;
+}
+
+int volume_resize(int argc, char** argv) {
+  std::string size_text, container, passfile, extpass;
+  po::options_description desc("volume resize options");
+  desc.add_options()("help,h", "this help")
+      ("size", po::value(&size_text)->required(), "new plaintext size (K, M, G, T suffixes); only growing is supported")
+      ("passfile", po::value(&passfile), "read the password from the first line of this file")
+      ("extpass", po::value(&extpass), "run this command and read the password from its output")
+      ("container", po::value(&container)->required(), "the container file (unmounted)");
+  po::variables_map vm;
+  if (!parse(argc, argv, desc, {"container"}, vm, "gpucryptfs volume resize --size SIZE [options] CONTAINER")) return kExitOk;
+  VolumeContainer vol(container, true);  // exclusive lock: refuses a mounted volume
+  const std::uint64_t old_size = vol.config().volume_size;
+  const std::uint64_t size = volume_size_for(parse_byte_size(size_text), vol.config().chunk_size);
+  if (size < old_size)
+    throw UserError("cannot shrink " + container + " from " + format_byte_size(old_size) + " to " + format_byte_size(size) +
+                    ": only growing is supported (the filesystem inside may use the end)");
+  std::string password = read_password({passfile, extpass}, "Password: ");
+  vol.grow(size, password);
+  secure_wipe(password.data(), password.size());
+  if (size == old_size) {
+    std::cout << container << " already has " << format_byte_size(size) << "; nothing changed.\n";
+    return kExitOk;
+  }
+  std::cout << "Grew " << container << " from " << format_byte_size(old_size) << " to " << format_byte_size(size)
+            << ". Grow the filesystem inside too (for ext4: resize2fs on the mounted volume.img).\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+int cmd_volume(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" || std::string(argv[1]) == "help") {
+    volume_usage(argc < 2 ? std::cerr : std::cout);
+    return argc < 2 ? kExitUsage : kExitOk;
+  }
+  const std::string sub = argv[1];
+  if (sub == "create") return run_reporting("volume create", [&] { return volume_create(argc - 1, argv + 1); });
+  if (sub == "resize") return run_reporting("volume resize", [&] { return volume_resize(argc - 1, argv + 1); });
+  if (sub == "mount") return run_reporting("volume mount", [&] { return cmd_volume_mount(argc - 1, argv + 1); });
+  std::cerr << "gpucryptfs volume: unknown subcommand '" << sub << "'\n";
+  volume_usage(std::cerr);
+  return kExitUsage;
+}
+
+}  // namespace gcfs::cli

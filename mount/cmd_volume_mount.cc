@@ -1,0 +1,71 @@
+// gpucryptfs volume mount: unlocks a container and serves MOUNTDIR/volume.img until unmounted.
+#include <boost/program_options.hpp>
+#include <filesystem>
+#include <iostream>
+
+#include "crypto/errors.h"
+#include "fs/log.h"
+#include "mount/commands.h"
+#include "mount/fuse_runner.h"
+#include "mount/password.h"
+#include "mount/volume_cli.h"
+#include "mount/volume_daemon.h"
+
+namespace po = boost::program_options;
+
+namespace gcfs::cli {
+
+int cmd_volume_mount(int argc, char** argv) {
+  std::string container, mountdir, passfile, extpass, engine = "auto", log_file;
+  bool foreground = false, read_only = false;
+  unsigned threads = 16;
+  po::options_description desc("volume mount options");
+  desc.add_options()("help,h", "this help")
+      ("passfile", po::value(&passfile), "read the password from the first line of this file")
+      ("extpass", po::value(&extpass), "run this command and read the password from its output")
+      ("engine", po::value(&engine)->default_value(engine), "cipher engine: auto, cpu or gpu")
+      ("foreground,f", po::bool_switch(&foreground), "stay in the foreground, log to stderr")
+      ("read-only", po::bool_switch(&read_only), "mount read-only")
+      ("log", po::value(&log_file), "append the daemon's log to this file (default: syslog once detached)")
+      ("threads", po::value(&threads)->default_value(threads), "FUSE worker threads (requests served at once)")
+      ("container", po::value(&container)->required(), "the container file")
+      ("mountdir", po::value(&mountdir)->required(), "an empty directory to mount on");
+  po::positional_options_description pos;
+  pos.add("container", 1).add("mountdir", 1);
+  po::variables_map vm;
+  po::store(po::command_line_parser(argc, argv).options(desc).positional(pos).run(), vm);
+  if (vm.count("help")) {
+    std::cout << "usage: gpucryptfs volume mount [options] CONTAINER MOUNTDIR\n\n" << desc;
+    return kExitOk;
+  }
+  po::notify(vm);
+  if (threads < 1 || threads > 256) throw UserError("--threads must be from 1 to 256");
+
+  mount::check_mountpoint(mountdir, kExitBadMountpoint);
+  if (!std::filesystem::is_regular_file(container))
+    throw UserError("no volume container at " + container + " (create one with 'gpucryptfs volume create')");
+  if (!log_file.empty()) log::to_file(log_file);
+
+  mount::VolumeMountSetup setup;
+  setup.container = std::filesystem::absolute(container).string();
+  setup.engine.name = engine;
+  setup.read_only = read_only;
+  setup.password = read_password({passfile, extpass}, "Password: ");
+
+  mount::MountOptions mo;
+  mo.mountpoint = std::filesystem::absolute(mountdir).string();
+  mo.foreground = foreground;
+  mo.read_only = read_only;
+  mo.fsname = setup.container;
+  mo.max_threads = threads;
+  return mount::run_fuse_mount(
+      mo,
+      [&] {
+        // Runs in the daemon: once detached, stderr is gone, so the log goes to syslog.
+        if (log_file.empty() && !foreground) log::to_syslog();
+        return mount::make_volume_filesystem(setup);
+      },
+      exit_code_of);
+}
+
+}  // namespace gcfs::cli
