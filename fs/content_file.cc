@@ -237,12 +237,15 @@ int ContentFile::seal_and_write_locked(ChunkRange r, const std::uint8_t* plain, 
   const std::uint64_t disk_off = layout_.disk_offset(r.first);
   const std::uint64_t old_cipher = layout_.base_offset() + layout_.cipher_size(size_);
   const bool extends = disk_off + disk_len > old_cipher;
-  if (extends) {
-    // Reserve the space first: on a full disk the write fails here, before any byte of the file
-    // has changed. Filesystems without fallocate (some network ones) skip this step.
-    if (::fallocate(fd(), FALLOC_FL_KEEP_SIZE, static_cast<off_t>(disk_off), static_cast<off_t>(disk_len)) != 0 &&
-        errno == ENOSPC)
-      return -ENOSPC;
+  // Reserve the space first: on a full disk the write fails here, before any byte of the file
+  // has changed. Rewrites inside the file need it as much as appends do, because a chunk that
+  // is a hole has no blocks yet, and a torn chunk would turn readable zeros into EIO. Over
+  // allocated blocks this is a cheap no-op. Filesystems without fallocate (some network ones)
+  // skip this step.
+  if (::fallocate(fd(), FALLOC_FL_KEEP_SIZE, static_cast<off_t>(disk_off), static_cast<off_t>(disk_len)) != 0 &&
+      (errno == ENOSPC || errno == EDQUOT)) {
+    log::warning(label_ + ": write refused: disk full");
+    return -errno;
   }
   ssize_t w = pwrite_full(fd(), ct.data(), disk_len, disk_off);
   if (w < 0) {
