@@ -367,6 +367,22 @@ int ContentFile::truncate(std::uint64_t new_size) {
   return truncate_locked(new_size);
 }
 
+int ContentFile::punch_disk_range_locked(std::uint64_t disk_off, std::uint64_t disk_len) {
+  if (::fallocate(fd(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(disk_off),
+                  static_cast<off_t>(disk_len)) == 0)
+    return 0;
+  if (errno != EOPNOTSUPP) return -errno;
+  // No hole punching here: zeros on disk read as a hole all the same, they just take space.
+  const std::vector<std::uint8_t> zeros(std::min<std::uint64_t>(disk_len, layout_.disk_chunk_size()), 0);
+  for (std::uint64_t done = 0; done < disk_len;) {
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(zeros.size(), disk_len - done));
+    ssize_t w = pwrite_full(fd(), zeros.data(), n, disk_off + done);
+    if (w < 0) return static_cast<int>(w);
+    done += n;
+  }
+  return 0;
+}
+
 int ContentFile::punch_hole(std::uint64_t off, std::uint64_t len) {
   std::unique_lock lk(size_mu_);
   if (!size_valid_) {
@@ -378,28 +394,37 @@ int ContentFile::punch_hole(std::uint64_t off, std::uint64_t len) {
   const std::uint64_t C = layout_.chunk_size();
   const ChunkRange r = layout_.chunks_for(off, end - off);
   auto& plain = scratch(1, C);
+  // Consecutive whole chunks are punched as one disk range: punched one by one, the filesystem
+  // block that straddles each chunk boundary would stay allocated.
+  std::uint64_t run_begin = 0, run_end = 0;
+  auto flush = [&]() -> int {
+    const int rc = run_end > run_begin ? punch_disk_range_locked(run_begin, run_end - run_begin) : 0;
+    run_begin = run_end = 0;
+    return rc;
+  };
   for (std::uint64_t k = r.first; k <= r.last; ++k) {
     const std::uint64_t cs = k * C, ce = std::min(size_, cs + C);
     const std::uint64_t zs = std::max(off, cs), ze = std::min(end, ce);
     if (zs == cs && ze == ce) {
       // Whole chunk: all-zero bytes on disk read back as a hole.
-      const std::uint64_t disk_len = (ce - cs) + kChunkOverhead;
-      if (::fallocate(fd(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(layout_.disk_offset(k)),
-                      static_cast<off_t>(disk_len)) != 0) {
-        if (errno != EOPNOTSUPP) return -errno;
-        std::vector<std::uint8_t> zeros(disk_len, 0);
-        ssize_t w = pwrite_full(fd(), zeros.data(), zeros.size(), layout_.disk_offset(k));
-        if (w < 0) return static_cast<int>(w);
+      const std::uint64_t b = layout_.disk_offset(k);
+      if (b != run_end) {
+        int rc = flush();
+        if (rc < 0) return rc;
+        run_begin = b;
       }
+      run_end = b + (ce - cs) + kChunkOverhead;
       continue;
     }
-    int rc = open_chunks_locked({k, k}, plain.data());
+    int rc = flush();
+    if (rc < 0) return rc;
+    rc = open_chunks_locked({k, k}, plain.data());
     if (rc < 0) return rc;
     std::memset(plain.data() + (zs - cs), 0, ze - zs);
     rc = seal_and_write_locked({k, k}, plain.data(), size_);
     if (rc < 0) return rc;
   }
-  return 0;
+  return flush();
 }
 
 }  // namespace gcfs

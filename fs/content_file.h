@@ -62,6 +62,8 @@ class ContentFile {
   int seal_and_write_locked(ChunkRange r, const std::uint8_t* plain, std::uint64_t new_size);
   ssize_t write_locked(std::uint64_t off, const std::uint8_t* in, std::size_t len);
   int truncate_locked(std::uint64_t size);
+  // Makes a disk range read as zeros, by punching it or, where that is unsupported, writing zeros.
+  int punch_disk_range_locked(std::uint64_t disk_off, std::uint64_t disk_len);
   int corrupt(const std::string& what);
 
   std::atomic<int> fd_;
