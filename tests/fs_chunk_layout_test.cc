@@ -1,0 +1,207 @@
+// Chunk mapping and size translation, at every boundary, for every chunk size the format allows
+// (and the tiny ones that make boundaries cheap to enumerate).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <set>
+#include <stdexcept>
+
+#include "crypto/key_ring.h"
+#include "fs/chunk_layout.h"
+#include "fs/file_header.h"
+
+namespace gcfs {
+namespace {
+
+// An independent model of FORMAT.md's size rule, written from the text, not from the code.
+std::uint64_t model_cipher_size(std::uint64_t plain, std::uint64_t c) {
+  if (plain == 0) return 0;
+  std::uint64_t chunks = (plain + c - 1) / c;
+  return 24 + plain + 28 * chunks;
+}
+
+class ChunkLayoutSizes : public ::testing::TestWithParam<std::uint32_t> {};
+
+TEST_P(ChunkLayoutSizes, MappingAtBoundaries) {
+  const std::uint64_t C = GetParam();
+  ChunkLayout L(GetParam());
+  EXPECT_EQ(L.chunk_size(), C);
+  EXPECT_EQ(L.disk_chunk_size(), C + 28);
+  for (std::uint64_t k : {0ull, 1ull, 2ull, 1000ull}) {
+    EXPECT_EQ(L.chunk_of(k * C), k);
+    EXPECT_EQ(L.chunk_of(k * C + C - 1), k);
+    if (k) {
+      EXPECT_EQ(L.chunk_of(k * C - 1), k - 1);
+    }
+    EXPECT_EQ(L.chunk_start(k), k * C);
+    EXPECT_EQ(L.disk_offset(k), 24 + k * (C + 28));
+  }
+  // chunks_for at the edges.
+  auto r = L.chunks_for(0, 1);
+  EXPECT_EQ(r.first, 0u);
+  EXPECT_EQ(r.last, 0u);
+  r = L.chunks_for(0, C);
+  EXPECT_EQ(r.last, 0u);
+  EXPECT_EQ(r.count(), 1u);
+  r = L.chunks_for(0, C + 1);
+  EXPECT_EQ(r.last, 1u);
+  r = L.chunks_for(C - 1, 2);
+  EXPECT_EQ(r.first, 0u);
+  EXPECT_EQ(r.last, 1u);
+  r = L.chunks_for(C, C);
+  EXPECT_EQ(r.first, 1u);
+  EXPECT_EQ(r.last, 1u);
+  r = L.chunks_for(C - 1, 1);
+  EXPECT_EQ(r.first, 0u);
+  EXPECT_EQ(r.last, 0u);
+  r = L.chunks_for(3 * C + 5, 10 * C);
+  EXPECT_EQ(r.first, 3u);
+  EXPECT_EQ(r.last, 13u);
+  EXPECT_EQ(r.count(), 11u);
+  EXPECT_THROW(L.chunks_for(5, 0), std::invalid_argument);
+
+  // chunk_count and chunk_plain_len.
+  EXPECT_EQ(L.chunk_count(0), 0u);
+  EXPECT_EQ(L.chunk_count(1), 1u);
+  EXPECT_EQ(L.chunk_count(C - 1), 1u);
+  EXPECT_EQ(L.chunk_count(C), 1u);
+  EXPECT_EQ(L.chunk_count(C + 1), 2u);
+  EXPECT_EQ(L.chunk_count(7 * C), 7u);
+  EXPECT_EQ(L.chunk_plain_len(0, 0), 0u);
+  EXPECT_EQ(L.chunk_plain_len(0, 1), 1u);
+  EXPECT_EQ(L.chunk_plain_len(0, C - 1), C - 1);
+  EXPECT_EQ(L.chunk_plain_len(0, C), C);
+  EXPECT_EQ(L.chunk_plain_len(1, C), 0u);
+  EXPECT_EQ(L.chunk_plain_len(0, C + 1), C);
+  EXPECT_EQ(L.chunk_plain_len(1, C + 1), 1u);
+  EXPECT_EQ(L.chunk_plain_len(2, C + 1), 0u);
+  EXPECT_EQ(L.chunk_plain_len(5, 6 * C), C);
+}
+
+TEST_P(ChunkLayoutSizes, SizeTranslationAtBoundaries) {
+  const std::uint64_t C = GetParam();
+  ChunkLayout L(GetParam());
+  const std::uint64_t D = C + 28;
+  const std::pair<std::uint64_t, std::uint64_t> cases[] = {
+      {0, 0},
+      {1, 24 + 28 + 1},
+      {C - 1, 24 + 28 + C - 1},
+      {C, 24 + D},
+      {C + 1, 24 + D + 29},
+      {2 * C, 24 + 2 * D},
+      {1000 * C + 7, 24 + 1000 * D + 35},
+  };
+  for (auto [plain, cipher] : cases) {
+    SCOPED_TRACE(plain);
+    EXPECT_EQ(L.cipher_size(plain), cipher);
+    EXPECT_EQ(L.cipher_size(plain), model_cipher_size(plain, C));
+    auto back = L.plain_size(cipher);
+    ASSERT_TRUE(back.has_value());
+    EXPECT_EQ(*back, plain);
+  }
+  // A header-only file: a write interrupted right after creating the file holds no bytes.
+  EXPECT_EQ(L.plain_size(24), std::optional<std::uint64_t>(0));
+  // Large files: no overflow in the arithmetic for a 1 PiB file.
+  const std::uint64_t big = 1ull << 50;
+  EXPECT_EQ(L.plain_size(L.cipher_size(big)), std::optional<std::uint64_t>(big));
+  EXPECT_EQ(L.plain_size(L.cipher_size(big + 1)), std::optional<std::uint64_t>(big + 1));
+}
+
+TEST_P(ChunkLayoutSizes, ImpossibleCiphertextSizes) {
+  const std::uint64_t C = GetParam();
+  ChunkLayout L(GetParam());
+  const std::uint64_t D = C + 28;
+  for (std::uint64_t s = 1; s < 24; ++s) EXPECT_FALSE(L.plain_size(s).has_value()) << s;
+  for (std::uint64_t full : {0ull, 1ull, 2ull, 77ull}) {
+    const std::uint64_t base = 24 + full * D;
+    // 1..28 bytes after a chunk boundary: a nonce and tag with no room for a single byte.
+    for (std::uint64_t rem = 1; rem <= 28; ++rem) EXPECT_FALSE(L.plain_size(base + rem).has_value()) << base + rem;
+    EXPECT_TRUE(L.plain_size(base).has_value());
+    EXPECT_EQ(L.plain_size(base + 29), std::optional<std::uint64_t>(full * C + 1));
+    EXPECT_EQ(L.plain_size(base + D - 1), std::optional<std::uint64_t>(full * C + C - 1));
+  }
+}
+
+TEST_P(ChunkLayoutSizes, EveryPlainSizeRoundTripsAndEveryCipherSizeIsClassified) {
+  const std::uint64_t C = GetParam();
+  if (C > 4096) GTEST_SKIP() << "exhaustive walk only for small chunk sizes";
+  ChunkLayout L(GetParam());
+  const std::uint64_t limit = 4 * C + 3;
+  std::set<std::uint64_t> cipher_sizes;
+  std::uint64_t prev = 0;
+  for (std::uint64_t p = 0; p <= limit; ++p) {
+    const std::uint64_t s = L.cipher_size(p);
+    ASSERT_EQ(s, model_cipher_size(p, C));
+    if (p) {
+      ASSERT_GT(s, prev);  // strictly increasing: one plaintext size per ciphertext size
+    }
+    prev = s;
+    ASSERT_EQ(L.plain_size(s), std::optional<std::uint64_t>(p)) << p;
+    cipher_sizes.insert(s);
+  }
+  // Every ciphertext size up to there is either the image of a plaintext size or impossible
+  // (header-only excepted).
+  for (std::uint64_t s = 0; s <= L.cipher_size(limit); ++s) {
+    auto p = L.plain_size(s);
+    if (s == 24) {
+      EXPECT_EQ(p, std::optional<std::uint64_t>(0));
+    } else if (cipher_sizes.count(s)) {
+      ASSERT_TRUE(p.has_value()) << s;
+      EXPECT_EQ(L.cipher_size(*p), s);
+    } else {
+      EXPECT_FALSE(p.has_value()) << s;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(ChunkSizes, ChunkLayoutSizes,
+                         ::testing::Values(16u, 64u, 4096u, 65536u, 1024u * 1024u),
+                         [](const auto& info) { return "C" + std::to_string(info.param); });
+
+TEST(ChunkLayout, RejectsNonPowersOfTwo) {
+  EXPECT_THROW(ChunkLayout(0), std::invalid_argument);
+  EXPECT_THROW(ChunkLayout(3), std::invalid_argument);
+  EXPECT_THROW(ChunkLayout(4095), std::invalid_argument);
+  EXPECT_THROW(ChunkLayout(65537), std::invalid_argument);
+}
+
+TEST(FileHeader, EncodeDecodeAndRejects) {
+  FileHeader h = FileHeader::random();
+  FileHeader h2 = FileHeader::random();
+  EXPECT_NE(h.id, h2.id);
+  const auto enc = h.encode();
+  ASSERT_EQ(enc.size(), 24u);
+  // "GCFS" | be16 version 1 | 0 0 | file ID
+  EXPECT_EQ(enc[0], 'G');
+  EXPECT_EQ(enc[1], 'C');
+  EXPECT_EQ(enc[2], 'F');
+  EXPECT_EQ(enc[3], 'S');
+  EXPECT_EQ(enc[4], 0);
+  EXPECT_EQ(enc[5], 1);
+  EXPECT_EQ(enc[6], 0);
+  EXPECT_EQ(enc[7], 0);
+  EXPECT_TRUE(std::equal(h.id.begin(), h.id.end(), enc.begin() + 8));
+  auto back = FileHeader::decode(enc);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->id, h.id);
+  for (std::size_t i = 0; i < 8; ++i) {
+    auto bad = enc;
+    bad[i] ^= 1;
+    EXPECT_FALSE(FileHeader::decode(bad).has_value()) << i;
+  }
+  EXPECT_FALSE(FileHeader::decode(std::span(enc).first(23)).has_value());
+  EXPECT_FALSE(FileHeader::decode({}).has_value());
+}
+
+TEST(FileHeader, ChunkAadIsIdThenBigEndianIndex) {
+  FileId id{};
+  for (std::size_t i = 0; i < id.size(); ++i) id[i] = static_cast<std::uint8_t>(i + 1);
+  const auto aad = chunk_aad(id, 0x0102030405060708ull);
+  ASSERT_EQ(aad.size(), 24u);
+  EXPECT_TRUE(std::equal(id.begin(), id.end(), aad.begin()));
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(aad[16 + i], i + 1);
+  EXPECT_NE(chunk_aad(id, 1), chunk_aad(id, 256));
+}
+
+}  // namespace
+}  // namespace gcfs

@@ -1,0 +1,657 @@
+// ContentFile on real files with the cpu engine: a seeded random exerciser against a shadow copy,
+// holes, nonces, every kind of damage to the ciphertext, concurrent writers, and a full disk.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "crypto/cpu_engine.h"
+#include "crypto/key_ring.h"
+#include "fs/chunk_layout.h"
+#include "fs/content_file.h"
+#include "fs/file_header.h"
+#include "fs/log.h"
+
+namespace gcfs {
+namespace {
+
+using Bytes = std::vector<std::uint8_t>;
+namespace stdfs = std::filesystem;
+
+Bytes master_key() {
+  Bytes m(kMasterKeyBytes);
+  for (std::size_t i = 0; i < m.size(); ++i) m[i] = static_cast<std::uint8_t>(0x5c ^ i);
+  return m;
+}
+
+Bytes pattern(std::size_t n, std::uint32_t seed) {
+  Bytes b(n);
+  std::mt19937 rng(seed);
+  for (auto& x : b) x = static_cast<std::uint8_t>(rng() | 1);  // never zero: zeros are what holes read as
+  return b;
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/gcfs-content-test-XXXXXX";
+    if (!::mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    stdfs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// One ciphertext file and the objects a ContentFile borrows.
+struct Backing {
+  Backing(const std::string& path, std::uint32_t chunk_size, std::size_t threads = 2)
+      : path(path), layout(chunk_size), engine(threads, 0), keys(master_key()) {
+    fd = ::open(path.c_str(), O_RDWR | O_CREAT, 0600);
+    if (fd < 0) throw std::runtime_error("open " + path + ": " + std::strerror(errno));
+    file = std::make_unique<ContentFile>(fd, layout, engine, keys, path);
+  }
+  ~Backing() {
+    file.reset();
+    if (fd >= 0) ::close(fd);
+  }
+  // A new ContentFile on the same descriptor: reads what is on disk, not what was cached.
+  ContentFile& reopen() {
+    file = std::make_unique<ContentFile>(fd, layout, engine, keys, path);
+    return *file;
+  }
+  std::uint64_t disk_size() const {
+    struct stat st {};
+    ::fstat(fd, &st);
+    return static_cast<std::uint64_t>(st.st_size);
+  }
+  std::uint64_t disk_blocks() const {
+    struct stat st {};
+    ::fstat(fd, &st);
+    return static_cast<std::uint64_t>(st.st_blocks);
+  }
+  Bytes read_all(ContentFile& f) {
+    const std::int64_t n = f.plain_size();
+    EXPECT_GE(n, 0);
+    if (n < 0) return {};
+    Bytes out(static_cast<std::size_t>(n) + 100, 0xCC);
+    ssize_t got = f.read(0, out.size(), out.data());
+    EXPECT_EQ(got, n);
+    out.resize(got < 0 ? 0 : static_cast<std::size_t>(got));
+    return out;
+  }
+  Bytes raw(std::uint64_t off, std::size_t len) const {
+    Bytes b(len);
+    EXPECT_EQ(::pread(fd, b.data(), len, static_cast<off_t>(off)), static_cast<ssize_t>(len));
+    return b;
+  }
+  void poke(std::uint64_t off, const Bytes& b) const {
+    ASSERT_EQ(::pwrite(fd, b.data(), b.size(), static_cast<off_t>(off)), static_cast<ssize_t>(b.size()));
+  }
+
+  std::string path;
+  ChunkLayout layout;
+  CpuEngine engine;
+  KeyRing keys;
+  int fd = -1;
+  std::unique_ptr<ContentFile> file;
+};
+
+class ContentFileTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { log::set_min_level(log::Level::Error); }
+  TempDir dir;
+  std::string file_path(const char* name) const { return dir.path() + "/" + name; }
+};
+
+// ------------------------------------------------------------------------- random exerciser
+
+class ContentFileRandomOps : public ContentFileTest, public ::testing::WithParamInterface<std::uint32_t> {};
+
+TEST_P(ContentFileRandomOps, MatchesShadowAfterEveryStep) {
+  const std::uint32_t C = GetParam();
+  Backing b(file_path("random"), C, 3);
+  Bytes shadow;
+  std::mt19937_64 rng(0xC0FFEE ^ C);
+  auto rand_upto = [&](std::uint64_t n) { return n ? rng() % (n + 1) : 0; };
+  const std::uint64_t max_size = 7 * C + C / 2;
+
+  for (int step = 0; step < 400; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step) + " size " + std::to_string(shadow.size()));
+    ContentFile& f = *b.file;
+    const int op = static_cast<int>(rng() % 100);
+    if (op < 45) {
+      // Writes at random offsets and lengths, crossing chunk boundaries and the end of file.
+      std::uint64_t off = rand_upto(std::min<std::uint64_t>(max_size, shadow.size() + 2 * C));
+      if (rng() % 4 == 0) off = (off / C) * C + (rng() % 3 == 0 ? C - 1 : 0);  // near a boundary
+      std::size_t len = 1 + static_cast<std::size_t>(rand_upto(rng() % 3 == 0 ? 3 * C : C / 2 + 1));
+      const Bytes data = pattern(len, static_cast<std::uint32_t>(rng()));
+      ASSERT_EQ(f.write(off, data.data(), len), static_cast<ssize_t>(len));
+      if (shadow.size() < off + len) shadow.resize(off + len, 0);
+      std::copy(data.begin(), data.end(), shadow.begin() + static_cast<std::ptrdiff_t>(off));
+    } else if (op < 60) {
+      std::uint64_t size = rand_upto(max_size);
+      if (rng() % 3 == 0) size = (size / C) * C + (rng() % 2);  // boundary and boundary + 1
+      if (rng() % 10 == 0) size = 0;
+      ASSERT_EQ(f.truncate(size), 0);
+      shadow.resize(size, 0);
+    } else if (op < 72) {
+      const std::uint64_t off = rand_upto(shadow.size() + C);
+      std::uint64_t len = rand_upto(3 * C);
+      if (rng() % 3 == 0) len = C * (1 + rng() % 3);  // whole chunks when aligned
+      ASSERT_EQ(f.punch_hole(off, len), 0);
+      for (std::uint64_t i = off; i < std::min<std::uint64_t>(shadow.size(), off + len); ++i) shadow[i] = 0;
+    } else if (op < 95) {
+      const std::uint64_t off = rand_upto(shadow.size() + C);
+      const std::size_t len = static_cast<std::size_t>(rand_upto(3 * C));
+      Bytes out(len + 1, 0xCC);
+      const ssize_t got = f.read(off, len, out.data());
+      const std::size_t expect = off >= shadow.size() ? 0 : std::min<std::size_t>(len, shadow.size() - off);
+      ASSERT_EQ(got, static_cast<ssize_t>(expect));
+      ASSERT_TRUE(std::equal(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(expect),
+                             shadow.begin() + static_cast<std::ptrdiff_t>(std::min<std::uint64_t>(off, shadow.size()))));
+      ASSERT_EQ(out[expect], 0xCC) << "read wrote past what it returned";
+    } else {
+      b.reopen();  // what is on disk, not what is cached, must match
+    }
+    // After every step: size, contents, and the on-disk size the format dictates.
+    ASSERT_EQ(b.file->plain_size(), static_cast<std::int64_t>(shadow.size()));
+    ASSERT_EQ(b.read_all(*b.file), shadow);
+    const std::uint64_t disk = b.disk_size();
+    if (shadow.empty()) {
+      ASSERT_TRUE(disk == 0 || disk == kFileHeaderBytes) << disk;
+    } else {
+      ASSERT_EQ(disk, b.layout.cipher_size(shadow.size()));
+    }
+  }
+  ContentFile& fresh = b.reopen();
+  EXPECT_EQ(b.read_all(fresh), shadow);
+}
+
+INSTANTIATE_TEST_SUITE_P(ChunkSizes, ContentFileRandomOps, ::testing::Values(64u, 4096u),
+                         [](const auto& info) { return "C" + std::to_string(info.param); });
+
+// ------------------------------------------------------------------------- reads and holes
+
+TEST_F(ContentFileTest, EmptyFileAndReadsPastEof) {
+  Backing b(file_path("eof"), 4096);
+  ContentFile& f = *b.file;
+  Bytes out(100, 0xCC);
+  EXPECT_EQ(f.plain_size(), 0);
+  EXPECT_EQ(f.read(0, 100, out.data()), 0);
+  EXPECT_EQ(b.disk_size(), 0u);  // an empty plaintext is an empty ciphertext
+  const Bytes data = pattern(5000, 1);
+  ASSERT_EQ(f.write(0, data.data(), data.size()), 5000);
+  EXPECT_EQ(f.read(5000, 100, out.data()), 0);
+  EXPECT_EQ(f.read(1u << 30, 100, out.data()), 0);
+  EXPECT_EQ(f.read(4990, 100, out.data()), 10);
+  EXPECT_TRUE(std::equal(out.begin(), out.begin() + 10, data.end() - 10));
+  EXPECT_EQ(f.read(0, 0, out.data()), 0);
+  EXPECT_EQ(f.write(10, data.data(), 0), 0);
+  EXPECT_EQ(f.plain_size(), 5000);
+  EXPECT_EQ(f.truncate(0), 0);
+  EXPECT_EQ(b.disk_size(), 0u);
+  EXPECT_EQ(f.read(0, 100, out.data()), 0);
+}
+
+TEST_F(ContentFileTest, HolesReadAsZerosAndTakeNoSpace) {
+  const std::uint32_t C = 65536;
+  Backing b(file_path("sparse"), C);
+  ContentFile& f = *b.file;
+  const std::uint64_t size = 64ull * C;  // 4 MiB of plaintext, none of it written
+  ASSERT_EQ(f.truncate(size), 0);
+  EXPECT_EQ(b.disk_size(), b.layout.cipher_size(size));
+  if (b.disk_blocks() * 512 > size / 2) GTEST_SKIP() << "the backing filesystem does not keep files sparse";
+  EXPECT_LT(b.disk_blocks() * 512, 64u * 1024);
+  Bytes out(3 * C, 0xCC);
+  ASSERT_EQ(f.read(10 * C - 5, out.size(), out.data()), static_cast<ssize_t>(out.size()));
+  EXPECT_EQ(out, Bytes(out.size(), 0));
+
+  // A write past the end leaves the gap as holes too.
+  const Bytes data = pattern(100, 2);
+  ASSERT_EQ(f.write(200ull * C, data.data(), data.size()), 100);
+  EXPECT_LT(b.disk_blocks() * 512, 4u * C);
+  ASSERT_EQ(f.read(150ull * C, C, out.data()), static_cast<ssize_t>(C));
+  EXPECT_EQ(Bytes(out.begin(), out.begin() + C), Bytes(C, 0));
+
+  // Writing then punching whole chunks gives the space back, all of it but the two filesystem
+  // blocks at the ends of the run (chunks are not block-aligned on disk).
+  const std::uint64_t before = b.disk_blocks();
+  const Bytes big = pattern(16 * C, 3);
+  ASSERT_EQ(f.write(20ull * C, big.data(), big.size()), static_cast<ssize_t>(big.size()));
+  const std::uint64_t with_data = b.disk_blocks();
+  EXPECT_GE((with_data - before) * 512, 16u * C);
+  ASSERT_EQ(f.punch_hole(20ull * C, 16ull * C), 0);
+  EXPECT_LE(b.disk_blocks() * 512, before * 512 + 16 * 1024) << "with data: " << with_data * 512;
+  ASSERT_EQ(f.read(20ull * C, C, out.data()), static_cast<ssize_t>(C));
+  EXPECT_EQ(Bytes(out.begin(), out.begin() + C), Bytes(C, 0));
+  EXPECT_EQ(f.plain_size(), static_cast<std::int64_t>(200ull * C + 100));
+  // The holes read the same through a fresh object.
+  ContentFile& g = b.reopen();
+  ASSERT_EQ(g.read(25ull * C, C, out.data()), static_cast<ssize_t>(C));
+  EXPECT_EQ(Bytes(out.begin(), out.begin() + C), Bytes(C, 0));
+}
+
+TEST_F(ContentFileTest, EveryRewriteOfAChunkGetsAFreshNonceAndTouchesOnlyThatChunk) {
+  const std::uint32_t C = 4096;
+  Backing b(file_path("nonce"), C);
+  ContentFile& f = *b.file;
+  const Bytes data = pattern(4 * C, 4);
+  ASSERT_EQ(f.write(0, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  const std::uint64_t D = b.layout.disk_chunk_size();
+  const Bytes header = b.raw(0, 24);
+  std::vector<Bytes> before;
+  for (int k = 0; k < 4; ++k) before.push_back(b.raw(b.layout.disk_offset(k), D));
+  std::vector<Bytes> nonces_seen;
+  for (int round = 0; round < 5; ++round) {
+    // The same plaintext again, partially: the chunk is resealed with a new nonce.
+    ASSERT_EQ(f.write(2 * C + 10, data.data() + 2 * C + 10, 20), 20);
+    const Bytes now = b.raw(b.layout.disk_offset(2), D);
+    const Bytes nonce(now.begin(), now.begin() + 12);
+    for (const auto& n : nonces_seen) EXPECT_NE(n, nonce);
+    EXPECT_NE(nonce, Bytes(before[2].begin(), before[2].begin() + 12));
+    EXPECT_NE(now, before[2]);
+    nonces_seen.push_back(nonce);
+  }
+  EXPECT_EQ(b.raw(0, 24), header);  // the file ID, hence the key, stays
+  for (int k : {0, 1, 3}) EXPECT_EQ(b.raw(b.layout.disk_offset(k), D), before[k]) << k;
+  EXPECT_EQ(b.read_all(f), data);
+}
+
+TEST_F(ContentFileTest, TruncateToZeroStartsANewFileId) {
+  Backing b(file_path("newid"), 4096);
+  ContentFile& f = *b.file;
+  const Bytes data = pattern(100, 5);
+  ASSERT_EQ(f.write(0, data.data(), data.size()), 100);
+  const Bytes h1 = b.raw(0, 24);
+  ASSERT_EQ(f.truncate(0), 0);
+  ASSERT_EQ(f.write(0, data.data(), data.size()), 100);
+  const Bytes h2 = b.raw(0, 24);
+  EXPECT_NE(h1, h2);
+  EXPECT_EQ(b.read_all(b.reopen()), data);
+}
+
+// ------------------------------------------------------------------------- damage
+
+class ContentFileDamage : public ContentFileTest {
+ protected:
+  static constexpr std::uint32_t C = 4096;
+  // Four full chunks and a partial fifth.
+  void SetUp() override {
+    b = std::make_unique<Backing>(file_path("damage"), C);
+    data = pattern(4 * C + 1000, 6);
+    ASSERT_EQ(b->file->write(0, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  }
+  // Reads chunk k whole (or the part of it the file holds).
+  ssize_t read_chunk(ContentFile& f, std::uint64_t k, Bytes* out = nullptr) {
+    Bytes buf(C);
+    ssize_t n = f.read(k * C, C, buf.data());
+    if (out) *out = buf;
+    return n;
+  }
+  void expect_only_chunks_fail(ContentFile& f, std::set<std::uint64_t> bad) {
+    for (std::uint64_t k = 0; k < 5; ++k) {
+      Bytes got;
+      const ssize_t n = read_chunk(f, k, &got);
+      if (bad.count(k)) {
+        EXPECT_EQ(n, -EIO) << "chunk " << k;
+        EXPECT_EQ(got, Bytes(C, 0)) << "chunk " << k << ": no unauthenticated bytes may reach the caller";
+      } else {
+        const std::size_t want = k < 4 ? C : 1000;
+        ASSERT_EQ(n, static_cast<ssize_t>(want)) << "chunk " << k;
+        EXPECT_TRUE(std::equal(got.begin(), got.begin() + static_cast<std::ptrdiff_t>(want),
+                               data.begin() + static_cast<std::ptrdiff_t>(k * C)))
+            << "chunk " << k;
+      }
+    }
+    // A read that spans a bad chunk fails as a whole.
+    if (!bad.empty()) {
+      Bytes all(data.size());
+      EXPECT_EQ(f.read(0, all.size(), all.data()), -EIO);
+    }
+  }
+  std::unique_ptr<Backing> b;
+  Bytes data;
+};
+
+TEST_F(ContentFileDamage, OneFlippedByteFailsOnlyItsChunk) {
+  const std::uint64_t D = b->layout.disk_chunk_size();
+  // In the nonce, the ciphertext and the tag of chunk 2, and in the partial last chunk.
+  const std::pair<std::uint64_t, std::uint64_t> spots[] = {
+      {2, 0}, {2, 5}, {2, 12}, {2, 12 + C / 2}, {2, 12 + C - 1}, {2, 12 + C}, {2, D - 1}, {4, 12 + 500}, {4, 12 + 1000 + 15}};
+  for (auto [k, at] : spots) {
+    SCOPED_TRACE("chunk " + std::to_string(k) + " byte " + std::to_string(at));
+    const std::uint64_t off = b->layout.disk_offset(k) + at;
+    Bytes orig = b->raw(off, 1);
+    b->poke(off, {static_cast<std::uint8_t>(orig[0] ^ 0x10)});
+    expect_only_chunks_fail(*b->file, {k});
+    expect_only_chunks_fail(b->reopen(), {k});
+    // A partial write into the damaged chunk needs its old bytes: refused, not papered over.
+    const Bytes w = pattern(10, 7);
+    EXPECT_EQ(b->file->write(k * C + 100, w.data(), w.size()), -EIO);
+    b->poke(off, orig);
+    expect_only_chunks_fail(*b->file, {});
+  }
+}
+
+TEST_F(ContentFileDamage, OverwritingADamagedChunkWholeRepairsIt) {
+  const std::uint64_t off = b->layout.disk_offset(1) + 40;
+  b->poke(off, {0xFF, 0xFF, 0xFF});
+  expect_only_chunks_fail(*b->file, {1});
+  ASSERT_EQ(b->file->write(C, data.data() + C, C), static_cast<ssize_t>(C));
+  expect_only_chunks_fail(*b->file, {});
+}
+
+TEST_F(ContentFileDamage, SwappedChunksFail) {
+  const std::uint64_t D = b->layout.disk_chunk_size();
+  const Bytes c1 = b->raw(b->layout.disk_offset(1), D), c3 = b->raw(b->layout.disk_offset(3), D);
+  b->poke(b->layout.disk_offset(1), c3);
+  b->poke(b->layout.disk_offset(3), c1);
+  expect_only_chunks_fail(b->reopen(), {1, 3});
+  // A chunk duplicated over another (a replay of an older position) fails too.
+  b->poke(b->layout.disk_offset(1), c1);
+  b->poke(b->layout.disk_offset(3), c3);
+  b->poke(b->layout.disk_offset(0), c1);
+  expect_only_chunks_fail(b->reopen(), {0});
+}
+
+TEST_F(ContentFileDamage, HeaderOrChunksFromAnotherFileFail) {
+  // Another file with the same plaintext: same key ring, different file ID.
+  Backing other(file_path("other"), C);
+  ASSERT_EQ(other.file->write(0, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  const Bytes my_header = b->raw(0, 24);
+  b->poke(0, other.raw(0, 24));
+  expect_only_chunks_fail(b->reopen(), {0, 1, 2, 3, 4});
+  b->poke(0, my_header);
+  expect_only_chunks_fail(b->reopen(), {});
+  // One chunk from the other file at the same position.
+  const std::uint64_t D = b->layout.disk_chunk_size();
+  b->poke(b->layout.disk_offset(2), other.raw(other.layout.disk_offset(2), D));
+  expect_only_chunks_fail(b->reopen(), {2});
+}
+
+TEST_F(ContentFileDamage, BrokenHeaderFailsEveryRead) {
+  b->poke(0, {'X'});
+  ContentFile& f = b->reopen();
+  Bytes out(10);
+  EXPECT_EQ(f.read(0, 10, out.data()), -EIO);
+  EXPECT_EQ(f.read(3 * C, 10, out.data()), -EIO);
+}
+
+TEST_F(ContentFileDamage, ImpossibleCiphertextSizeIsEio) {
+  const std::uint64_t good = b->disk_size();
+  // Cut into the last chunk's nonce and tag so that no plaintext byte is left: impossible.
+  for (std::uint64_t cut : {good - 1000 - 1, good - 1000 - 28 + 1, good - 1000 - 28 + 13, std::uint64_t{10}}) {
+    SCOPED_TRACE(cut);
+    ASSERT_EQ(::ftruncate(b->fd, static_cast<off_t>(cut)), 0);
+    ContentFile& f = b->reopen();
+    Bytes out(10);
+    EXPECT_EQ(f.plain_size(), -EIO);
+    EXPECT_EQ(f.read(0, 10, out.data()), -EIO);
+    EXPECT_EQ(f.write(0, out.data(), out.size()), -EIO);
+    EXPECT_EQ(f.truncate(5), -EIO);
+    // The object that had the old size cached finds out on reload.
+    ASSERT_EQ(::ftruncate(b->fd, static_cast<off_t>(good)), 0);
+    ContentFile& g = b->reopen();
+    ASSERT_EQ(g.plain_size(), static_cast<std::int64_t>(data.size()));
+    ASSERT_EQ(::ftruncate(b->fd, static_cast<off_t>(cut)), 0);
+    EXPECT_EQ(g.reload(), -EIO);
+    ASSERT_EQ(::ftruncate(b->fd, static_cast<off_t>(good)), 0);
+  }
+}
+
+TEST_F(ContentFileDamage, FileCutShortUnderAnOpenObjectIsEioNotGarbage) {
+  ContentFile& f = *b->file;  // has the size cached
+  ASSERT_EQ(::ftruncate(b->fd, static_cast<off_t>(b->layout.cipher_size(2 * C + 500))), 0);
+  Bytes out(C);
+  EXPECT_EQ(f.read(3 * C, C, out.data()), -EIO);
+  EXPECT_EQ(f.read(0, C, out.data()), static_cast<ssize_t>(C));
+}
+
+// ------------------------------------------------------------------------- concurrency
+
+TEST_F(ContentFileTest, ConcurrentDisjointWritersSharingChunks) {
+  // Regions are unaligned, so neighbouring threads read-modify-write the same chunks: a lost
+  // update would show as a neighbour's bytes reverting.
+  const std::uint32_t C = 4096;
+  Backing b(file_path("disjoint"), C, 4);
+  const int threads = 8, rounds = 40;
+  const std::size_t region = 3 * C / 2 + 77;
+  const std::uint64_t total = threads * region;
+  ASSERT_EQ(b.file->truncate(total), 0);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t) {
+    ts.emplace_back([&, t] {
+      std::mt19937 rng(t);
+      for (int r = 0; r < rounds; ++r) {
+        // Sometimes the whole region, sometimes a piece of it, always ending with the whole.
+        const Bytes full = pattern(region, static_cast<std::uint32_t>(t * 1000 + r));
+        std::size_t from = r == rounds - 1 ? 0 : rng() % region;
+        std::size_t len = r == rounds - 1 ? region : 1 + rng() % (region - from);
+        ASSERT_EQ(b.file->write(t * region + from, full.data() + from, len), static_cast<ssize_t>(len));
+      }
+    });
+  }
+  for (auto& th : ts) th.join();
+  Bytes expect;
+  for (int t = 0; t < threads; ++t) {
+    const Bytes last = pattern(region, static_cast<std::uint32_t>(t * 1000 + rounds - 1));
+    expect.insert(expect.end(), last.begin(), last.end());
+  }
+  EXPECT_EQ(b.read_all(*b.file), expect);
+  EXPECT_EQ(b.read_all(b.reopen()), expect);
+}
+
+TEST_F(ContentFileTest, ConcurrentOverlappingRecordWritersAndReadersNeverTear) {
+  // Records of one size at fixed offsets, straddling chunk boundaries. Any serial order of whole
+  // record writes leaves every record equal to exactly one writer's version; a reader must never
+  // see a record mixing two versions.
+  const std::uint32_t C = 4096;
+  Backing b(file_path("records"), C, 4);
+  const std::size_t rec = 1500;
+  const int records = 24, writers = 6, readers = 3, rounds = 60;
+  auto version = [&](int record, int writer, int round) {
+    Bytes v(rec);
+    for (std::size_t i = 0; i < rec; ++i) v[i] = static_cast<std::uint8_t>(1 + (record * 31 + writer * 7 + round * 3 + i / 100) % 250);
+    v[0] = static_cast<std::uint8_t>(writer + 1);
+    v[1] = static_cast<std::uint8_t>(round + 1);
+    v[2] = static_cast<std::uint8_t>(record + 1);
+    return v;
+  };
+  auto valid = [&](int record, const Bytes& got) {
+    if (got == Bytes(rec, 0)) return true;  // not yet written
+    const int w = got[0] - 1, r = got[1] - 1;
+    return w >= 0 && w < writers && r >= 0 && r < rounds && got == version(record, w, r);
+  };
+  std::atomic<bool> stop{false};
+  std::atomic<int> torn{0}, errors{0};
+  std::vector<std::thread> ts;
+  for (int w = 0; w < writers; ++w) {
+    ts.emplace_back([&, w] {
+      std::mt19937 rng(100 + w);
+      for (int r = 0; r < rounds; ++r) {
+        const int k = static_cast<int>(rng() % records);
+        const Bytes v = version(k, w, r);
+        // Records beyond the end grow the file, so growing and in-place writes race too.
+        if (b.file->write(static_cast<std::uint64_t>(k) * rec, v.data(), rec) != static_cast<ssize_t>(rec)) ++errors;
+      }
+    });
+  }
+  for (int rd = 0; rd < readers; ++rd) {
+    ts.emplace_back([&, rd] {
+      std::mt19937 rng(200 + rd);
+      while (!stop.load()) {
+        const int k = static_cast<int>(rng() % records);
+        Bytes got(rec, 0);
+        const ssize_t n = b.file->read(static_cast<std::uint64_t>(k) * rec, rec, got.data());
+        if (n < 0) {
+          ++errors;
+        } else if (n == static_cast<ssize_t>(rec) && !valid(k, got)) {
+          ++torn;
+        }
+      }
+    });
+  }
+  for (int w = 0; w < writers; ++w) ts[w].join();
+  stop = true;
+  for (std::size_t i = writers; i < ts.size(); ++i) ts[i].join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(torn.load(), 0);
+  const Bytes all = b.read_all(b.reopen());
+  for (int k = 0; k < records; ++k) {
+    if (static_cast<std::size_t>(k + 1) * rec > all.size()) break;
+    EXPECT_TRUE(valid(k, Bytes(all.begin() + k * rec, all.begin() + (k + 1) * rec))) << "record " << k;
+  }
+}
+
+TEST_F(ContentFileTest, ConcurrentAppendersEndWithEveryBlock) {
+  // Writers extend the file at once, each at its own offsets past the end; the file must end up
+  // as the union, with the gaps that were never written read as zeros.
+  const std::uint32_t C = 4096;
+  Backing b(file_path("appenders"), C, 2);
+  const int threads = 6, blocks = 30;
+  const std::size_t blk = 700;
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t) {
+    ts.emplace_back([&, t] {
+      for (int i = 0; i < blocks; ++i) {
+        const std::uint64_t slot = static_cast<std::uint64_t>(i) * threads + t;
+        const Bytes v = pattern(blk, static_cast<std::uint32_t>(slot));
+        ASSERT_EQ(b.file->write(slot * blk, v.data(), blk), static_cast<ssize_t>(blk));
+      }
+    });
+  }
+  for (auto& th : ts) th.join();
+  Bytes expect;
+  for (int s = 0; s < threads * blocks; ++s) {
+    const Bytes v = pattern(blk, static_cast<std::uint32_t>(s));
+    expect.insert(expect.end(), v.begin(), v.end());
+  }
+  EXPECT_EQ(b.read_all(*b.file), expect);
+  EXPECT_EQ(b.read_all(b.reopen()), expect);
+}
+
+// ------------------------------------------------------------------------- full disk
+
+class SmallTmpfs {
+ public:
+  explicit SmallTmpfs(const std::string& where) : path_(where + "/mnt") {
+    ::mkdir(path_.c_str(), 0700);
+    if (::mount("tmpfs", path_.c_str(), "tmpfs", 0, "size=1m") == 0) {
+      mounted_ = true;
+    } else {
+      why_ = std::string("cannot mount a tmpfs: ") + std::strerror(errno);
+    }
+  }
+  ~SmallTmpfs() {
+    if (mounted_) ::umount2(path_.c_str(), MNT_DETACH);
+  }
+  bool mounted() const { return mounted_; }
+  const std::string& why() const { return why_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  bool mounted_ = false;
+  std::string why_;
+};
+
+// Fills the filesystem with a plain file until a write fails.
+void fill_up(const std::string& path) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  ASSERT_GE(fd, 0);
+  const Bytes block(4096, 0xAB);
+  while (::write(fd, block.data(), block.size()) > 0) {
+  }
+  Bytes one(1, 0xAB);
+  while (::write(fd, one.data(), 1) > 0) {
+  }
+  ::close(fd);
+}
+
+TEST_F(ContentFileTest, FullDiskGivesEnospcAndKeepsEarlierData) {
+  SmallTmpfs fs(dir.path());
+  if (!fs.mounted()) GTEST_SKIP() << fs.why() << " (needs root or CAP_SYS_ADMIN)";
+  const std::uint32_t C = 4096;
+  Backing b(fs.path() + "/victim", C);
+  const Bytes data = pattern(100 * 1024 + 123, 8);
+  ASSERT_EQ(b.file->write(0, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  fill_up(fs.path() + "/filler");
+
+  const Bytes more = pattern(256 * 1024, 9);
+  // Appending: no room for the new chunks.
+  EXPECT_EQ(b.file->write(data.size(), more.data(), more.size()), -ENOSPC);
+  // Rewriting the partial last chunk and growing past it.
+  EXPECT_EQ(b.file->write(data.size() - 10, more.data(), more.size()), -ENOSPC);
+  EXPECT_EQ(b.file->plain_size(), static_cast<std::int64_t>(data.size()));
+  EXPECT_EQ(b.disk_size(), b.layout.cipher_size(data.size()));
+  EXPECT_EQ(b.read_all(*b.file), data);
+  EXPECT_EQ(b.read_all(b.reopen()), data);
+
+  // In-place rewrites need no new space and still work on the full disk.
+  const Bytes patch = pattern(3 * C, 10);
+  ASSERT_EQ(b.file->write(C / 2, patch.data(), patch.size()), static_cast<ssize_t>(patch.size()));
+  Bytes expect = data;
+  std::copy(patch.begin(), patch.end(), expect.begin() + C / 2);
+  EXPECT_EQ(b.read_all(b.reopen()), expect);
+
+  // A new file on the full disk: the error, and an empty (not torn) file.
+  Backing fresh(fs.path() + "/fresh", C);
+  EXPECT_EQ(fresh.file->write(0, more.data(), more.size()), -ENOSPC);
+  EXPECT_LE(fresh.file->plain_size(), 0);
+  EXPECT_TRUE(fresh.disk_size() == 0 || fresh.disk_size() == kFileHeaderBytes) << fresh.disk_size();
+
+  // Once there is room again, writing works.
+  ::unlink((fs.path() + "/filler").c_str());
+  ASSERT_EQ(b.file->write(expect.size(), more.data(), more.size()), static_cast<ssize_t>(more.size()));
+  expect.insert(expect.end(), more.begin(), more.end());
+  EXPECT_EQ(b.read_all(b.reopen()), expect);
+}
+
+TEST_F(ContentFileTest, FullDiskWriteIntoAHoleKeepsTheFileReadable) {
+  // A punched chunk inside the file takes no space, so writing into it needs new blocks even
+  // though the file does not grow: on a full disk that write must fail cleanly, never leave a
+  // half-written chunk that reads as EIO where zeros were.
+  SmallTmpfs fs(dir.path());
+  if (!fs.mounted()) GTEST_SKIP() << fs.why() << " (needs root or CAP_SYS_ADMIN)";
+  const std::uint32_t C = 65536;
+  Backing b(fs.path() + "/holey", C);
+  Bytes expect = pattern(6 * C, 11);
+  ASSERT_EQ(b.file->write(0, expect.data(), expect.size()), static_cast<ssize_t>(expect.size()));
+  ASSERT_EQ(b.file->punch_hole(2 * C, 2 * C), 0);
+  std::fill(expect.begin() + 2 * C, expect.begin() + 4 * C, 0);
+  fill_up(fs.path() + "/filler");
+
+  const Bytes w = pattern(C + 100, 12);
+  const ssize_t n = b.file->write(2 * C + 50, w.data(), w.size());
+  if (n >= 0) {
+    ASSERT_EQ(n, static_cast<ssize_t>(w.size()));
+    std::copy(w.begin(), w.end(), expect.begin() + 2 * C + 50);
+  } else {
+    EXPECT_EQ(n, -ENOSPC);
+  }
+  EXPECT_EQ(b.read_all(*b.file), expect);
+  EXPECT_EQ(b.read_all(b.reopen()), expect);
+}
+
+}  // namespace
+}  // namespace gcfs
