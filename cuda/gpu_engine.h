@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,7 +25,22 @@ struct GpuOptions {
   std::vector<int> devices;                         // empty: every visible GPU
   int streams_per_gpu = 4;
   std::size_t max_batch_bytes = 32u << 20;          // one launch gathers at most this much
-  std::chrono::microseconds gather_wait{30};        // how long a batch waits for company
+  // How long a batch waits for company, and only while the GPU is busy with other batches: an
+  // idle GPU starts a lone request at once, so waiting never adds latency to a quiet system.
+  std::chrono::microseconds gather_wait{30};
+  // A request larger than this is cut into parts that run on several streams at once, so one large
+  // caller still overlaps its copies to the GPU, the kernels and the copies back.
+  std::size_t piece_bytes = 4u << 20;
+  // "auto" (fine-grained for batches too small to fill the GPU, coarse otherwise), "coarse", "fine".
+  std::string kernel = "auto";
+  // How long a caller polls for its batch before sleeping until the GPU signals: polling answers a
+  // small request sooner, sleeping spends no CPU on a large one.
+  std::chrono::microseconds spin{100};
+  // Where GPU errors are reported (the batch itself is redone on the fallback engine). Empty:
+  // stderr. The filesystem passes its log.
+  std::function<void(const std::string&)> on_error;
+  // Tests only: the n-th batch (1-based) fails as if the GPU had, to exercise the fallback path.
+  int inject_failure_at_batch = 0;
 };
 
 // True when this binary contains the CUDA kernels.

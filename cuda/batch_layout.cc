@@ -1,0 +1,57 @@
+#include "cuda/batch_layout.h"
+
+#include <cstring>
+
+namespace gcfs::gpu {
+
+namespace {
+std::size_t align16(std::size_t n) { return (n + 15) & ~std::size_t{15}; }
+}  // namespace
+
+std::size_t header_capacity(std::size_t chunks) {
+  return align16(chunks * sizeof(ChunkDesc)) + 2 * align16((chunks + 1) * sizeof(std::uint32_t));
+}
+
+BatchPlan pack_batch(std::span<ChunkOp* const> ops, std::span<const std::uint32_t> key_index,
+                     std::uint32_t task_blocks, bool open, unsigned char* header, unsigned char* data) {
+  BatchPlan plan;
+  plan.chunks = static_cast<std::uint32_t>(ops.size());
+  plan.task_blocks = task_blocks;
+  plan.task_prefix_offset = align16(ops.size() * sizeof(ChunkDesc));
+  plan.segment_prefix_offset = plan.task_prefix_offset + align16((ops.size() + 1) * sizeof(std::uint32_t));
+  plan.header_bytes = plan.segment_prefix_offset + align16((ops.size() + 1) * sizeof(std::uint32_t));
+  auto* descs = reinterpret_cast<ChunkDesc*>(header);
+  auto* task_prefix = reinterpret_cast<std::uint32_t*>(header + plan.task_prefix_offset);
+  auto* segment_prefix = reinterpret_cast<std::uint32_t*>(header + plan.segment_prefix_offset);
+
+  std::size_t offset = 0;
+  std::uint32_t tasks = 0, segments = 0;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const ChunkOp& op = *ops[i];
+    ChunkDesc& d = descs[i];
+    d.key = key_index[i];
+    std::memcpy(d.nonce, op.nonce.data(), kChunkNonceBytes);
+    d.data_offset = static_cast<std::uint32_t>(offset);
+    d.len = static_cast<std::uint32_t>(op.len);
+    d.aad_len = static_cast<std::uint32_t>(op.aad_len);
+    d.reserved = 0;
+    std::memset(d.aad, 0, sizeof d.aad);
+    if (op.aad_len) std::memcpy(d.aad, op.aad, op.aad_len);
+    if (open) std::memcpy(d.expected_tag.w, op.tag.data(), kChunkTagBytes);
+    else std::memset(d.expected_tag.w, 0, kChunkTagBytes);
+    if (op.len) std::memcpy(data + offset, op.in, op.len);
+    task_prefix[i] = tasks;
+    segment_prefix[i] = segments;
+    tasks += (blocks_of(d.len) + task_blocks - 1) / task_blocks;
+    segments += ghash_segments(d.aad_len, d.len);
+    offset += padded_len(op.len);
+  }
+  task_prefix[ops.size()] = tasks;
+  segment_prefix[ops.size()] = segments;
+  plan.ctr_tasks = tasks;
+  plan.segments = segments;
+  plan.data_bytes = offset;
+  return plan;
+}
+
+}  // namespace gcfs::gpu

@@ -1,0 +1,388 @@
+// AES-256-GCM kernels.
+//
+// CTR (the keystream): T-tables in shared memory, one private copy per lane so that the 32 lookups
+// of a warp always fall in 32 different banks. The four tables Te0..Te3 are laid out so that one
+// PRMT instruction turns a state byte into the lookup address:
+//
+//   region A (64 KiB, 64 KiB aligned): row b = 256 bytes = Te0[b] for lanes 0..31, Te1[b] for lanes 0..31
+//   region B (next 64 KiB):            row b = Te2[b] x 32 lanes, Te3[b] x 32 lanes
+//
+//   address = base | b << 8 | lane << 2   (PRMT of the state word and base|lane<<2)
+//
+// so a lookup is PRMT + LDS [addr + immediate] (0, 128, 65536, 65664): the table index costs one
+// integer instruction where the usual layout needs three (extract, scale, add, plus a rotate for a
+// single-table design). AES-256 is then 16 PRMT, 16 LDS and 8 LOP3 per round and block, which is
+// the shared-memory bound: 14 x 16 lookups x 4 bytes over 128 bytes per clock per SM.
+//
+// GHASH: see gcm_layout.h. Per-key nibble tables of H^(2^l) in global memory (read through L1);
+// each 4-bit lookup reads 8 bytes from one 128-byte line, so a warp needs no more L1 wavefronts
+// than the data it receives.
+#include "cuda/gcm_kernels.h"
+
+namespace gcfs::gpu {
+namespace {
+
+constexpr int kCtaThreads = 512;
+constexpr std::uint32_t kTableBytes = 128 * 1024;
+constexpr std::uint32_t kCtrSmemBytes = kTableBytes + 64 * 1024;  // room to align to 64 KiB
+constexpr int kGhashCtaThreads = 256;
+
+template <int Offset>
+__device__ __forceinline__ std::uint32_t lds(std::uint32_t addr) {
+  std::uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1+%2];" : "=r"(v) : "r"(addr), "n"(Offset));
+  return v;
+}
+
+__device__ __forceinline__ void sts128(std::uint32_t addr, std::uint32_t v) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(addr), "r"(v));
+}
+
+// Byte k of w becomes bits 8..15 of the address; bits 0..7 and 16..31 come from yb (lane, base).
+template <int K>
+__device__ __forceinline__ std::uint32_t idx(std::uint32_t w, std::uint32_t yb) {
+  return __byte_perm(w, yb, 0x7604 | (K << 4));
+}
+
+constexpr int kT0 = 0, kT1 = 128, kT2 = 65536, kT3 = 65536 + 128;
+
+__device__ __forceinline__ std::uint32_t tables_base(const unsigned char* smem) {
+  const auto s = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem));
+  return (s + 0xFFFFu) & ~0xFFFFu;
+}
+
+__device__ void fill_tables(std::uint32_t tab, const std::uint32_t* __restrict__ te0) {
+  // 256 rows x 16 sixteen-byte stores per region; each store replicates one word 4 times.
+  for (int i = threadIdx.x; i < 256 * 16; i += blockDim.x) {
+    const int row = i >> 4, q = i & 15;
+    const std::uint32_t t = __ldg(te0 + row);
+    const std::uint32_t a = q < 8 ? t : rotl32(t, 8);
+    const std::uint32_t b = q < 8 ? rotl32(t, 16) : rotl32(t, 24);
+    sts128(tab + row * 256 + q * 16, a);
+    sts128(tab + 65536 + row * 256 + q * 16, b);
+  }
+}
+
+__device__ __forceinline__ std::uint32_t find_chunk(const std::uint32_t* __restrict__ prefix, std::uint32_t chunks,
+                                                    std::uint32_t item) {
+  std::uint32_t lo = 0, hi = chunks;  // prefix[lo] <= item < prefix[hi]
+  while (hi - lo > 1) {
+    const std::uint32_t mid = (lo + hi) >> 1;
+    if (__ldg(prefix + mid) <= item) lo = mid; else hi = mid;
+  }
+  return lo;
+}
+
+__device__ __forceinline__ void aes_round(std::uint32_t s[4], uint4 k, std::uint32_t yb) {
+  const std::uint32_t t0 = k.x ^ lds<kT0>(idx<0>(s[0], yb)) ^ lds<kT1>(idx<1>(s[1], yb)) ^
+                           lds<kT2>(idx<2>(s[2], yb)) ^ lds<kT3>(idx<3>(s[3], yb));
+  const std::uint32_t t1 = k.y ^ lds<kT0>(idx<0>(s[1], yb)) ^ lds<kT1>(idx<1>(s[2], yb)) ^
+                           lds<kT2>(idx<2>(s[3], yb)) ^ lds<kT3>(idx<3>(s[0], yb));
+  const std::uint32_t t2 = k.z ^ lds<kT0>(idx<0>(s[2], yb)) ^ lds<kT1>(idx<1>(s[3], yb)) ^
+                           lds<kT2>(idx<2>(s[0], yb)) ^ lds<kT3>(idx<3>(s[1], yb));
+  const std::uint32_t t3 = k.w ^ lds<kT0>(idx<0>(s[3], yb)) ^ lds<kT1>(idx<1>(s[0], yb)) ^
+                           lds<kT2>(idx<2>(s[1], yb)) ^ lds<kT3>(idx<3>(s[2], yb));
+  s[0] = t0, s[1] = t1, s[2] = t2, s[3] = t3;
+}
+
+// Last round: S(x) is byte 0 of Te2, byte 1 of Te3, byte 2 of Te0, byte 3 of Te1, exactly the
+// byte each output position needs, so every lookup keeps its usual table and a mask selects.
+__device__ __forceinline__ std::uint32_t last_column(std::uint32_t a, std::uint32_t b, std::uint32_t c,
+                                                     std::uint32_t d, std::uint32_t k, std::uint32_t yb) {
+  return k ^ ((lds<kT2>(idx<0>(a, yb)) & 0xffu) | (lds<kT3>(idx<1>(b, yb)) & 0xff00u) |
+              (lds<kT0>(idx<2>(c, yb)) & 0xff0000u) | (lds<kT1>(idx<3>(d, yb)) & 0xff000000u));
+}
+
+__device__ __forceinline__ void aes_last_round(std::uint32_t s[4], uint4 k, std::uint32_t yb) {
+  const std::uint32_t t0 = last_column(s[0], s[1], s[2], s[3], k.x, yb);
+  const std::uint32_t t1 = last_column(s[1], s[2], s[3], s[0], k.y, yb);
+  const std::uint32_t t2 = last_column(s[2], s[3], s[0], s[1], k.z, yb);
+  const std::uint32_t t3 = last_column(s[3], s[0], s[1], s[2], k.w, yb);
+  s[0] = t0, s[1] = t1, s[2] = t2, s[3] = t3;
+}
+
+// One thread per AES block, BPT blocks per thread in flight together (independent lookups hide
+// the shared-memory latency). A warp task is 32*BPT consecutive blocks of one chunk, lane l taking
+// blocks l, l+32, ...: every load and store is a coalesced 16-byte access.
+template <int BPT>
+__global__ void __launch_bounds__(kCtaThreads, 1) ctr_coarse(BatchView b, const std::uint32_t* __restrict__ te0) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const std::uint32_t tab = tables_base(smem);
+  fill_tables(tab, te0);
+  __syncthreads();
+  const std::uint32_t lane = threadIdx.x & 31;
+  const std::uint32_t yb = tab | (lane << 2);
+  const std::uint32_t warps = gridDim.x * (blockDim.x / 32);
+  for (std::uint32_t task = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; task < b.ctr_tasks; task += warps) {
+    const std::uint32_t c = find_chunk(b.ctr_task_prefix, b.chunks, task);
+    const ChunkDesc* d = b.descs + c;
+    const std::uint32_t nblocks = (d->len + 15) / 16;
+    const std::uint32_t first = (task - __ldg(b.ctr_task_prefix + c)) * (32 * BPT);
+    const bool zero = b.open && b.ok[c] == 0;
+    const uint4* src = reinterpret_cast<const uint4*>(b.in + d->data_offset);
+    uint4* dst = reinterpret_cast<uint4*>(b.out + d->data_offset);
+    const uint4* rk = reinterpret_cast<const uint4*>(b.keys[d->key].round_keys);
+    const std::uint32_t n0 = d->nonce[0], n1 = d->nonce[1], n2 = d->nonce[2];
+
+    uint4 x[BPT];
+    std::uint32_t s[BPT][4];
+    const uint4 k0 = __ldg(rk);
+#pragma unroll
+    for (int k = 0; k < BPT; ++k) {
+      const std::uint32_t blk = first + lane + 32 * k;
+      if (blk < nblocks) x[k] = src[blk];
+      s[k][0] = n0 ^ k0.x, s[k][1] = n1 ^ k0.y, s[k][2] = n2 ^ k0.z, s[k][3] = bswap32(blk + 2) ^ k0.w;
+    }
+#pragma unroll
+    for (int r = 1; r < kAesRounds; ++r) {
+      const uint4 kr = __ldg(rk + r);
+#pragma unroll
+      for (int k = 0; k < BPT; ++k) aes_round(s[k], kr, yb);
+    }
+    const uint4 kl = __ldg(rk + kAesRounds);
+#pragma unroll
+    for (int k = 0; k < BPT; ++k) {
+      aes_last_round(s[k], kl, yb);
+      const std::uint32_t blk = first + lane + 32 * k;
+      if (blk < nblocks) {
+        uint4 o = make_uint4(x[k].x ^ s[k][0], x[k].y ^ s[k][1], x[k].z ^ s[k][2], x[k].w ^ s[k][3]);
+        if (zero) o = make_uint4(0, 0, 0, 0);
+        dst[blk] = o;
+      }
+    }
+  }
+}
+
+// Four threads per AES block, thread q computing column q of each round from the whole state,
+// which it gathers with three shuffles. Four times the threads of the coarse kernel for the same
+// batch: the variant for batches too small to occupy 132 SMs.
+template <int BPT>
+__global__ void __launch_bounds__(kCtaThreads, 1) ctr_fine(BatchView b, const std::uint32_t* __restrict__ te0) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const std::uint32_t tab = tables_base(smem);
+  fill_tables(tab, te0);
+  __syncthreads();
+  const std::uint32_t lane = threadIdx.x & 31, col = lane & 3, grp = lane >> 2, quad = lane & ~3u;
+  const std::uint32_t yb = tab | (lane << 2);
+  const std::uint32_t warps = gridDim.x * (blockDim.x / 32);
+  for (std::uint32_t task = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; task < b.ctr_tasks; task += warps) {
+    const std::uint32_t c = find_chunk(b.ctr_task_prefix, b.chunks, task);
+    const ChunkDesc* d = b.descs + c;
+    const std::uint32_t nblocks = (d->len + 15) / 16;
+    const std::uint32_t first = (task - __ldg(b.ctr_task_prefix + c)) * (8 * BPT);
+    const bool zero = b.open && b.ok[c] == 0;
+    const std::uint32_t* src = reinterpret_cast<const std::uint32_t*>(b.in + d->data_offset);
+    std::uint32_t* dst = reinterpret_cast<std::uint32_t*>(b.out + d->data_offset);
+    const std::uint32_t* rk = b.keys[d->key].round_keys;
+    const std::uint32_t nonce = col == 0 ? d->nonce[0] : col == 1 ? d->nonce[1] : d->nonce[2];
+
+    std::uint32_t x[BPT], s[BPT];
+#pragma unroll
+    for (int k = 0; k < BPT; ++k) {
+      const std::uint32_t blk = first + grp + 8 * k;
+      x[k] = blk < nblocks ? src[blk * 4 + col] : 0;
+      s[k] = (col == 3 ? bswap32(blk + 2) : nonce) ^ __ldg(rk + col);
+    }
+#pragma unroll
+    for (int r = 1; r <= kAesRounds; ++r) {
+      const std::uint32_t kw = __ldg(rk + 4 * r + col);
+#pragma unroll
+      for (int k = 0; k < BPT; ++k) {
+        const std::uint32_t s1 = __shfl_sync(0xffffffffu, s[k], quad | ((col + 1) & 3));
+        const std::uint32_t s2 = __shfl_sync(0xffffffffu, s[k], quad | ((col + 2) & 3));
+        const std::uint32_t s3 = __shfl_sync(0xffffffffu, s[k], quad | ((col + 3) & 3));
+        if (r < kAesRounds)
+          s[k] = kw ^ lds<kT0>(idx<0>(s[k], yb)) ^ lds<kT1>(idx<1>(s1, yb)) ^ lds<kT2>(idx<2>(s2, yb)) ^
+                 lds<kT3>(idx<3>(s3, yb));
+        else
+          s[k] = last_column(s[k], s1, s2, s3, kw, yb);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < BPT; ++k) {
+      const std::uint32_t blk = first + grp + 8 * k;
+      if (blk < nblocks) dst[blk * 4 + col] = zero ? 0u : x[k] ^ s[k];
+    }
+  }
+}
+
+__device__ __forceinline__ Block128 ldg_block(const void* p) {
+  const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
+  return {{v.x, v.y, v.z, v.w}};
+}
+
+__device__ __forceinline__ Block128 mul_table_global(const Block128& x, const std::uint32_t* __restrict__ table) {
+  Block128 z{{0, 0, 0, 0}};
+#pragma unroll
+  for (int p = 0; p < 32; ++p) {
+    const std::uint32_t off = nibble_offset(x, p);
+    const uint2 lo = __ldg(reinterpret_cast<const uint2*>(reinterpret_cast<const char*>(table) + (2 * p) * 128 + off));
+    const uint2 hi = __ldg(reinterpret_cast<const uint2*>(reinterpret_cast<const char*>(table) + (2 * p + 1) * 128 + off));
+    z.w[0] ^= lo.x, z.w[1] ^= lo.y, z.w[2] ^= hi.x, z.w[3] ^= hi.y;
+  }
+  return z;
+}
+
+__device__ __forceinline__ Block128 shfl_block(const Block128& v, int src) {
+  return {{__shfl_sync(0xffffffffu, v.w[0], src), __shfl_sync(0xffffffffu, v.w[1], src),
+           __shfl_sync(0xffffffffu, v.w[2], src), __shfl_sync(0xffffffffu, v.w[3], src)}};
+}
+
+__device__ __forceinline__ Block128 shfl_down_block(const Block128& v, int delta) {
+  return {{__shfl_down_sync(0xffffffffu, v.w[0], delta), __shfl_down_sync(0xffffffffu, v.w[1], delta),
+           __shfl_down_sync(0xffffffffu, v.w[2], delta), __shfl_down_sync(0xffffffffu, v.w[3], delta)}};
+}
+
+// Block j of a chunk's GHASH input: AAD blocks, ciphertext blocks (the last one zero-padded),
+// then the length block.
+__device__ __forceinline__ Block128 ghash_input(const ChunkDesc* d, const unsigned char* text, std::uint32_t aad_blocks,
+                                                std::uint32_t text_blocks, std::uint32_t j) {
+  if (j < aad_blocks) return ldg_block(d->aad + 16 * j);
+  if (j < aad_blocks + text_blocks) {
+    const std::uint32_t i = j - aad_blocks;
+    Block128 x = ldg_block(text + 16 * i);
+    const std::uint32_t rem = d->len - 16 * i;
+    if (rem < 16) {
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const int valid = static_cast<int>(rem) - 4 * k;
+        x.w[k] &= valid >= 4 ? 0xffffffffu : valid <= 0 ? 0u : (1u << (8 * valid)) - 1;
+      }
+    }
+    return x;
+  }
+  return length_block(d->aad_len, d->len);
+}
+
+// One warp per segment (see gcm_layout.h); the warp that completes a chunk's last segment masks
+// the hash with E_K(J0) and writes the tag (seal) or the constant-time comparison (open).
+__global__ void __launch_bounds__(kGhashCtaThreads) ghash_kernel(BatchView b, const std::uint32_t* __restrict__ te0) {
+  const std::uint32_t seg = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  if (seg >= b.segments) return;
+  const std::uint32_t lane = threadIdx.x & 31;
+  const std::uint32_t c = find_chunk(b.segment_prefix, b.chunks, seg);
+  const ChunkDesc* d = b.descs + c;
+  const std::uint32_t aad_blocks = (d->aad_len + 15) / 16, text_blocks = (d->len + 15) / 16;
+  const std::uint32_t total = aad_blocks + text_blocks + 1;
+  const std::uint32_t seg0 = __ldg(b.segment_prefix + c);
+  const std::uint32_t nseg = __ldg(b.segment_prefix + c + 1) - seg0;
+  const std::uint32_t u = nseg - 1 - (seg - seg0);  // position from the end
+  const std::uint32_t end = total - kSegmentBlocks * u;
+  const std::uint32_t begin = end > kSegmentBlocks ? end - kSegmentBlocks : 0;
+  const std::uint32_t m = end - begin;
+  const KeyBlob* key = b.keys + d->key;
+  const unsigned char* text = (b.open ? b.in : b.out) + d->data_offset;
+
+  Block128 z{{0, 0, 0, 0}};
+  std::uint32_t j = begin + lane;
+  if (j < end) {
+    z = ghash_input(d, text, aad_blocks, text_blocks, j);
+    for (j += 32; j < end; j += 32) {
+      const Block128 x = ghash_input(d, text, aad_blocks, text_blocks, j);
+      z = xor128(mul_table_global(z, key->tables[5]), x);
+    }
+  }
+  // Lane q takes the partial sum whose blocks need H^(q+1) more, then a tree over lanes.
+  Block128 a = shfl_block(z, static_cast<int>((m - 1 - lane) & 31));
+#pragma unroll
+  for (int l = 0; l < 5; ++l) a = xor128(a, mul_table_global(shfl_down_block(a, 1 << l), key->tables[l]));
+  if (lane != 0) return;
+  a = mul_table_global(a, key->tables[0]);
+  if (u > 0) a = gf_mul_u64(a, key->segment_power[u]);
+
+  if (nseg > 1) {
+    ChunkScratch* s = b.scratch + c;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) atomicXor(&s->acc.w[k], a.w[k]);
+    __threadfence();
+    if (atomicAdd(&s->segments_done, 1u) != nseg - 1) return;
+    __threadfence();
+#pragma unroll
+    for (int k = 0; k < 4; ++k) a.w[k] = atomicXor(&s->acc.w[k], 0u);
+  }
+  const Block128 ej0 = aes256_encrypt_te0(te0, key->round_keys, counter_block(d->nonce, 1));
+  const Block128 tag = xor128(a, ej0);
+  if (!b.open) {
+    b.tags[c] = tag;
+  } else {
+    std::uint32_t diff = 0;  // constant time: no early exit on the first differing word
+#pragma unroll
+    for (int k = 0; k < 4; ++k) diff |= tag.w[k] ^ d->expected_tag.w[k];
+    b.ok[c] = diff == 0 ? 1u : 0u;
+  }
+}
+
+cudaError_t launch_ctr(const BatchView& b, CtrVariant v, std::uint32_t task_blocks, const DeviceTables& t,
+                       int sm_count, cudaStream_t stream) {
+  if (b.ctr_tasks == 0) return cudaSuccess;
+  const std::uint32_t warps_per_cta = kCtaThreads / 32;
+  const std::uint32_t grid = std::min<std::uint32_t>(static_cast<std::uint32_t>(sm_count),
+                                                     (b.ctr_tasks + warps_per_cta - 1) / warps_per_cta);
+  if (v == CtrVariant::Coarse) {
+    if (task_blocks == 32) ctr_coarse<1><<<grid, kCtaThreads, kCtrSmemBytes, stream>>>(b, t.te0);
+    else if (task_blocks == 64) ctr_coarse<2><<<grid, kCtaThreads, kCtrSmemBytes, stream>>>(b, t.te0);
+    else if (task_blocks == 128) ctr_coarse<4><<<grid, kCtaThreads, kCtrSmemBytes, stream>>>(b, t.te0);
+    else return cudaErrorInvalidValue;
+  } else {
+    if (task_blocks == 16) ctr_fine<2><<<grid, kCtaThreads, kCtrSmemBytes, stream>>>(b, t.te0);
+    else return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_ghash(const BatchView& b, const DeviceTables& t, cudaStream_t stream) {
+  if (b.chunks == 0) return cudaSuccess;
+  if (const cudaError_t e = cudaMemsetAsync(b.scratch, 0, sizeof(ChunkScratch) * b.chunks, stream); e != cudaSuccess)
+    return e;
+  const std::uint32_t warps_per_cta = kGhashCtaThreads / 32;
+  const std::uint32_t grid = (b.segments + warps_per_cta - 1) / warps_per_cta;
+  ghash_kernel<<<grid, kGhashCtaThreads, 0, stream>>>(b, t.te0);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+bool parse_variant(const std::string& name, CtrVariant* out) {
+  if (name == "coarse") return *out = CtrVariant::Coarse, true;
+  if (name == "fine") return *out = CtrVariant::Fine, true;
+  return false;
+}
+
+std::uint32_t ctr_task_blocks(CtrVariant v, std::uint64_t total_blocks, int sm_count) {
+  if (v == CtrVariant::Fine) return 16;
+  // Enough blocks for every SM's 16 warps to get several tasks of 4 blocks per lane: take the
+  // wide tasks (more lookups in flight per thread); otherwise narrow ones that spread further.
+  const std::uint64_t lanes = static_cast<std::uint64_t>(sm_count) * kCtaThreads;
+  if (total_blocks >= lanes * 4 * 2) return 128;
+  if (total_blocks >= lanes * 2 * 2) return 64;
+  return 32;
+}
+
+cudaError_t configure_kernels() {
+  const void* kernels[] = {reinterpret_cast<const void*>(ctr_coarse<1>), reinterpret_cast<const void*>(ctr_coarse<2>),
+                           reinterpret_cast<const void*>(ctr_coarse<4>), reinterpret_cast<const void*>(ctr_fine<2>)};
+  for (const void* k : kernels)
+    if (const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kCtrSmemBytes);
+        e != cudaSuccess)
+      return e;
+  return cudaSuccess;
+}
+
+cudaError_t launch_seal(const BatchView& b, CtrVariant v, std::uint32_t task_blocks, const DeviceTables& t,
+                        int sm_count, cudaStream_t stream) {
+  if (const cudaError_t e = launch_ctr(b, v, task_blocks, t, sm_count, stream); e != cudaSuccess) return e;
+  return launch_ghash(b, t, stream);
+}
+
+cudaError_t launch_open(const BatchView& b, CtrVariant v, std::uint32_t task_blocks, const DeviceTables& t,
+                        int sm_count, cudaStream_t stream) {
+  if (const cudaError_t e = launch_ghash(b, t, stream); e != cudaSuccess) return e;
+  return launch_ctr(b, v, task_blocks, t, sm_count, stream);
+}
+
+cudaError_t launch_ctr_only(const BatchView& b, CtrVariant v, std::uint32_t task_blocks, const DeviceTables& t,
+                            int sm_count, cudaStream_t stream) {
+  return launch_ctr(b, v, task_blocks, t, sm_count, stream);
+}
+
+}  // namespace gcfs::gpu

@@ -1,0 +1,58 @@
+// The CUDA kernels of the gpu engine and how to launch them. Internal to cuda/: includes the CUDA
+// runtime, so nothing outside this folder may include it.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "cuda/gcm_layout.h"
+
+namespace gcfs::gpu {
+
+// Kernel variants: "coarse" runs one thread per AES block (several blocks per thread for large
+// batches), "fine" four threads per block, one per column, for batches too small to fill the chip.
+enum class CtrVariant { Coarse, Fine };
+bool parse_variant(const std::string& name, CtrVariant* out);
+
+// Device pointers of one batch. `in` and `out` share the layout given by the descriptors.
+struct BatchView {
+  const ChunkDesc* descs = nullptr;
+  std::uint32_t chunks = 0;
+  const std::uint32_t* ctr_task_prefix = nullptr;   // chunks + 1 entries
+  std::uint32_t ctr_tasks = 0;
+  const std::uint32_t* segment_prefix = nullptr;    // chunks + 1 entries
+  std::uint32_t segments = 0;
+  const KeyBlob* keys = nullptr;
+  const std::uint8_t* in = nullptr;
+  std::uint8_t* out = nullptr;
+  Block128* tags = nullptr;         // seal: written
+  std::uint32_t* ok = nullptr;      // open: written (1 = tag matched)
+  ChunkScratch* scratch = nullptr;  // zeroed by launch_*
+  bool open = false;
+};
+
+// Static device state: the Te0 table the kernels expand into shared memory.
+struct DeviceTables {
+  const std::uint32_t* te0 = nullptr;
+};
+
+// Blocks one CTR task covers for a variant and the batch's total block count; the host needs it
+// to build ctr_task_prefix before the launch.
+std::uint32_t ctr_task_blocks(CtrVariant v, std::uint64_t total_blocks, int sm_count);
+
+// Seal: CTR over in -> out, then GHASH over out -> tags. Open: GHASH over in -> ok, then CTR
+// writes plaintext for chunks whose tag matched and zeros for the others. Asynchronous on stream.
+cudaError_t launch_seal(const BatchView& b, CtrVariant v, std::uint32_t task_blocks, const DeviceTables& t,
+                        int sm_count, cudaStream_t stream);
+cudaError_t launch_open(const BatchView& b, CtrVariant v, std::uint32_t task_blocks, const DeviceTables& t,
+                        int sm_count, cudaStream_t stream);
+// CTR alone (the keystream benchmark).
+cudaError_t launch_ctr_only(const BatchView& b, CtrVariant v, std::uint32_t task_blocks, const DeviceTables& t,
+                            int sm_count, cudaStream_t stream);
+
+// Once per device before any launch: raises the shared-memory limit of the kernels.
+cudaError_t configure_kernels();
+
+}  // namespace gcfs::gpu

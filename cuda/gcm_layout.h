@@ -1,0 +1,66 @@
+// What the host writes for the kernels and what they write back: per-key material, per-chunk
+// descriptors, per-chunk results. Plain structs shared by the host code and the kernels.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda/gcm_math.h"
+
+namespace gcfs::gpu {
+
+// The largest chunk the kernels take; the vault format's chunks are 4 KiB to 1 MiB. Larger ops go
+// to the fallback engine.
+constexpr std::size_t kMaxGpuChunkBytes = 1u << 20;
+constexpr std::size_t kMaxAadBytes = 64;
+
+// GHASH splits a chunk's block stream (AAD blocks, ciphertext blocks, the length block) into
+// segments of up to 1024 blocks, counted from the end; one warp hashes one segment, each lane
+// every 32nd block (Horner with H^32), then the lanes combine in a 5-level tree (H, H^2, ..., H^16)
+// and the segment is scaled by H^(1024 u) for its position u from the end.
+constexpr std::uint32_t kSegmentBlocks = 1024;
+constexpr std::uint32_t kMaxSegments = (kMaxGpuChunkBytes / 16 + kMaxAadBytes / 16 + 1 + kSegmentBlocks - 1) / kSegmentBlocks;
+
+// Nibble tables in a KeyBlob: index l holds H^(2^l); l = 5 is H^32, the Horner multiplier.
+constexpr int kPowerTables = 6;
+
+// Everything the kernels need for one key. Derived key material: built in locked host memory,
+// kept only in pinned staging and device memory, never written to disk.
+struct KeyBlob {
+  std::uint32_t round_keys[64];                        // 60 used
+  Block128 segment_power[kMaxSegments];                // H^(1024 u)
+  std::uint32_t tables[kPowerTables][kNibbleTableWords];
+};
+
+// One chunk of a batch. data_offset is 16-byte aligned within the batch's data area.
+struct ChunkDesc {
+  std::uint32_t key;          // index into the batch's key array
+  std::uint32_t nonce[3];
+  std::uint32_t data_offset;
+  std::uint32_t len;
+  std::uint32_t aad_len;
+  std::uint32_t reserved;
+  Block128 expected_tag;      // open only
+  std::uint8_t aad[kMaxAadBytes];  // zero-padded
+};
+static_assert(sizeof(ChunkDesc) == 112);
+
+// Per-chunk scratch the GHASH kernel accumulates segments into; zeroed before each batch.
+struct ChunkScratch {
+  Block128 acc;
+  std::uint32_t segments_done;
+  std::uint32_t pad[3];
+};
+
+// Builds the key material for one AES-256 key (host only: a few microseconds per key).
+void build_key_blob(const std::uint8_t key[32], KeyBlob& blob);
+
+inline std::uint32_t blocks_of(std::uint32_t bytes) { return (bytes + 15) / 16; }
+inline std::uint32_t ghash_stream_blocks(std::uint32_t aad_len, std::uint32_t len) {
+  return blocks_of(aad_len) + blocks_of(len) + 1;
+}
+inline std::uint32_t ghash_segments(std::uint32_t aad_len, std::uint32_t len) {
+  return (ghash_stream_blocks(aad_len, len) + kSegmentBlocks - 1) / kSegmentBlocks;
+}
+
+}  // namespace gcfs::gpu

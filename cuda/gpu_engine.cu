@@ -1,0 +1,497 @@
+// The gpu engine: gathers the chunk ops of concurrent callers into launches on a pool of CUDA
+// streams (one staging slot per stream, on every GPU in use), and redoes a batch on the fallback
+// engine when the GPU fails it.
+//
+// No dispatcher thread: a caller queues its request (cut into pieces) and then works as a leader
+// while its request is unfinished: when a slot is free it takes queued pieces, its own and other
+// callers', packs them into the slot's pinned buffer and launches; when none is free it finishes
+// the oldest batch it launched. A lone request thus goes straight to the GPU with no thread
+// hand-off, and under load the queue grows while slots are busy, so batches grow by themselves.
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "crypto/errors.h"
+#include "crypto/secret.h"
+#include "cuda/batch_layout.h"
+#include "cuda/cuda_handles.h"
+#include "cuda/gcm_kernels.h"
+#include "cuda/gpu_engine.h"
+#include "cuda/host_tables.h"
+
+namespace gcfs {
+namespace gpu {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::size_t kSlotKeys = 64;            // distinct keys one batch may use
+constexpr std::size_t kMaxBatchChunks = 16384;   // ops one batch may hold
+
+std::size_t align256(std::size_t n) { return (n + 255) & ~std::size_t{255}; }
+
+struct KeyHash {
+  std::size_t operator()(const ChunkKey& k) const noexcept {
+    std::size_t h;
+    std::memcpy(&h, k.data(), sizeof h);  // keys are uniformly random
+    return h;
+  }
+};
+
+// Key material per key, built once: round keys and GHASH tables in locked, wiped memory.
+class HostKeyCache {
+ public:
+  std::shared_ptr<const SecretBytes> get(const ChunkKey& key) {
+    {
+      std::lock_guard lock(mu_);
+      if (auto it = map_.find(key); it != map_.end()) return it->second;
+    }
+    auto blob = std::make_shared<SecretBytes>(sizeof(KeyBlob));
+    build_key_blob(key.data(), *reinterpret_cast<KeyBlob*>(blob->data()));
+    std::lock_guard lock(mu_);
+    if (map_.size() >= kCapacity) map_.clear();  // rare: more live files than this; rebuilt on demand
+    map_.emplace(key, blob);
+    return blob;
+  }
+
+ private:
+  static constexpr std::size_t kCapacity = 1024;
+  std::mutex mu_;
+  std::unordered_map<ChunkKey, std::shared_ptr<const SecretBytes>, KeyHash> map_;
+};
+
+struct DeviceState {
+  int device = 0;
+  int sm_count = 0;
+  DeviceBuffer te0;
+  DeviceTables tables;
+};
+
+// One stream with its staging: pinned host buffers, device buffers, and a small cache of the keys
+// whose material already sits in device memory.
+struct Slot {
+  Slot(DeviceState& d, std::size_t max_data)
+      : dev(&d),
+        stream(d.device),
+        done(d.device, cudaEventDisableTiming | cudaEventBlockingSync),
+        header_cap(align256(header_capacity(kMaxBatchChunks))),
+        results_cap(align256(kMaxBatchChunks * (sizeof(Block128) + sizeof(std::uint32_t)))),
+        scratch_cap(align256(kMaxBatchChunks * sizeof(ChunkScratch))),
+        data_cap(max_data),
+        h_in(header_cap + data_cap),
+        h_out(results_cap + data_cap),
+        h_keys(kSlotKeys * sizeof(KeyBlob)),
+        d_in(d.device, header_cap + data_cap),
+        d_out(d.device, results_cap + scratch_cap + data_cap),
+        d_keys(d.device, kSlotKeys * sizeof(KeyBlob)) {}
+  ~Slot() { std::memset(h_keys.get(), 0, h_keys.size()); }
+
+  DeviceState* dev;
+  Stream stream;
+  Event done;
+  std::size_t header_cap, results_cap, scratch_cap, data_cap;
+  PinnedBuffer h_in, h_out, h_keys;
+  DeviceBuffer d_in, d_out, d_keys;
+  std::array<ChunkKey, kSlotKeys> keys{};
+  std::array<std::uint64_t, kSlotKeys> key_used{};  // batch number of last use; 0 = empty
+  std::uint64_t batches = 0;
+  bool broken = false;
+};
+
+struct Request {
+  std::size_t pending = 0;
+};
+
+struct Piece {
+  Request* request;
+  std::span<ChunkOp> ops;
+  std::size_t bytes;        // padded data bytes
+  std::size_t key_changes;  // upper bound on distinct keys
+  bool seal;
+};
+
+struct Batch {
+  Slot* slot = nullptr;
+  bool seal = true;
+  std::vector<Piece> pieces;
+  std::vector<ChunkOp*> ops;
+  BatchPlan plan;
+};
+
+void report_default(const std::string& m) { std::fprintf(stderr, "gpucryptfs: %s\n", m.c_str()); }
+
+class GpuEngine final : public ChunkEngine {
+ public:
+  GpuEngine(const GpuOptions& o, ChunkEngine& fallback, std::vector<int> devices)
+      : options_(o), fallback_(fallback) {
+    if (!options_.on_error) options_.on_error = report_default;
+    if (!parse_kernel(o.kernel)) throw UserError("unknown GPU kernel '" + o.kernel + "': choose auto, coarse or fine");
+    const int streams = std::max(1, o.streams_per_gpu);
+    max_data_ = std::max<std::size_t>(o.max_batch_bytes, kMaxGpuChunkBytes) + kMaxBatchChunks * 16;
+    piece_limit_ = std::clamp<std::size_t>(o.piece_bytes, kMaxGpuChunkBytes, max_data_ - kMaxBatchChunks * 16);
+    for (int d : devices) {
+      auto st = std::make_unique<DeviceState>();
+      st->device = d;
+      check_cuda(cudaSetDevice(d), "cudaSetDevice");
+      check_cuda(cudaDeviceGetAttribute(&st->sm_count, cudaDevAttrMultiProcessorCount, d), "device attributes");
+      check_cuda(configure_kernels(), "configuring the kernels");
+      st->te0 = DeviceBuffer(d, 256 * sizeof(std::uint32_t));
+      check_cuda(cudaMemcpy(st->te0.get(), host_te0().data(), 256 * sizeof(std::uint32_t), cudaMemcpyHostToDevice),
+                 "uploading the AES tables");
+      st->tables.te0 = st->te0.get<std::uint32_t>();
+      for (int s = 0; s < streams; ++s) slots_.push_back(std::make_unique<Slot>(*st, max_data_));
+      devices_.push_back(std::move(st));
+    }
+    for (auto& s : slots_) free_.push_back(s.get());
+  }
+
+  ~GpuEngine() override {
+    for (auto& d : devices_) {
+      cudaSetDevice(d->device);
+      cudaDeviceSynchronize();
+    }
+  }
+
+  std::string name() const override { return "gpu"; }
+  void seal(std::span<ChunkOp> ops) override { run(ops, true); }
+  void open(std::span<ChunkOp> ops) override { run(ops, false); }
+
+ private:
+  bool parse_kernel(const std::string& k) {
+    if (k == "auto") return auto_kernel_ = true;
+    auto_kernel_ = false;
+    return parse_variant(k, &variant_);
+  }
+
+  static bool gpu_can_take(const ChunkOp& op) {
+    return op.key && op.len <= kMaxGpuChunkBytes && op.aad_len <= kMaxAadBytes;
+  }
+
+  void run(std::span<ChunkOp> ops, bool seal) {
+    if (ops.empty()) return;
+    {
+      std::lock_guard lock(mu_);
+      if (disabled_) return run_fallback(ops, seal);
+    }
+    Request req;
+    std::vector<Piece> pieces;
+    split(ops, seal, req, pieces);
+    std::deque<Batch> mine;
+    std::unique_lock lock(mu_);
+    req.pending = pieces.size();
+    for (auto& p : pieces) queue_.push_back(p);
+    cv_.notify_all();
+    while (req.pending > 0 || !mine.empty()) {
+      if (!queue_.empty() && !free_.empty() && !disabled_) {
+        maybe_gather(lock, mine.size());
+        if (queue_.empty() || free_.empty()) continue;
+        Batch b = take_batch();
+        lock.unlock();
+        const bool launched = launch(b);
+        lock.lock();
+        if (launched) mine.push_back(std::move(b));
+        else finish_on_fallback(lock, b);
+        continue;
+      }
+      if (!mine.empty()) {
+        Batch b = std::move(mine.front());
+        mine.pop_front();
+        lock.unlock();
+        const bool ok = complete(b);
+        lock.lock();
+        if (ok) finish(b, true);
+        else finish_on_fallback(lock, b);
+        continue;
+      }
+      if (disabled_ && !queue_.empty()) {  // the GPU failed: whatever is queued goes to the fallback
+        Batch b;
+        b.pieces.assign(queue_.begin(), queue_.end());
+        queue_.clear();
+        finish_on_fallback(lock, b);
+        continue;
+      }
+      cv_.wait(lock);
+    }
+  }
+
+  // Ops the GPU cannot take (oversized) go to the fallback at once; the rest is cut into pieces.
+  void split(std::span<ChunkOp> ops, bool seal, Request& req, std::vector<Piece>& pieces) {
+    std::size_t start = 0, bytes = 0, keys = 0;
+    const ChunkKey* last_key = nullptr;
+    auto flush = [&](std::size_t end) {
+      if (end > start) pieces.push_back({&req, ops.subspan(start, end - start), bytes, keys, seal});
+      start = end, bytes = 0, keys = 0, last_key = nullptr;
+    };
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      if (!gpu_can_take(ops[i])) {
+        flush(i);
+        run_fallback(ops.subspan(i, 1), seal);
+        start = i + 1;
+        continue;
+      }
+      const std::size_t b = padded_len(ops[i].len);
+      const bool new_key = ops[i].key != last_key;
+      if (i > start && (bytes + b > piece_limit_ || i - start >= kMaxBatchChunks || keys + new_key > kSlotKeys)) flush(i);
+      if (ops[i].key != last_key) ++keys, last_key = ops[i].key;
+      bytes += b;
+    }
+    flush(ops.size());
+  }
+
+  // While the GPU is busy with batches this thread launched, wait briefly for other callers'
+  // requests so the next launch carries more.
+  void maybe_gather(std::unique_lock<std::mutex>& lock, std::size_t in_flight) {
+    if (in_flight == 0 || options_.gather_wait.count() <= 0) return;
+    std::size_t queued = 0;
+    for (const auto& p : queue_) queued += p.bytes;
+    if (queued >= options_.max_batch_bytes / 2) return;
+    cv_.wait_for(lock, options_.gather_wait);
+  }
+
+  Batch take_batch() {
+    Batch b;
+    b.slot = free_.front();
+    free_.pop_front();
+    b.seal = queue_.front().seal;
+    std::size_t bytes = 0, keys = 0, chunks = 0;
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      const bool fits = bytes + it->bytes <= max_data_ - kMaxBatchChunks * 16 &&
+                        chunks + it->ops.size() <= kMaxBatchChunks && keys + it->key_changes <= kSlotKeys;
+      if (it->seal == b.seal && (b.pieces.empty() || fits)) {
+        bytes += it->bytes, keys += it->key_changes, chunks += it->ops.size();
+        b.pieces.push_back(*it);
+        it = queue_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    return b;
+  }
+
+  std::uint32_t key_slot(Slot& s, const ChunkKey& key, std::vector<std::uint32_t>& uploads) {
+    for (std::uint32_t i = 0; i < kSlotKeys; ++i)
+      if (s.key_used[i] && s.keys[i] == key) {
+        s.key_used[i] = s.batches;
+        return i;
+      }
+    std::uint32_t victim = 0;  // least recently used; never one this batch uses (limit: kSlotKeys)
+    for (std::uint32_t i = 1; i < kSlotKeys; ++i)
+      if (s.key_used[i] < s.key_used[victim]) victim = i;
+    const auto blob = host_keys_.get(key);
+    std::memcpy(s.h_keys.get() + victim * sizeof(KeyBlob), blob->data(), sizeof(KeyBlob));
+    s.keys[victim] = key;
+    s.key_used[victim] = s.batches;
+    uploads.push_back(victim);
+    return victim;
+  }
+
+  bool launch(Batch& b) {
+    Slot& s = *b.slot;
+    try {
+      if (s.broken) throw CudaError("stream unusable after an earlier error", cudaErrorUnknown);
+      if (options_.inject_failure_at_batch > 0 && ++launches_ == options_.inject_failure_at_batch)
+        throw CudaError("injected failure", cudaErrorUnknown);
+      ++s.batches;
+      b.ops.clear();
+      std::uint64_t blocks = 0;
+      for (auto& p : b.pieces)
+        for (auto& op : p.ops) b.ops.push_back(&op), blocks += blocks_of(static_cast<std::uint32_t>(op.len));
+      std::vector<std::uint32_t> key_index(b.ops.size()), uploads;
+      const ChunkKey* last = nullptr;
+      std::uint32_t last_index = 0;
+      for (std::size_t i = 0; i < b.ops.size(); ++i) {
+        if (b.ops[i]->key != last) last = b.ops[i]->key, last_index = key_slot(s, *last, uploads);
+        key_index[i] = last_index;
+      }
+      CtrVariant v = variant_;
+      if (auto_kernel_) v = blocks < static_cast<std::uint64_t>(s.dev->sm_count) * 256 ? CtrVariant::Fine : CtrVariant::Coarse;
+      const std::uint32_t task_blocks = ctr_task_blocks(v, blocks, s.dev->sm_count);
+      b.plan = pack_batch(b.ops, key_index, task_blocks, !b.seal, s.h_in.get(), s.h_in.get() + s.header_cap);
+
+      const cudaStream_t st = s.stream.get();
+      check_cuda(cudaSetDevice(s.dev->device), "cudaSetDevice");
+      for (std::uint32_t k : uploads)
+        check_cuda(cudaMemcpyAsync(s.d_keys.get() + k * sizeof(KeyBlob), s.h_keys.get() + k * sizeof(KeyBlob),
+                                   sizeof(KeyBlob), cudaMemcpyHostToDevice, st),
+                   "copying key material to the GPU");
+      check_cuda(cudaMemcpyAsync(s.d_in.get(), s.h_in.get(), b.plan.header_bytes, cudaMemcpyHostToDevice, st),
+                 "copying descriptors to the GPU");
+      if (b.plan.data_bytes)
+        check_cuda(cudaMemcpyAsync(s.d_in.get() + s.header_cap, s.h_in.get() + s.header_cap, b.plan.data_bytes,
+                                   cudaMemcpyHostToDevice, st),
+                   "copying data to the GPU");
+      const std::size_t n = b.ops.size();
+      BatchView view;
+      view.descs = s.d_in.get<ChunkDesc>();
+      view.chunks = static_cast<std::uint32_t>(n);
+      view.ctr_task_prefix = reinterpret_cast<const std::uint32_t*>(s.d_in.get() + b.plan.task_prefix_offset);
+      view.ctr_tasks = b.plan.ctr_tasks;
+      view.segment_prefix = reinterpret_cast<const std::uint32_t*>(s.d_in.get() + b.plan.segment_prefix_offset);
+      view.segments = b.plan.segments;
+      view.keys = s.d_keys.get<KeyBlob>();
+      view.in = s.d_in.get() + s.header_cap;
+      view.out = s.d_out.get() + s.results_cap + s.scratch_cap;
+      view.tags = s.d_out.get<Block128>();
+      view.ok = reinterpret_cast<std::uint32_t*>(s.d_out.get() + n * sizeof(Block128));
+      view.scratch = reinterpret_cast<ChunkScratch*>(s.d_out.get() + s.results_cap);
+      view.open = !b.seal;
+      const int sms = s.dev->sm_count;
+      check_cuda(b.seal ? launch_seal(view, v, task_blocks, s.dev->tables, sms, st)
+                        : launch_open(view, v, task_blocks, s.dev->tables, sms, st),
+                 "launching the AES-GCM kernels");
+      const std::size_t result_bytes = b.seal ? n * sizeof(Block128) : 0;
+      if (b.seal)
+        check_cuda(cudaMemcpyAsync(s.h_out.get(), s.d_out.get(), result_bytes, cudaMemcpyDeviceToHost, st),
+                   "copying tags from the GPU");
+      else
+        check_cuda(cudaMemcpyAsync(s.h_out.get() + n * sizeof(Block128), view.ok, n * sizeof(std::uint32_t),
+                                   cudaMemcpyDeviceToHost, st),
+                   "copying results from the GPU");
+      if (b.plan.data_bytes)
+        check_cuda(cudaMemcpyAsync(s.h_out.get() + s.results_cap, view.out, b.plan.data_bytes,
+                                   cudaMemcpyDeviceToHost, st),
+                   "copying data from the GPU");
+      check_cuda(cudaEventRecord(s.done.get(), st), "cudaEventRecord");
+      return true;
+    } catch (const std::exception& e) {
+      fail(s, e.what());
+      return false;
+    }
+  }
+
+  bool complete(Batch& b) {
+    Slot& s = *b.slot;
+    try {
+      check_cuda(cudaSetDevice(s.dev->device), "cudaSetDevice");
+      const auto deadline = Clock::now() + options_.spin;
+      cudaError_t e;
+      while ((e = cudaEventQuery(s.done.get())) == cudaErrorNotReady && Clock::now() < deadline) {
+      }
+      if (e == cudaErrorNotReady) e = cudaEventSynchronize(s.done.get());
+      check_cuda(e, "running the AES-GCM batch");
+      const std::size_t n = b.ops.size();
+      const auto* tags = s.h_out.get<Block128>();
+      const auto* ok = reinterpret_cast<const std::uint32_t*>(s.h_out.get() + n * sizeof(Block128));
+      const unsigned char* data = s.h_out.get() + s.results_cap;
+      for (std::size_t i = 0; i < n; ++i) {
+        ChunkOp& op = *b.ops[i];
+        const std::size_t off = reinterpret_cast<const ChunkDesc*>(s.h_in.get())[i].data_offset;
+        if (b.seal) {
+          if (op.len) std::memcpy(op.out, data + off, op.len);
+          std::memcpy(op.tag.data(), tags[i].w, kChunkTagBytes);
+          op.ok = true;
+        } else {
+          op.ok = ok[i] == 1;
+          if (!op.len) continue;
+          if (op.ok) std::memcpy(op.out, data + off, op.len);
+          else std::memset(op.out, 0, op.len);
+        }
+      }
+      return true;
+    } catch (const std::exception& e) {
+      fail(s, e.what());
+      return false;
+    }
+  }
+
+  void fail(Slot& s, const std::string& what) {
+    s.broken = true;
+    bool first;
+    {
+      std::lock_guard lock(mu_);
+      first = !disabled_;
+      disabled_ = true;
+    }
+    if (first)
+      options_.on_error("GPU " + std::to_string(s.dev->device) + " failed (" + what +
+                        "); this batch and all later ones run on the " + fallback_.name() + " engine");
+  }
+
+  void run_fallback(std::span<ChunkOp> ops, bool seal) { seal ? fallback_.seal(ops) : fallback_.open(ops); }
+
+  // Called with the lock held; releases it while the fallback works.
+  void finish_on_fallback(std::unique_lock<std::mutex>& lock, Batch& b) {
+    lock.unlock();
+    for (auto& p : b.pieces) run_fallback(p.ops, p.seal);
+    lock.lock();
+    finish(b, !b.slot || !b.slot->broken);
+  }
+
+  void finish(Batch& b, bool slot_reusable) {
+    if (b.slot && slot_reusable) free_.push_back(b.slot);
+    for (auto& p : b.pieces) --p.request->pending;
+    cv_.notify_all();
+  }
+
+  GpuOptions options_;
+  ChunkEngine& fallback_;
+  bool auto_kernel_ = true;
+  CtrVariant variant_ = CtrVariant::Coarse;
+  std::size_t max_data_ = 0, piece_limit_ = 0;
+  std::vector<std::unique_ptr<DeviceState>> devices_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  HostKeyCache host_keys_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Piece> queue_;
+  std::deque<Slot*> free_;
+  bool disabled_ = false;
+  std::atomic<int> launches_{0};
+};
+
+}  // namespace
+}  // namespace gpu
+
+bool gpu_support_compiled() { return true; }
+
+std::vector<GpuInfo> list_gpus(std::string* why_none) {
+  std::vector<GpuInfo> out;
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    if (why_none)
+      *why_none = std::string("no usable CUDA driver or device (") + cudaGetErrorString(e) + ")";
+    return out;
+  }
+  for (int i = 0; i < count; ++i) {
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
+    GpuInfo g;
+    g.index = i;
+    g.name = p.name;
+    g.sm_count = p.multiProcessorCount;
+    g.cc_major = p.major;
+    g.cc_minor = p.minor;
+    g.memory_bytes = p.totalGlobalMem;
+    out.push_back(g);
+  }
+  if (out.empty() && why_none) *why_none = "the CUDA driver sees no GPU";
+  return out;
+}
+
+std::unique_ptr<ChunkEngine> make_gpu_engine(const GpuOptions& options, ChunkEngine& fallback) {
+  std::string why;
+  const auto gpus = list_gpus(&why);
+  if (gpus.empty()) throw UserError("the gpu engine cannot run: " + why);
+  std::vector<int> devices = options.devices;
+  if (devices.empty())
+    for (const auto& g : gpus) devices.push_back(g.index);
+  for (int d : devices)
+    if (d < 0 || d >= static_cast<int>(gpus.size()))
+      throw UserError("GPU " + std::to_string(d) + " does not exist (this machine has " + std::to_string(gpus.size()) +
+                      " visible GPU(s))");
+  try {
+    return std::make_unique<gpu::GpuEngine>(options, fallback, devices);
+  } catch (const gpu::CudaError& e) {
+    throw UserError(std::string("the gpu engine cannot start: ") + e.what());
+  }
+}
+
+}  // namespace gcfs

@@ -1,0 +1,119 @@
+// Kernel-only timing: a synthetic batch already resident on the device, timed with CUDA events.
+// What the GPU itself sustains, without PCIe or host work; the engine benchmarks add those.
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "crypto/errors.h"
+#include "cuda/batch_layout.h"
+#include "cuda/cuda_handles.h"
+#include "cuda/gcm_kernels.h"
+#include "cuda/gpu_engine.h"
+#include "cuda/host_tables.h"
+
+namespace gcfs {
+
+std::vector<std::string> gpu_kernel_variants() { return {"coarse", "fine"}; }
+
+GpuKernelTiming gpu_kernel_benchmark(const std::string& variant, const std::string& what, std::size_t chunk_size,
+                                     std::size_t total_bytes, int device) {
+  using namespace gpu;
+  CtrVariant v;
+  if (!parse_variant(variant, &v)) throw UserError("unknown GPU kernel variant '" + variant + "'");
+  if (what != "ctr" && what != "seal" && what != "open")
+    throw UserError("unknown kernel benchmark '" + what + "': choose ctr, seal or open");
+  if (chunk_size == 0 || chunk_size > kMaxGpuChunkBytes) throw UserError("chunk size must be 1 byte to 1 MiB");
+  std::string why;
+  if (list_gpus(&why).empty()) throw UserError("no GPU for the kernel benchmark: " + why);
+  try {
+    check_cuda(cudaSetDevice(device), "cudaSetDevice");
+    check_cuda(configure_kernels(), "configuring the kernels");
+    int sms = 0;
+    check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "device attributes");
+
+    const std::size_t chunks = std::max<std::size_t>(1, total_bytes / chunk_size);
+    const std::size_t bytes = chunks * chunk_size;
+    constexpr std::size_t kKeys = 4;  // a few files' worth of keys, as a real batch has
+    std::mt19937_64 rng(12345);
+    std::vector<ChunkKey> keys(kKeys);
+    for (auto& k : keys)
+      for (auto& b : k.bytes) b = static_cast<std::uint8_t>(rng());
+    std::vector<unsigned char> plain(bytes);
+    for (std::size_t i = 0; i < bytes; i += 8) {
+      const std::uint64_t r = rng();
+      std::memcpy(plain.data() + i, &r, std::min<std::size_t>(8, bytes - i));
+    }
+    std::vector<unsigned char> aad(24, 7);
+    std::vector<ChunkOp> ops(chunks);
+    std::vector<ChunkOp*> op_ptrs(chunks);
+    std::vector<std::uint32_t> key_index(chunks);
+    for (std::size_t i = 0; i < chunks; ++i) {
+      ops[i].key = &keys[i * kKeys / chunks];
+      for (auto& b : ops[i].nonce) b = static_cast<std::uint8_t>(rng());
+      ops[i].aad = aad.data();
+      ops[i].aad_len = aad.size();
+      ops[i].in = plain.data() + i * chunk_size;
+      ops[i].len = chunk_size;
+      op_ptrs[i] = &ops[i];
+      key_index[i] = static_cast<std::uint32_t>(i * kKeys / chunks);
+    }
+    const std::uint64_t blocks = bytes / 16;
+    const std::uint32_t task_blocks = ctr_task_blocks(v, blocks, sms);
+    std::vector<unsigned char> header(header_capacity(chunks)), data(bytes + 16 * chunks);
+    const BatchPlan plan = pack_batch(op_ptrs, key_index, task_blocks, what == "open", header.data(), data.data());
+
+    std::vector<KeyBlob> blobs(kKeys);
+    for (std::size_t k = 0; k < kKeys; ++k) build_key_blob(keys[k].data(), blobs[k]);
+    DeviceBuffer d_header(device, header.size()), d_in(device, data.size()), d_out(device, data.size());
+    DeviceBuffer d_keys(device, sizeof(KeyBlob) * kKeys), d_te0(device, 1024);
+    DeviceBuffer d_results(device, chunks * 20), d_scratch(device, chunks * sizeof(ChunkScratch));
+    check_cuda(cudaMemcpy(d_header.get(), header.data(), header.size(), cudaMemcpyHostToDevice), "upload");
+    check_cuda(cudaMemcpy(d_in.get(), data.data(), data.size(), cudaMemcpyHostToDevice), "upload");
+    check_cuda(cudaMemcpy(d_keys.get(), blobs.data(), sizeof(KeyBlob) * kKeys, cudaMemcpyHostToDevice), "upload");
+    check_cuda(cudaMemcpy(d_te0.get(), host_te0().data(), 1024, cudaMemcpyHostToDevice), "upload");
+    std::fill(blobs.begin(), blobs.end(), KeyBlob{});
+
+    BatchView view;
+    view.descs = d_header.get<ChunkDesc>();
+    view.chunks = static_cast<std::uint32_t>(chunks);
+    view.ctr_task_prefix = reinterpret_cast<const std::uint32_t*>(d_header.get() + plan.task_prefix_offset);
+    view.ctr_tasks = plan.ctr_tasks;
+    view.segment_prefix = reinterpret_cast<const std::uint32_t*>(d_header.get() + plan.segment_prefix_offset);
+    view.segments = plan.segments;
+    view.keys = d_keys.get<KeyBlob>();
+    view.in = d_in.get();
+    view.out = d_out.get();
+    view.tags = d_results.get<Block128>();
+    view.ok = reinterpret_cast<std::uint32_t*>(d_results.get() + chunks * 16);
+    view.scratch = d_scratch.get<ChunkScratch>();
+    view.open = what == "open";
+    const DeviceTables tables{d_te0.get<std::uint32_t>()};
+
+    Stream stream(device);
+    Event start(device, cudaEventDefault), stop(device, cudaEventDefault);
+    auto pass = [&] {
+      if (what == "ctr") return launch_ctr_only(view, v, task_blocks, tables, sms, stream.get());
+      if (what == "seal") return launch_seal(view, v, task_blocks, tables, sms, stream.get());
+      return launch_open(view, v, task_blocks, tables, sms, stream.get());
+    };
+    for (int i = 0; i < 3; ++i) check_cuda(pass(), "kernel launch");
+    check_cuda(cudaStreamSynchronize(stream.get()), "warm-up");
+    std::vector<double> times;
+    for (int i = 0; i < 15; ++i) {
+      check_cuda(cudaEventRecord(start.get(), stream.get()), "event");
+      check_cuda(pass(), "kernel launch");
+      check_cuda(cudaEventRecord(stop.get(), stream.get()), "event");
+      check_cuda(cudaEventSynchronize(stop.get()), "kernel run");
+      float ms = 0;
+      check_cuda(cudaEventElapsedTime(&ms, start.get(), stop.get()), "event time");
+      times.push_back(ms * 1e-3);
+    }
+    std::sort(times.begin(), times.end());
+    return {times[times.size() / 2], bytes};
+  } catch (const CudaError& e) {
+    throw UserError(std::string("GPU kernel benchmark failed: ") + e.what());
+  }
+}
+
+}  // namespace gcfs
