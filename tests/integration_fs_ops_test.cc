@@ -1,0 +1,328 @@
+// The directory-mode mount driven through system calls: every operation a user expects, checked
+// for its plaintext behaviour and, where it matters, for what lands in CIPHERDIR.
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "support/mounted_vault.h"
+
+namespace gcfs::test {
+namespace {
+
+std::set<std::string> list_dir(const std::string& dir) {
+  std::set<std::string> out;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return out;
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") out.insert(n);
+  }
+  ::closedir(d);
+  return out;
+}
+
+std::string pattern(std::size_t n, unsigned seed) {
+  std::string s(n, '\0');
+  std::uint32_t x = seed * 2654435761u + 1;
+  for (auto& c : s) {
+    x = x * 1103515245u + 12345u;
+    c = static_cast<char>(x >> 24);
+  }
+  return s;
+}
+
+class FsOps : public ::testing::Test {
+ protected:
+  // 4 KiB chunks make every chunk boundary cheap to cross.
+  FsOps() : v_(small_chunks()) {}
+  static VaultOptions small_chunks() {
+    VaultOptions o;
+    o.chunk_size = 4096;
+    return o;
+  }
+  MountedVault v_;
+};
+
+TEST_F(FsOps, FilesAndDirectoriesSurviveRemount) {
+  ASSERT_EQ(::mkdir(v_.path("dir").c_str(), 0750), 0);
+  ASSERT_EQ(::mkdir(v_.path("dir/sub").c_str(), 0700), 0);
+  write_file(v_.path("dir/sub/file"), "contents");
+  write_file(v_.path("empty"), "");
+  const std::string big = pattern(3 * 4096 + 17, 1);
+  write_file(v_.path("big"), big);
+  EXPECT_EQ(list_dir(v_.mountpoint()), (std::set<std::string>{"dir", "empty", "big"}));
+  v_.remount();
+  EXPECT_EQ(list_dir(v_.mountpoint()), (std::set<std::string>{"dir", "empty", "big"}));
+  EXPECT_EQ(read_file(v_.path("dir/sub/file")), "contents");
+  EXPECT_EQ(read_file(v_.path("empty")), "");
+  EXPECT_EQ(read_file(v_.path("big")), big);
+  struct stat st {};
+  ASSERT_EQ(::stat(v_.path("big").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, static_cast<off_t>(big.size()));
+  ASSERT_EQ(::stat(v_.path("dir").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0750u);
+}
+
+TEST_F(FsOps, UnlinkAndRmdir) {
+  ASSERT_EQ(::mkdir(v_.path("d").c_str(), 0755), 0);
+  write_file(v_.path("d/f"), "x");
+  EXPECT_EQ(::rmdir(v_.path("d").c_str()), -1);
+  EXPECT_EQ(errno, ENOTEMPTY);
+  ASSERT_EQ(::unlink(v_.path("d/f").c_str()), 0);
+  EXPECT_EQ(::rmdir(v_.path("d").c_str()), 0) << "a directory holding only its IV file is empty";
+  EXPECT_TRUE(list_dir(v_.mountpoint()).empty());
+  // Only the vault's own files remain in CIPHERDIR.
+  EXPECT_EQ(list_dir(v_.cipherdir()), (std::set<std::string>{"gpucryptfs.conf", "gpucryptfs.diriv"}));
+  EXPECT_EQ(::unlink(v_.path("nothing").c_str()), -1);
+  EXPECT_EQ(errno, ENOENT);
+}
+
+TEST_F(FsOps, ReadOnlyDirectoryModeStillGetsItsIv) {
+  ASSERT_EQ(::mkdir(v_.path("ro").c_str(), 0500), 0);
+  struct stat st {};
+  ASSERT_EQ(::stat(v_.path("ro").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0500u);
+  EXPECT_TRUE(list_dir(v_.path("ro")).empty());
+}
+
+TEST_F(FsOps, RenameReplaceNoreplaceAndExchange) {
+  write_file(v_.path("a"), "A");
+  write_file(v_.path("b"), "B");
+  ASSERT_EQ(::renameat2(AT_FDCWD, v_.path("a").c_str(), AT_FDCWD, v_.path("b").c_str(), RENAME_NOREPLACE), -1);
+  EXPECT_EQ(errno, EEXIST);
+  ASSERT_EQ(::renameat2(AT_FDCWD, v_.path("a").c_str(), AT_FDCWD, v_.path("b").c_str(), RENAME_EXCHANGE), 0);
+  EXPECT_EQ(read_file(v_.path("a")), "B");
+  EXPECT_EQ(read_file(v_.path("b")), "A");
+  ASSERT_EQ(::rename(v_.path("a").c_str(), v_.path("b").c_str()), 0);
+  EXPECT_EQ(read_file(v_.path("b")), "B");
+  EXPECT_EQ(list_dir(v_.mountpoint()), (std::set<std::string>{"b"}));
+  ASSERT_EQ(::mkdir(v_.path("d1").c_str(), 0755), 0);
+  write_file(v_.path("d1/inner"), "in");
+  ASSERT_EQ(::rename(v_.path("d1").c_str(), v_.path("d2").c_str()), 0);
+  ASSERT_EQ(::mkdir(v_.path("d3").c_str(), 0755), 0);
+  ASSERT_EQ(::rename(v_.path("d2").c_str(), v_.path("d3/moved").c_str()), 0);
+  v_.remount();
+  EXPECT_EQ(read_file(v_.path("d3/moved/inner")), "in");
+}
+
+TEST_F(FsOps, LongNamesAtTheBoundaryCreateRenameAndUnlink) {
+  const std::string n175(175, 's'), n176(176, 'l'), n255(255, 'z');
+  write_file(v_.path(n175), "short form");
+  write_file(v_.path(n176), "long form");
+  ASSERT_EQ(::mkdir(v_.path(n255).c_str(), 0755), 0);
+  write_file(v_.path(n255 + "/" + n255), "deep");
+  EXPECT_EQ(list_dir(v_.mountpoint()), (std::set<std::string>{n175, n176, n255}));
+  // Long -> long, long -> short, short -> long.
+  ASSERT_EQ(::rename(v_.path(n176).c_str(), v_.path(std::string(200, 'r')).c_str()), 0);
+  ASSERT_EQ(::rename(v_.path(std::string(200, 'r')).c_str(), v_.path("s").c_str()), 0);
+  ASSERT_EQ(::rename(v_.path(n175).c_str(), v_.path(std::string(254, 'q')).c_str()), 0);
+  v_.remount();
+  EXPECT_EQ(list_dir(v_.mountpoint()), (std::set<std::string>{"s", std::string(254, 'q'), n255}));
+  EXPECT_EQ(read_file(v_.path("s")), "long form");
+  EXPECT_EQ(read_file(v_.path(n255 + "/" + n255)), "deep");
+  ASSERT_EQ(::unlink(v_.path(std::string(254, 'q')).c_str()), 0);
+  ASSERT_EQ(::unlink(v_.path(n255 + "/" + n255).c_str()), 0);
+  ASSERT_EQ(::rmdir(v_.path(n255).c_str()), 0);
+  ASSERT_EQ(::unlink(v_.path("s").c_str()), 0);
+  // No .name file is left behind.
+  EXPECT_EQ(list_dir(v_.cipherdir()), (std::set<std::string>{"gpucryptfs.conf", "gpucryptfs.diriv"}));
+  EXPECT_EQ(::open(v_.path(std::string(256, 'x')).c_str(), O_CREAT | O_WRONLY, 0644), -1);
+  EXPECT_EQ(errno, ENAMETOOLONG);
+}
+
+TEST_F(FsOps, HardLinksShareContent) {
+  write_file(v_.path("orig"), "one");
+  ASSERT_EQ(::link(v_.path("orig").c_str(), v_.path("alias").c_str()), 0);
+  const std::string long_alias(230, 'h');
+  ASSERT_EQ(::link(v_.path("orig").c_str(), v_.path(long_alias).c_str()), 0);
+  write_file(v_.path("alias"), "two, longer");
+  EXPECT_EQ(read_file(v_.path("orig")), "two, longer");
+  struct stat a {}, b {};
+  ASSERT_EQ(::stat(v_.path("orig").c_str(), &a), 0);
+  ASSERT_EQ(::stat(v_.path(long_alias).c_str(), &b), 0);
+  EXPECT_EQ(a.st_ino, b.st_ino);
+  EXPECT_EQ(a.st_nlink, 3u);
+  ASSERT_EQ(::unlink(v_.path("orig").c_str()), 0);
+  v_.remount();
+  EXPECT_EQ(read_file(v_.path(long_alias)), "two, longer");
+}
+
+TEST_F(FsOps, SymlinksAreEncryptedAndResolve) {
+  write_file(v_.path("target-file"), "through the link");
+  ASSERT_EQ(::symlink("target-file", v_.path("link").c_str()), 0);
+  ASSERT_EQ(::symlink("/nonexistent/absolute/target", v_.path("dangling").c_str()), 0);
+  char buf[256];
+  ssize_t n = ::readlink(v_.path("link").c_str(), buf, sizeof buf);
+  ASSERT_EQ(std::string(buf, static_cast<std::size_t>(n)), "target-file");
+  EXPECT_EQ(read_file(v_.path("link")), "through the link");
+  struct stat st {};
+  ASSERT_EQ(::lstat(v_.path("dangling").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+  EXPECT_EQ(st.st_size, static_cast<off_t>(std::string("/nonexistent/absolute/target").size()));
+  auto r = run_shell("grep -r nonexistent . ; find . -lname '*target*'", v_.cipherdir());
+  EXPECT_EQ(r.output, "") << "a symlink target reached CIPHERDIR in the clear";
+}
+
+TEST_F(FsOps, FifoWorks) {
+  ASSERT_EQ(::mkfifo(v_.path("pipe").c_str(), 0600), 0);
+  struct stat st {};
+  ASSERT_EQ(::stat(v_.path("pipe").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  auto r = v_.sh("(echo through-fifo > pipe &) ; cat pipe");
+  EXPECT_EQ(r.output, "through-fifo\n");
+}
+
+TEST_F(FsOps, ExtendedAttributes) {
+  write_file(v_.path("f"), "x");
+  const std::string p = v_.path("f");
+  ASSERT_EQ(::setxattr(p.c_str(), "user.colour", "blue-marker", 11, 0), 0) << std::strerror(errno);
+  ASSERT_EQ(::setxattr(p.c_str(), "user.empty", "", 0, 0), 0);
+  char buf[256];
+  ssize_t n = ::getxattr(p.c_str(), "user.colour", buf, sizeof buf);
+  ASSERT_EQ(n, 11);
+  EXPECT_EQ(std::string(buf, 11), "blue-marker");
+  EXPECT_EQ(::getxattr(p.c_str(), "user.colour", nullptr, 0), 11);
+  EXPECT_EQ(::getxattr(p.c_str(), "user.colour", buf, 3), -1);
+  EXPECT_EQ(errno, ERANGE);
+  EXPECT_EQ(::setxattr(p.c_str(), "user.colour", "red", 3, XATTR_CREATE), -1);
+  EXPECT_EQ(errno, EEXIST);
+  n = ::listxattr(p.c_str(), buf, sizeof buf);
+  ASSERT_GT(n, 0);
+  std::set<std::string> names;
+  for (ssize_t i = 0; i < n; i += static_cast<ssize_t>(std::strlen(buf + i)) + 1) names.insert(buf + i);
+  EXPECT_EQ(names, (std::set<std::string>{"user.colour", "user.empty"}));
+  ASSERT_EQ(::removexattr(p.c_str(), "user.colour"), 0);
+  EXPECT_EQ(::getxattr(p.c_str(), "user.colour", buf, sizeof buf), -1);
+  EXPECT_EQ(errno, ENODATA);
+  EXPECT_EQ(::setxattr(p.c_str(), "trusted.x", "v", 1, 0), -1);
+  auto r = run_shell("getfattr -d -R . 2>/dev/null | grep -c -e colour -e blue-marker", v_.cipherdir());
+  EXPECT_EQ(r.output, "0\n") << "an xattr name or value reached CIPHERDIR in the clear";
+}
+
+TEST_F(FsOps, TruncateUpMakesHolesAndDownCuts) {
+  const std::string p = v_.path("t");
+  write_file(p, "head");
+  ASSERT_EQ(::truncate(p.c_str(), 3 * 4096 + 5), 0);
+  std::string want = "head" + std::string(3 * 4096 + 1, '\0');
+  EXPECT_EQ(read_file(p), want);
+  ASSERT_EQ(::truncate(p.c_str(), 4096 + 2), 0);
+  EXPECT_EQ(read_file(p), want.substr(0, 4096 + 2));
+  ASSERT_EQ(::truncate(p.c_str(), 2), 0);
+  EXPECT_EQ(read_file(p), "he");
+  ASSERT_EQ(::truncate(p.c_str(), 0), 0);
+  EXPECT_EQ(read_file(p), "");
+  struct stat st {};
+  ASSERT_EQ(::stat(p.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 0);
+  // Writing far past the end leaves a hole that reads as zeros.
+  int fd = ::open(p.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::pwrite(fd, "tail", 4, 10 * 4096 + 3), 4);
+  ::close(fd);
+  v_.remount();
+  std::string got = read_file(p);
+  ASSERT_EQ(got.size(), 10u * 4096 + 7);
+  EXPECT_EQ(got.substr(0, 10 * 4096 + 3), std::string(10 * 4096 + 3, '\0'));
+  EXPECT_EQ(got.substr(10 * 4096 + 3), "tail");
+}
+
+TEST_F(FsOps, FallocateExtendsAndPunchesHoles) {
+  const std::string p = v_.path("fa");
+  const std::string data = pattern(5 * 4096, 9);
+  write_file(p, data);
+  int fd = ::open(p.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 1000, 2 * 4096), 0) << std::strerror(errno);
+  ASSERT_EQ(::fallocate(fd, 0, 0, 6 * 4096), 0) << std::strerror(errno);
+  ::close(fd);
+  std::string want = data;
+  std::fill(want.begin() + 1000, want.begin() + 1000 + 2 * 4096, '\0');
+  want.resize(6 * 4096, '\0');
+  EXPECT_EQ(read_file(p), want);
+}
+
+TEST_F(FsOps, AppendAlwaysWritesAtTheEnd) {
+  const std::string p = v_.path("log");
+  for (int i = 0; i < 50; ++i) {
+    int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    ASSERT_GE(fd, 0);
+    std::string line = "line " + std::to_string(i) + " " + std::string(static_cast<std::size_t>(i * 37), '.') + "\n";
+    ASSERT_EQ(::pwrite(fd, line.data(), line.size(), 0), static_cast<ssize_t>(line.size()));
+    ::close(fd);
+  }
+  auto r = v_.sh("wc -l < log; head -1 log; tail -1 log | cut -c1-8");
+  EXPECT_EQ(r.output, "50\nline 0 \nline 49 \n");
+}
+
+TEST_F(FsOps, ModesOwnersTimesAndStatfs) {
+  const std::string p = v_.path("m");
+  write_file(p, "x");
+  ASSERT_EQ(::chmod(p.c_str(), 0604), 0);
+  ASSERT_EQ(::chown(p.c_str(), 1234, 5678), 0);
+  timespec ts[2] = {{1000000000, 0}, {1234567890, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, p.c_str(), ts, 0), 0);
+  ASSERT_EQ(::symlink("m", v_.path("lm").c_str()), 0);
+  ASSERT_EQ(::utimensat(AT_FDCWD, v_.path("lm").c_str(), ts, AT_SYMLINK_NOFOLLOW), 0) << std::strerror(errno);
+  v_.remount();
+  struct stat st {};
+  ASSERT_EQ(::stat(p.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0604u);
+  EXPECT_EQ(st.st_uid, 1234u);
+  EXPECT_EQ(st.st_gid, 5678u);
+  EXPECT_EQ(st.st_mtim.tv_sec, 1234567890);
+  struct statvfs sv {};
+  ASSERT_EQ(::statvfs(v_.mountpoint().c_str(), &sv), 0);
+  EXPECT_EQ(sv.f_namemax, 255u);
+  EXPECT_GT(sv.f_blocks, 0u);
+}
+
+TEST_F(FsOps, FsyncAndFsyncdir) {
+  int fd = ::open(v_.path("s").c_str(), O_CREAT | O_RDWR, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "abc", 3), 3);
+  EXPECT_EQ(::fsync(fd), 0);
+  EXPECT_EQ(::fdatasync(fd), 0);
+  ::close(fd);
+  int dfd = ::open(v_.mountpoint().c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(dfd, 0);
+  EXPECT_EQ(::fsync(dfd), 0);
+  ::close(dfd);
+}
+
+TEST_F(FsOps, WriteOnlyHandleRewritesPartialChunks) {
+  const std::string p = v_.path("wo");
+  const std::string data = pattern(3 * 4096, 4);
+  write_file(p, data);
+  int fd = ::open(p.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::pwrite(fd, "XY", 2, 4095), 2);
+  ::close(fd);
+  std::string want = data;
+  want[4095] = 'X';
+  want[4096] = 'Y';
+  EXPECT_EQ(read_file(p), want);
+}
+
+TEST_F(FsOps, ManyEntriesList) {
+  for (int i = 0; i < 300; ++i) write_file(v_.path("f" + std::to_string(i)), std::to_string(i));
+  EXPECT_EQ(list_dir(v_.mountpoint()).size(), 300u);
+  auto r = v_.sh("rm -r ./* && ls -A | wc -l");
+  EXPECT_EQ(r.output, "0\n");
+}
+
+}  // namespace
+}  // namespace gcfs::test

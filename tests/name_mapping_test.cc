@@ -1,0 +1,150 @@
+// Name mapping as docs/FORMAT.md specifies it: SIV names under the directory IV, the long-name
+// form from exactly the first plaintext length whose encoding passes 255 bytes, our own dot-names
+// hidden, and symlink targets and xattrs sealed.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "crypto/random.h"
+#include "fs/dir_iv.h"
+#include "fs/name_mapping.h"
+
+namespace gcfs {
+namespace {
+
+std::vector<std::uint8_t> fixed_master() { return std::vector<std::uint8_t>(32, 0x42); }
+
+class NameMappingTest : public ::testing::Test {
+ protected:
+  NameMappingTest() : keys_(fixed_master()), names_(keys_) {
+    char templ[] = "/tmp/gcfs-names.XXXXXX";
+    dir_ = ::mkdtemp(templ);
+    dirfd_ = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY);
+    iv_.fill(7);
+  }
+  ~NameMappingTest() override {
+    ::close(dirfd_);
+    std::string cmd = "rm -rf '" + dir_ + "'";
+    (void)std::system(cmd.c_str());
+  }
+  KeyRing keys_;
+  NameMapping names_;
+  std::string dir_;
+  int dirfd_ = -1;
+  DirIv iv_{};
+};
+
+TEST_F(NameMappingTest, ShortNameRoundTripsAndIsDeterministic) {
+  DiskName a = names_.to_disk("hello.txt", iv_);
+  DiskName b = names_.to_disk("hello.txt", iv_);
+  EXPECT_FALSE(a.is_long);
+  EXPECT_EQ(a.entry, b.entry);
+  EXPECT_EQ(a.entry, a.encoded);
+  EXPECT_EQ(a.entry.find('.'), std::string::npos) << "encoded names must never contain a dot";
+  EXPECT_EQ(names_.to_plain(dirfd_, a.entry, iv_), "hello.txt");
+}
+
+TEST_F(NameMappingTest, OtherDirectoryIvGivesOtherNameAndDoesNotDecrypt) {
+  DirIv other = iv_;
+  other[0] ^= 1;
+  DiskName a = names_.to_disk("report", iv_);
+  EXPECT_NE(a.entry, names_.to_disk("report", other).entry);
+  EXPECT_EQ(names_.to_plain(dirfd_, a.entry, other), std::nullopt);
+}
+
+TEST_F(NameMappingTest, LongNameStartsExactlyWhereTheEncodingPasses255Bytes) {
+  // SIV adds 16 bytes; unpadded base64url of 191 bytes is 255 characters, of 192 bytes 256.
+  DiskName at = names_.to_disk(std::string(175, 'x'), iv_);
+  EXPECT_FALSE(at.is_long);
+  EXPECT_EQ(at.entry.size(), 255u);
+  DiskName past = names_.to_disk(std::string(176, 'x'), iv_);
+  EXPECT_TRUE(past.is_long);
+  EXPECT_TRUE(past.entry.starts_with("gcfs.longname."));
+  EXPECT_LE(past.entry.size(), 255u);
+  EXPECT_LE(past.name_file().size(), 255u);
+}
+
+TEST_F(NameMappingTest, LongNameOf255BytesRoundTripsThroughItsNameFile) {
+  const std::string plain(255, 'n');
+  DiskName d = names_.to_disk(plain, iv_);
+  ASSERT_TRUE(d.is_long);
+  EXPECT_EQ(names_.to_plain(dirfd_, d.entry, iv_), std::nullopt) << "no .name file yet";
+  ASSERT_EQ(NameMapping::write_name_file(dirfd_, d), 0);
+  ASSERT_EQ(NameMapping::write_name_file(dirfd_, d), 0) << "writing it again is harmless";
+  EXPECT_EQ(names_.to_plain(dirfd_, d.entry, iv_), plain);
+  EXPECT_EQ(names_.to_plain(dirfd_, d.name_file(), iv_), std::nullopt) << ".name files are hidden";
+  ASSERT_EQ(NameMapping::remove_name_file(dirfd_, d), 0);
+  EXPECT_EQ(names_.to_plain(dirfd_, d.entry, iv_), std::nullopt);
+}
+
+TEST_F(NameMappingTest, SwappedNameFileIsRefused) {
+  DiskName a = names_.to_disk(std::string(200, 'a'), iv_);
+  DiskName b = names_.to_disk(std::string(200, 'b'), iv_);
+  // a's entry with b's encoded name inside: the hash no longer matches.
+  DiskName forged{a.entry, b.encoded, true};
+  ASSERT_EQ(NameMapping::write_name_file(dirfd_, forged), 0);
+  EXPECT_EQ(names_.to_plain(dirfd_, a.entry, iv_), std::nullopt);
+}
+
+TEST_F(NameMappingTest, OwnDotNamesAndForeignNamesAreHidden) {
+  for (const char* n : {"gpucryptfs.conf", "gpucryptfs.diriv", "gcfs.longname.abc.name", ".hidden", "a.b"}) {
+    EXPECT_TRUE(is_internal_entry(n)) << n;
+    EXPECT_EQ(names_.to_plain(dirfd_, n, iv_), std::nullopt) << n;
+  }
+  EXPECT_EQ(names_.to_plain(dirfd_, "notbase64!", iv_), std::nullopt);
+  EXPECT_EQ(names_.to_plain(dirfd_, "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", iv_), std::nullopt);
+}
+
+TEST_F(NameMappingTest, TamperedNameFailsToDecrypt) {
+  DiskName a = names_.to_disk("payroll", iv_);
+  std::string t = a.entry;
+  t[3] = t[3] == 'A' ? 'B' : 'A';
+  EXPECT_EQ(names_.to_plain(dirfd_, t, iv_), std::nullopt);
+}
+
+TEST_F(NameMappingTest, SymlinkTargetsAreSealedWithFreshNonces) {
+  const std::string target = "../some/where/file.txt";
+  std::string s1 = names_.encrypt_symlink(target), s2 = names_.encrypt_symlink(target);
+  EXPECT_NE(s1, s2);
+  EXPECT_EQ(s1.find("some"), std::string::npos);
+  EXPECT_EQ(names_.decrypt_symlink(s1), target);
+  s1[5] = s1[5] == 'A' ? 'B' : 'A';
+  EXPECT_EQ(names_.decrypt_symlink(s1), std::nullopt);
+}
+
+TEST_F(NameMappingTest, XattrNamesAndValues) {
+  EXPECT_EQ(names_.encrypt_xattr_name("security.selinux"), std::nullopt);
+  EXPECT_EQ(names_.encrypt_xattr_name("trusted.x"), std::nullopt);
+  auto stored = names_.encrypt_xattr_name("user.comment");
+  ASSERT_TRUE(stored);
+  EXPECT_TRUE(stored->starts_with("user.gcfs."));
+  EXPECT_EQ(names_.decrypt_xattr_name(*stored), "user.comment");
+  EXPECT_EQ(names_.decrypt_xattr_name("user.other"), std::nullopt);
+  const std::vector<std::uint8_t> value = {1, 2, 3, 4};
+  auto sealed = names_.encrypt_xattr_value(*stored, value);
+  EXPECT_EQ(names_.decrypt_xattr_value(*stored, sealed), value);
+  auto other = names_.encrypt_xattr_name("user.other");
+  EXPECT_EQ(names_.decrypt_xattr_value(*other, sealed), std::nullopt) << "a value moved to another name fails";
+}
+
+TEST_F(NameMappingTest, DirIvCreateReadAndDamage) {
+  DirIv made{}, read{};
+  ASSERT_EQ(create_dir_iv(dirfd_, &made), 0);
+  ASSERT_EQ(read_dir_iv(dirfd_, &read, dir_), 0);
+  EXPECT_EQ(made, read);
+  EXPECT_EQ(create_dir_iv(dirfd_, nullptr, &made), 0) << "putting the same IV back";
+  int fd = ::openat(dirfd_, kDirIvFileName, O_WRONLY | O_TRUNC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "short", 5), 5);
+  ::close(fd);
+  EXPECT_EQ(read_dir_iv(dirfd_, &read, dir_), -EIO);
+  ::unlinkat(dirfd_, kDirIvFileName, 0);
+  EXPECT_EQ(read_dir_iv(dirfd_, &read, dir_), -EIO);
+}
+
+}  // namespace
+}  // namespace gcfs

@@ -1,0 +1,212 @@
+// A real gpucryptfs mount for a test, made and torn down by RAII: temporary CIPHERDIR and
+// MOUNTPOINT, `gpucryptfs init` with a passfile (scrypt logn 10, so unlocking is fast), `gpucryptfs
+// mount --log`, and in the destructor ALWAYS an unmount (fusermount3 -u, then lazy, then the
+// daemon is killed by its pid) and the removal of the temporary folders; also when the test failed.
+//
+// The engine is GPUCRYPTFS_TEST_ENGINE (cpu when unset), so one suite runs on the GPU machine with
+// GPUCRYPTFS_TEST_ENGINE=gpu. The binary is GPUCRYPTFS_BIN, which the build defines.
+//
+//   gcfs::test::MountedVault v;
+//   write_file(v.path("a.txt"), "hello");
+//   v.remount();                       // unmount and mount again
+//   EXPECT_EQ(v.sh("cat a.txt"), "hello");
+#pragma once
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#ifndef GPUCRYPTFS_BIN
+#error "GPUCRYPTFS_BIN must name the gpucryptfs binary"
+#endif
+
+namespace gcfs::test {
+
+inline std::string test_engine() {
+  const char* e = std::getenv("GPUCRYPTFS_TEST_ENGINE");
+  return e && *e ? e : "cpu";
+}
+
+inline std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') out += "'\\''";
+    else out += c;
+  }
+  return out + "'";
+}
+
+struct CommandResult {
+  int status = -1;  // exit status, or 128 + signal
+  std::string output;  // stdout and stderr together
+};
+
+// Runs a bash script, in dir when given; never throws.
+inline CommandResult run_shell(const std::string& script, const std::string& dir = "") {
+  std::string cmd = dir.empty() ? "" : "cd " + shell_quote(dir) + " && ";
+  cmd = "bash -c " + shell_quote(cmd + script) + " 2>&1";
+  CommandResult r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  int st = ::pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+  return r;
+}
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+inline void write_file(const std::string& path, const std::string& data) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << data;
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+// A temporary directory, removed with everything in it.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag = "gcfs") {
+    const char* base = std::getenv("TMPDIR");
+    std::string templ = std::string(base && *base ? base : "/tmp") + "/" + tag + ".XXXXXX";
+    std::vector<char> buf(templ.begin(), templ.end());
+    buf.push_back('\0');
+    if (!::mkdtemp(buf.data())) throw std::runtime_error("mkdtemp failed");
+    path_ = buf.data();
+  }
+  TempDir(const TempDir&) = delete;
+  ~TempDir() {
+    if (!path_.empty()) run_shell("rm -rf " + shell_quote(path_));
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+struct VaultOptions {
+  std::string engine = test_engine();
+  unsigned chunk_size = 0;                // 0: the default
+  std::vector<std::string> mount_args;    // extra arguments for `gpucryptfs mount`
+  bool mount = true;                      // mount in the constructor
+  std::string password = "correct horse battery staple";
+};
+
+class MountedVault {
+ public:
+  explicit MountedVault(VaultOptions o = {}) : opts_(std::move(o)), root_("gcfs-test") {
+    cipherdir_ = root_.path() + "/cipher";
+    mountpoint_ = root_.path() + "/plain";
+    passfile_ = root_.path() + "/passfile";
+    log_ = root_.path() + "/gpucryptfs.log";
+    ::mkdir(cipherdir_.c_str(), 0700);
+    ::mkdir(mountpoint_.c_str(), 0755);
+    write_file(passfile_, opts_.password + "\n");
+    std::string init = std::string(GPUCRYPTFS_BIN) + " init --scrypt-logn 10 --passfile " + shell_quote(passfile_);
+    if (opts_.chunk_size) init += " --chunk-size " + std::to_string(opts_.chunk_size);
+    auto r = run_shell(init + " " + shell_quote(cipherdir_));
+    if (r.status != 0) throw std::runtime_error("gpucryptfs init failed: " + r.output);
+    if (opts_.mount) mount();
+  }
+  MountedVault(const MountedVault&) = delete;
+  ~MountedVault() { unmount(); }
+
+  const std::string& cipherdir() const { return cipherdir_; }
+  const std::string& mountpoint() const { return mountpoint_; }
+  const std::string& passfile() const { return passfile_; }
+  const std::string& log_path() const { return log_; }
+  std::string log() const { return read_file(log_); }
+  std::string path(const std::string& rel) const { return mountpoint_ + "/" + rel; }
+  std::string binary() const { return GPUCRYPTFS_BIN; }
+  bool mounted() const { return mounted_; }
+
+  // The mount command line, so tests can vary it.
+  std::string mount_command() const {
+    std::string cmd = std::string(GPUCRYPTFS_BIN) + " mount --passfile " + shell_quote(passfile_) + " --engine " +
+                      opts_.engine + " --log " + shell_quote(log_);
+    for (const auto& a : opts_.mount_args) cmd += " " + a;
+    return cmd + " " + shell_quote(cipherdir_) + " " + shell_quote(mountpoint_);
+  }
+
+  void mount() {
+    if (mounted_) return;
+    auto r = run_shell(mount_command());
+    if (r.status != 0) throw std::runtime_error("gpucryptfs mount failed (" + std::to_string(r.status) + "): " + r.output +
+                                                "\nlog:\n" + log());
+    mounted_ = true;
+    daemon_pid_ = pid_from_log();
+  }
+
+  // Unmounts; never throws. Waits for the daemon to exit, so a following mount sees every write.
+  void unmount() {
+    if (!mounted_) return;
+    mounted_ = false;
+    bool done = false;
+    for (int attempt = 0; attempt < 50 && !done; ++attempt) {
+      done = run_shell("fusermount3 -u " + shell_quote(mountpoint_)).status == 0;
+      if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (!done) run_shell("fusermount3 -u -z " + shell_quote(mountpoint_));
+    if (daemon_pid_ > 0) {
+      for (int i = 0; i < 100 && ::kill(daemon_pid_, 0) == 0; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      if (::kill(daemon_pid_, 0) == 0) {  // stuck: a test must never leave a daemon behind
+        ::kill(daemon_pid_, SIGKILL);
+        run_shell("fusermount3 -u -z " + shell_quote(mountpoint_));
+      }
+    }
+    daemon_pid_ = -1;
+  }
+
+  void remount() {
+    unmount();
+    mount();
+  }
+
+  // Runs a bash script inside the mount.
+  CommandResult sh(const std::string& script) const { return run_shell(script, mountpoint_); }
+
+  pid_t daemon_pid() const { return daemon_pid_; }
+
+ private:
+  // The serving process writes "gpucryptfs[PID] info: mounted on MOUNTPOINT" to the log.
+  pid_t pid_from_log() const {
+    std::istringstream in(log());
+    std::string line;
+    pid_t pid = -1;
+    const std::string tail = "mounted on " + mountpoint_;
+    while (std::getline(in, line)) {
+      if (line.size() < tail.size() || line.compare(line.size() - tail.size(), tail.size(), tail) != 0) continue;
+      auto b = line.find("gpucryptfs[");
+      auto e = line.find(']', b);
+      if (b != std::string::npos && e != std::string::npos) pid = std::stoi(line.substr(b + 11, e - b - 11));
+    }
+    return pid;
+  }
+
+  VaultOptions opts_;
+  TempDir root_;
+  std::string cipherdir_, mountpoint_, passfile_, log_;
+  bool mounted_ = false;
+  pid_t daemon_pid_ = -1;
+};
+
+}  // namespace gcfs::test
