@@ -315,11 +315,16 @@ ssize_t ContentFile::write(std::uint64_t off, const std::uint8_t* in, std::size_
     int r = load_size_locked();
     if (r < 0) return r;
   }
+  const std::uint64_t old_size = size_;
   if (off > size_) {
     int r = truncate_locked(off);
     if (r < 0) return r;
   }
-  return write_locked(off, in, len);
+  const ssize_t n = write_locked(off, in, len);
+  // The gap before off was filled only for this write: a failed write (a full disk) must not
+  // leave the file longer than it was.
+  if (n < 0 && size_ != old_size) (void)truncate_locked(old_size);
+  return n;
 }
 
 int ContentFile::truncate_locked(std::uint64_t new_size) {
