@@ -13,6 +13,5 @@ int pending(const char* name) {
 }  // namespace
 
 int cmd_bench(int, char**) { return pending("bench"); }
-int cmd_fsck(int, char**) { return pending("fsck"); }
 
 }  // namespace gcfs::cli
