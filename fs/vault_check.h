@@ -1,0 +1,59 @@
+// fsck for directory vaults: reads everything gpucryptfs wrote into a CIPHERDIR (directory IVs,
+// names, long-name files, file headers, every chunk's tag, symlink targets, extended attributes)
+// and lists what does not authenticate, with the ciphertext path always and the plaintext path
+// where the names on the way decrypt. No FUSE here; `gpucryptfs fsck` is the CLI around it.
+//
+// It changes nothing unless asked to repair, and repairing only ever moves items that cannot be
+// read at all into CIPHERDIR/gpucryptfs.lost+found/ (FORMAT.md): it never deletes and never
+// rewrites ciphertext.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "crypto/chunk_engine.h"
+#include "fs/vault.h"
+
+namespace gcfs {
+
+constexpr const char* kLostFoundDirName = "gpucryptfs.lost+found";
+constexpr const char* kLostFoundIndexName = "index.txt";
+
+struct FsckProblem {
+  std::string cipher_path;  // relative to CIPHERDIR; always set
+  std::string plain_path;   // "/a/b" in the plaintext view; empty when a name on the way does not decrypt
+  std::string what;         // what is wrong, in words
+  // True when nothing of the item can be read through a mount (a name that does not decrypt, a
+  // file whose header or size is damaged, a symlink whose target does not decrypt): --repair
+  // moves such items aside. A file with some damaged chunks stays where it is, because its other
+  // chunks still read.
+  bool unreadable = false;
+  std::string moved_to;     // set when --repair moved it: path relative to CIPHERDIR
+};
+
+struct FsckProgress {
+  std::uint64_t done_bytes = 0, total_bytes = 0;  // ciphertext bytes of regular files
+  std::uint64_t done_entries = 0, total_entries = 0;
+};
+
+struct FsckOptions {
+  bool repair = false;
+  // Called now and then from the checking thread.
+  std::function<void(const FsckProgress&)> progress;
+};
+
+struct FsckReport {
+  std::vector<FsckProblem> problems;
+  std::uint64_t directories = 0, files = 0, symlinks = 0, others = 0;
+  std::uint64_t chunks = 0, holes = 0, xattrs = 0;
+  std::uint64_t bytes = 0;  // ciphertext bytes of regular files read
+  bool clean() const { return problems.empty(); }
+};
+
+// Walks vault's CIPHERDIR. Throws UserError only when the check cannot run at all (CIPHERDIR
+// unreadable); everything else is a problem in the report. Thread-compatible, not thread-safe.
+FsckReport check_vault(const Vault& vault, ChunkEngine& engine, const FsckOptions& options = {});
+
+}  // namespace gcfs

@@ -1,0 +1,183 @@
+// The gpucryptfs binary against bad input: wrong password, empty password file, a config with an
+// unknown version, edited fields or a flipped bit. Each gives a clear message and its documented
+// exit code, and writes nothing (the CIPHERDIR tree is compared before and after). Also fsck's
+// command line: exit status, what it prints, and --repair.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <regex>
+
+#include "fs/vault_check.h"
+#include "mount/commands.h"
+#include "tests/fault_support.h"
+
+namespace gcfs {
+namespace {
+
+using testing::TempDir;
+using testing::TestVault;
+
+struct Result {
+  int status = -1;
+  std::string output;  // stdout and stderr
+};
+
+Result run(const std::string& args) {
+  Result r;
+  const std::string cmd = std::string(GPUCRYPTFS_BIN) + " " + args + " 2>&1 </dev/null";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  int st = ::pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return r;
+}
+
+class FaultCli : public ::testing::Test {
+ protected:
+  FaultCli() : v(tmp / "cipher") {
+    std::filesystem::create_directories(tmp / "mnt");
+    write_text(tmp / "pw", std::string(TestVault::kPassword) + "\n");
+    write_text(tmp / "wrong", "not the password\n");
+    write_text(tmp / "empty", "");
+    v.mkdir("/docs");
+    v.write_file("/docs/report", testing::pattern_bytes(3 * TestVault::kChunk + 9, 1));
+  }
+  static void write_text(const std::string& path, const std::string& s) {
+    testing::write_all(path, std::vector<std::uint8_t>(s.begin(), s.end()));
+  }
+  std::string config() const { return v.dir() + "/" + kConfigFileName; }
+  std::string config_text() const {
+    auto b = testing::read_all(config());
+    return std::string(b.begin(), b.end());
+  }
+  // Runs args and checks: exit status, a message matching `message`, and nothing written to
+  // CIPHERDIR or the mountpoint.
+  void expect_refused(const std::string& args, int status, const std::string& message) {
+    const auto before = testing::snapshot(v.dir());
+    const auto mnt_before = testing::snapshot(tmp / "mnt");
+    const Result r = run(args);
+    EXPECT_EQ(r.status, status) << args << "\n" << r.output;
+    EXPECT_TRUE(std::regex_search(r.output, std::regex(message, std::regex::icase)))
+        << args << ": message should match '" << message << "', got:\n" << r.output;
+    EXPECT_EQ(testing::snapshot(v.dir()), before) << args << " changed CIPHERDIR";
+    EXPECT_EQ(testing::snapshot(tmp / "mnt"), mnt_before) << args << " wrote into the mountpoint";
+    std::error_code ec;
+    EXPECT_FALSE(std::filesystem::exists(v.dir() + "/" + kLostFoundDirName, ec));
+  }
+  // Every command that unlocks a vault, with the given password file.
+  std::vector<std::string> unlocking_commands(const std::string& passfile) {
+    return {"fsck --passfile " + passfile + " " + v.dir(),
+            "fsck --repair --passfile " + passfile + " " + v.dir(),
+            "mount --passfile " + passfile + " " + v.dir() + " " + (tmp / "mnt"),
+            "passwd --passfile " + passfile + " --new-passfile " + (tmp / "pw") + " " + v.dir()};
+  }
+
+  TempDir tmp;
+  TestVault v;
+};
+
+TEST_F(FaultCli, WrongPasswordWritesNothing) {
+  for (const auto& cmd : unlocking_commands(tmp / "wrong"))
+    expect_refused(cmd, cli::kExitWrongPassword, "wrong password");
+}
+
+TEST_F(FaultCli, EmptyPasswordFileWritesNothing) {
+  for (const auto& cmd : unlocking_commands(tmp / "empty")) expect_refused(cmd, cli::kExitError, "password is empty");
+}
+
+TEST_F(FaultCli, MissingPasswordFileWritesNothing) {
+  for (const auto& cmd : unlocking_commands(tmp / "no-such-file"))
+    expect_refused(cmd, cli::kExitError, "cannot read the password file");
+}
+
+TEST_F(FaultCli, UnknownConfigVersionIsRefused) {
+  std::string text = config_text();
+  text = std::regex_replace(text, std::regex("\"version\": 1"), "\"version\": 2");
+  write_text(config(), text);
+  for (const auto& cmd : unlocking_commands(tmp / "pw")) expect_refused(cmd, cli::kExitError, "version 2");
+}
+
+TEST_F(FaultCli, UnknownFeatureIsRefused) {
+  std::string text = config_text();
+  text = std::regex_replace(text, std::regex("\"holes\""), "\"holes\", \"time-travel\"");
+  write_text(config(), text);
+  for (const auto& cmd : unlocking_commands(tmp / "pw")) expect_refused(cmd, cli::kExitError, "time-travel");
+}
+
+TEST_F(FaultCli, EditedFieldFailsLikeAWrongPassword) {
+  // A weaker scrypt cost and a different chunk size: both are authenticated with the key.
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{"\"log_n\": 10", "\"log_n\": 11"},
+                                 {"\"chunk_size\": 4096", "\"chunk_size\": 8192"}}) {
+    const std::string original = config_text();
+    ASSERT_NE(original.find(from), std::string::npos) << original;
+    write_text(config(), std::regex_replace(original, std::regex(from), to));
+    for (const auto& cmd : unlocking_commands(tmp / "pw"))
+      expect_refused(cmd, cli::kExitWrongPassword, "fields were edited");
+    write_text(config(), original);
+  }
+}
+
+TEST_F(FaultCli, FlippedBitInTheConfig) {
+  // Inside the base64 of the wrapped key: the wrap fails to open.
+  std::string text = config_text();
+  const auto pos = text.find("\"ciphertext\": \"") + 20;
+  text[pos] = text[pos] == 'A' ? 'B' : 'A';
+  write_text(config(), text);
+  for (const auto& cmd : unlocking_commands(tmp / "pw")) expect_refused(cmd, cli::kExitWrongPassword, "wrong password");
+  // And one that breaks the JSON itself.
+  text = config_text();
+  text[text.find('{')] = '[';
+  write_text(config(), text);
+  for (const auto& cmd : unlocking_commands(tmp / "pw")) expect_refused(cmd, cli::kExitBadConfig, "not valid JSON");
+}
+
+TEST_F(FaultCli, NotAVault) {
+  std::filesystem::remove(config());
+  for (const auto& cmd : unlocking_commands(tmp / "pw")) expect_refused(cmd, cli::kExitBadConfig, "not a gpucryptfs vault");
+}
+
+TEST_F(FaultCli, FsckExitStatusOutputAndRepair) {
+  Result r = run("fsck --passfile " + (tmp / "pw") + " " + v.dir());
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("no problems"), std::string::npos) << r.output;
+
+  // One damaged chunk and one file whose header is gone.
+  v.write_file("/docs/lost", testing::pattern_bytes(100, 2));
+  testing::flip_bit(v.cipher_path("/docs/report"), v.chunk_offset(2) + 50);
+  testing::flip_bit(v.cipher_path("/docs/lost"), 2);
+  const auto before = testing::snapshot(v.dir());
+  r = run("fsck --passfile " + (tmp / "pw") + " " + v.dir());
+  EXPECT_EQ(r.status, cli::kExitFsckProblems) << r.output;
+  EXPECT_NE(r.output.find("plaintext:  /docs/report"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(v.cipher_path("/docs/report")), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("chunk 2 of 4"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("plaintext:  /docs/lost"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--repair"), std::string::npos) << r.output;
+  EXPECT_EQ(testing::snapshot(v.dir()), before) << "fsck without --repair changed the vault";
+
+  r = run("fsck --repair --passfile " + (tmp / "pw") + " " + v.dir());
+  EXPECT_EQ(r.status, cli::kExitFsckProblems) << r.output;
+  EXPECT_NE(r.output.find("moved to:"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(v.cipher_path("/docs/lost")));
+  EXPECT_TRUE(std::filesystem::exists(v.cipher_path("/docs/report")));
+  EXPECT_TRUE(std::filesystem::is_directory(v.dir() + "/" + kLostFoundDirName));
+
+  // What is left is the file with a damaged chunk, which --repair leaves in place.
+  r = run("fsck --passfile " + (tmp / "pw") + " " + v.dir());
+  EXPECT_EQ(r.status, cli::kExitFsckProblems) << r.output;
+  EXPECT_EQ(r.output.find("/docs/lost"), std::string::npos) << r.output;
+}
+
+TEST_F(FaultCli, FsckUsageErrors) {
+  EXPECT_EQ(run("fsck").status, cli::kExitUsage);
+  EXPECT_EQ(run("fsck --no-such-option " + v.dir()).status, cli::kExitUsage);
+  EXPECT_EQ(run("fsck --help").status, 0);
+}
+
+}  // namespace
+}  // namespace gcfs

@@ -1,0 +1,392 @@
+// Damage done to a vault's ciphertext on purpose, one kind per test: reads fail with EIO for
+// exactly the damaged part, the rest stays readable, the log names the file, and fsck
+// (fs/vault_check) finds each one with the right ciphertext and plaintext paths. Without FUSE:
+// files are read through ContentFile as the daemon reads them.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "fs/log.h"
+#include "fs/vault_check.h"
+#include "tests/fault_support.h"
+
+namespace gcfs {
+namespace {
+
+using testing::TempDir;
+using testing::TestVault;
+
+constexpr std::uint64_t C = TestVault::kChunk;
+
+class FaultFsck : public ::testing::Test {
+ protected:
+  FaultFsck() : v(tmp / "cipher") {
+    log::to_file(tmp / "log");
+  }
+  ~FaultFsck() override { log::to_stderr(); }
+
+  FsckReport fsck(bool repair = false) {
+    FsckOptions o;
+    o.repair = repair;
+    return check_vault(v.vault(), v.engine(), o);
+  }
+  std::string log_text() {
+    auto b = testing::read_all(tmp / "log");
+    return std::string(b.begin(), b.end());
+  }
+  // The one problem fsck reports for cipher_rel; fails the test unless there is exactly one.
+  static const FsckProblem& only_problem(const FsckReport& r, const std::string& cipher_rel) {
+    const FsckProblem* found = nullptr;
+    for (const auto& p : r.problems) {
+      if (p.cipher_path != cipher_rel) continue;
+      EXPECT_EQ(found, nullptr) << "two problems for " << cipher_rel;
+      found = &p;
+    }
+    if (!found) {
+      ADD_FAILURE() << "no problem reported for " << cipher_rel;
+      static FsckProblem none;
+      return none;
+    }
+    return *found;
+  }
+  // Plaintext of chunk k of the file written with pattern_bytes(n, seed).
+  static std::vector<std::uint8_t> chunk_of(const std::vector<std::uint8_t>& data, std::uint64_t k) {
+    const std::uint64_t end = std::min<std::uint64_t>(data.size(), (k + 1) * C);
+    return {data.begin() + static_cast<std::ptrdiff_t>(k * C), data.begin() + static_cast<std::ptrdiff_t>(end)};
+  }
+  // Checks every chunk of plain: those in bad give EIO, the others read back exactly.
+  void expect_chunks(const std::string& plain, const std::vector<std::uint8_t>& data, std::vector<std::uint64_t> bad) {
+    const std::uint64_t n = (data.size() + C - 1) / C;
+    for (std::uint64_t k = 0; k < n; ++k) {
+      std::vector<std::uint8_t> got;
+      const auto want = chunk_of(data, k);
+      const ssize_t r = v.read(plain, k * C, want.size(), &got);
+      if (std::find(bad.begin(), bad.end(), k) != bad.end()) {
+        EXPECT_EQ(r, -EIO) << plain << " chunk " << k << " should fail";
+      } else {
+        ASSERT_EQ(r, static_cast<ssize_t>(want.size())) << plain << " chunk " << k;
+        EXPECT_EQ(got, want) << plain << " chunk " << k;
+      }
+    }
+  }
+
+  TempDir tmp;
+  TestVault v;
+};
+
+TEST_F(FaultFsck, CleanVaultIsCleanAndUntouched) {
+  v.mkdir("/docs");
+  v.mkdir("/docs/deep");
+  v.write_file("/docs/a.txt", testing::pattern_bytes(3 * C + 100, 1));
+  v.write_file("/docs/deep/" + std::string(200, 'L'), testing::pattern_bytes(10, 2));  // a long name
+  v.write_file("/empty", {});
+  v.write_file("/sparse", testing::pattern_bytes(100, 3), 5 * C);  // chunks 0..4 are holes
+  v.symlink("/link", "docs/a.txt");
+  const bool xattrs = v.set_xattr("/docs/a.txt", "user.colour", "blue");
+  const auto before = testing::snapshot(v.dir());
+
+  const FsckReport r = fsck();
+  for (const auto& p : r.problems) ADD_FAILURE() << p.cipher_path << ": " << p.what;
+  EXPECT_TRUE(r.clean());
+  EXPECT_EQ(r.directories, 3u);
+  EXPECT_EQ(r.files, 4u);
+  EXPECT_EQ(r.symlinks, 1u);
+  EXPECT_EQ(r.chunks, 4u + 1u + 6u);
+  EXPECT_EQ(r.holes, 5u);
+  if (xattrs) {
+    EXPECT_EQ(r.xattrs, 1u);
+  }
+  EXPECT_EQ(testing::snapshot(v.dir()), before) << "fsck without --repair changed the vault";
+  EXPECT_FALSE(std::filesystem::exists(v.dir() + "/" + kLostFoundDirName));
+}
+
+TEST_F(FaultFsck, FlippedBitInAChunk) {
+  v.mkdir("/d");
+  const auto data = testing::pattern_bytes(5 * C, 7);
+  v.write_file("/d/file", data);
+  testing::flip_bit(v.cipher_path("/d/file"), v.chunk_offset(2) + 12 + 100, 3);
+
+  expect_chunks("/d/file", data, {2});
+  EXPECT_NE(log_text().find(v.cipher_path("/d/file")), std::string::npos) << "the log does not name the file";
+  EXPECT_NE(log_text().find("chunk 2 "), std::string::npos) << log_text();
+
+  const FsckReport r = fsck();
+  ASSERT_EQ(r.problems.size(), 1u);
+  const auto& p = only_problem(r, v.cipher_rel("/d/file"));
+  EXPECT_EQ(p.plain_path, "/d/file");
+  EXPECT_NE(p.what.find("chunk 2 of 5"), std::string::npos) << p.what;
+  EXPECT_FALSE(p.unreadable);
+}
+
+TEST_F(FaultFsck, FlippedBitInTheHeaderMagic) {
+  const auto data = testing::pattern_bytes(2 * C, 8);
+  v.write_file("/f", data);
+  v.write_file("/g", data);
+  testing::flip_bit(v.cipher_path("/f"), 1);
+  expect_chunks("/f", data, {0, 1});
+  expect_chunks("/g", data, {});
+  EXPECT_NE(log_text().find(v.cipher_path("/f")), std::string::npos);
+  const FsckReport r = fsck();
+  ASSERT_EQ(r.problems.size(), 1u);
+  const auto& p = only_problem(r, v.cipher_rel("/f"));
+  EXPECT_EQ(p.plain_path, "/f");
+  EXPECT_NE(p.what.find("header"), std::string::npos) << p.what;
+  EXPECT_TRUE(p.unreadable);
+}
+
+TEST_F(FaultFsck, FlippedBitInTheFileId) {
+  const auto data = testing::pattern_bytes(3 * C, 9);
+  v.write_file("/f", data);
+  testing::flip_bit(v.cipher_path("/f"), 8 + 5);  // the file ID selects the key: every chunk fails
+  expect_chunks("/f", data, {0, 1, 2});
+  const FsckReport r = fsck();
+  const auto& p = only_problem(r, v.cipher_rel("/f"));
+  EXPECT_NE(p.what.find("every chunk fails"), std::string::npos) << p.what;
+  EXPECT_TRUE(p.unreadable);
+}
+
+TEST_F(FaultFsck, FlippedBitInAName) {
+  v.mkdir("/d");
+  v.write_file("/d/file", testing::pattern_bytes(100, 10));
+  v.write_file("/d/other", testing::pattern_bytes(100, 11));
+  const std::string good = v.cipher_path("/d/file");
+  std::string bad = good;
+  char& c = bad[bad.size() - 5];
+  c = c == 'A' ? 'B' : 'A';
+  std::filesystem::rename(good, bad);
+
+  const std::string dir_rel = v.cipher_rel("/d");
+  int dirfd = ::open((v.dir() + "/" + dir_rel).c_str(), O_RDONLY | O_DIRECTORY);
+  DirIv iv{};
+  ASSERT_EQ(read_dir_iv(dirfd, &iv, dir_rel), 0);
+  EXPECT_FALSE(v.vault().names().to_plain(dirfd, bad.substr(bad.rfind('/') + 1), iv)) << "a damaged name decrypted";
+  ::close(dirfd);
+  std::vector<std::uint8_t> out;
+  EXPECT_EQ(v.read("/d/other", 0, 100, &out), 100);
+
+  const FsckReport r = fsck();
+  ASSERT_EQ(r.problems.size(), 1u);
+  const auto& p = r.problems[0];
+  EXPECT_EQ(p.cipher_path, bad.substr(v.dir().size() + 1));
+  EXPECT_EQ(p.plain_path, "");
+  EXPECT_NE(p.what.find("does not decrypt"), std::string::npos) << p.what;
+  EXPECT_NE(p.what.find("in plaintext directory /d"), std::string::npos) << p.what;
+  EXPECT_TRUE(p.unreadable);
+}
+
+TEST_F(FaultFsck, NameMovedToAnotherDirectory) {
+  v.mkdir("/a");
+  v.mkdir("/b");
+  v.write_file("/a/file", testing::pattern_bytes(100, 12));
+  const std::string from = v.cipher_path("/a/file");
+  const std::string to = v.dir() + "/" + v.cipher_rel("/b") + "/" + from.substr(from.rfind('/') + 1);
+  std::filesystem::rename(from, to);
+  const FsckReport r = fsck();
+  ASSERT_EQ(r.problems.size(), 1u);
+  EXPECT_NE(r.problems[0].what.find("in plaintext directory /b"), std::string::npos) << r.problems[0].what;
+}
+
+TEST_F(FaultFsck, EditedLongNameFile) {
+  const std::string long1 = "/" + std::string(220, 'x'), long2 = "/" + std::string(221, 'y');
+  v.write_file(long1, testing::pattern_bytes(10, 13));
+  v.write_file(long2, testing::pattern_bytes(10, 14));
+  const std::string e1 = v.cipher_path(long1), e2 = v.cipher_path(long2);
+  ASSERT_NE(e1.find("gcfs.longname."), std::string::npos);
+  // Swap the two .name files: each still decrypts, but no longer matches its entry's hash.
+  std::filesystem::rename(e1 + ".name", v.dir() + "/tmp");
+  std::filesystem::rename(e2 + ".name", e1 + ".name");
+  std::filesystem::rename(v.dir() + "/tmp", e2 + ".name");
+  FsckReport r = fsck();
+  ASSERT_EQ(r.problems.size(), 2u);
+  for (const auto& p : r.problems) EXPECT_NE(p.what.find("does not match its hash"), std::string::npos) << p.what;
+
+  std::filesystem::remove(e2 + ".name");
+  r = fsck();
+  const auto& p = only_problem(r, e2.substr(v.dir().size() + 1));
+  EXPECT_NE(p.what.find("missing"), std::string::npos) << p.what;
+}
+
+TEST_F(FaultFsck, OrphanLongNameFileAndForeignFile) {
+  v.write_file("/" + std::string(230, 'z'), testing::pattern_bytes(10, 15));
+  const std::string e = v.cipher_path("/" + std::string(230, 'z'));
+  std::filesystem::rename(e, v.dir() + "/elsewhere");  // now "elsewhere" is a name that does not decrypt
+  testing::write_all(v.dir() + "/notes.txt", {'h', 'i'});
+  const FsckReport r = fsck();
+  ASSERT_EQ(r.problems.size(), 3u);
+  EXPECT_NE(only_problem(r, e.substr(v.dir().size() + 1) + ".name").what.find("without its entry"), std::string::npos);
+  EXPECT_NE(only_problem(r, "notes.txt").what.find("not a file gpucryptfs writes"), std::string::npos);
+  EXPECT_NE(only_problem(r, "elsewhere").what.find("does not decrypt"), std::string::npos);
+}
+
+TEST_F(FaultFsck, TruncatedInsideTheLastChunk) {
+  const auto data = testing::pattern_bytes(3 * C + 500, 16);
+  v.write_file("/f", data);
+  const std::string p = v.cipher_path("/f");
+  std::filesystem::resize_file(p, std::filesystem::file_size(p) - 100);  // 400 plaintext bytes remain in chunk 3
+  // The size now says 3*C + 400 bytes: chunk 3 fails, the rest reads.
+  std::vector<std::uint8_t> shorter(data.begin(), data.end() - 100);
+  auto chunk3 = shorter;
+  expect_chunks("/f", std::vector<std::uint8_t>(data.begin(), data.begin() + 3 * C), {});
+  std::vector<std::uint8_t> out;
+  EXPECT_EQ(v.read("/f", 3 * C, 400, &out), -EIO);
+  const FsckReport r = fsck();
+  EXPECT_NE(only_problem(r, v.cipher_rel("/f")).what.find("chunk 3 of 4"), std::string::npos);
+}
+
+TEST_F(FaultFsck, TruncatedToAnImpossibleSize) {
+  const auto data = testing::pattern_bytes(2 * C + 500, 17);
+  v.write_file("/f", data);
+  const std::string p = v.cipher_path("/f");
+  std::filesystem::resize_file(p, std::filesystem::file_size(p) - 500 - 10);  // 18 bytes of chunk 2 left
+  std::vector<std::uint8_t> out;
+  EXPECT_EQ(v.read("/f", 0, 10, &out), -EIO);  // FORMAT.md: such a size is corrupt as a whole
+  EXPECT_NE(log_text().find("impossible"), std::string::npos) << log_text();
+  const FsckReport r = fsck();
+  const auto& pr = only_problem(r, v.cipher_rel("/f"));
+  EXPECT_NE(pr.what.find("impossible"), std::string::npos) << pr.what;
+  EXPECT_EQ(pr.what.find("fail authentication"), std::string::npos) << "chunks 0 and 1 are intact: " << pr.what;
+  EXPECT_TRUE(pr.unreadable);
+}
+
+TEST_F(FaultFsck, ChunksSwappedWithinAFile) {
+  const auto data = testing::pattern_bytes(5 * C, 18);
+  v.write_file("/f", data);
+  const std::string p = v.cipher_path("/f");
+  auto bytes = testing::read_all(p);
+  const std::uint64_t D = C + 28;
+  std::swap_ranges(bytes.begin() + static_cast<std::ptrdiff_t>(v.chunk_offset(1)),
+                   bytes.begin() + static_cast<std::ptrdiff_t>(v.chunk_offset(1) + D),
+                   bytes.begin() + static_cast<std::ptrdiff_t>(v.chunk_offset(3)));
+  testing::write_all(p, bytes);
+  expect_chunks("/f", data, {1, 3});
+  const FsckReport r = fsck();
+  EXPECT_NE(only_problem(r, v.cipher_rel("/f")).what.find("chunks 1, 3 of 5"), std::string::npos);
+}
+
+TEST_F(FaultFsck, ChunkCopiedFromAnotherFile) {
+  const auto a = testing::pattern_bytes(3 * C, 19), b = testing::pattern_bytes(3 * C, 20);
+  v.write_file("/a", a);
+  v.write_file("/b", b);
+  auto ba = testing::read_all(v.cipher_path("/a")), bb = testing::read_all(v.cipher_path("/b"));
+  std::copy_n(bb.begin() + static_cast<std::ptrdiff_t>(v.chunk_offset(1)), C + 28,
+              ba.begin() + static_cast<std::ptrdiff_t>(v.chunk_offset(1)));
+  testing::write_all(v.cipher_path("/a"), ba);
+  expect_chunks("/a", a, {1});
+  expect_chunks("/b", b, {});
+  const FsckReport r = fsck();
+  ASSERT_EQ(r.problems.size(), 1u);
+  EXPECT_NE(only_problem(r, v.cipher_rel("/a")).what.find("chunk 1 of 3"), std::string::npos);
+}
+
+TEST_F(FaultFsck, FileFromAnotherVault) {
+  TestVault other(tmp / "other");
+  const auto data = testing::pattern_bytes(2 * C, 21);
+  other.write_file("/f", data);
+  v.write_file("/f", testing::pattern_bytes(2 * C, 22));
+  // Its content under our name: the header parses, but no chunk authenticates under our keys.
+  testing::write_all(v.cipher_path("/f"), testing::read_all(other.cipher_path("/f")));
+  // And the whole entry copied in: its name does not decrypt here.
+  std::filesystem::copy_file(other.cipher_path("/f"), v.dir() + "/" + other.cipher_rel("/f"));
+  expect_chunks("/f", data, {0, 1});
+  const FsckReport r = fsck();
+  ASSERT_EQ(r.problems.size(), 2u);
+  EXPECT_NE(only_problem(r, v.cipher_rel("/f")).what.find("every chunk fails"), std::string::npos);
+  EXPECT_NE(only_problem(r, other.cipher_rel("/f")).what.find("does not decrypt"), std::string::npos);
+}
+
+TEST_F(FaultFsck, DamagedDirIvSymlinkAndXattr) {
+  v.mkdir("/d");
+  v.write_file("/d/f", testing::pattern_bytes(10, 23));
+  v.symlink("/link", "somewhere/else");
+  v.write_file("/x", testing::pattern_bytes(10, 24));
+  const bool xattrs = v.set_xattr("/x", "user.tag", "value");
+  const std::string d = v.cipher_path("/d"), link = v.cipher_path("/link");
+  std::filesystem::resize_file(d + "/" + kDirIvFileName, 15);
+  std::filesystem::remove(link);
+  std::filesystem::create_symlink("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", link);
+  if (xattrs) {
+    const std::string x = v.cipher_path("/x");
+    char names[1024];
+    ssize_t n = ::llistxattr(x.c_str(), names, sizeof names);
+    ASSERT_GT(n, 0);
+    std::vector<std::uint8_t> val(256);
+    ssize_t vl = ::lgetxattr(x.c_str(), names, val.data(), val.size());
+    ASSERT_GT(vl, 0);
+    val[static_cast<std::size_t>(vl) - 1] ^= 1;
+    ASSERT_EQ(::lsetxattr(x.c_str(), names, val.data(), static_cast<std::size_t>(vl), 0), 0);
+  }
+  const FsckReport r = fsck();
+  EXPECT_EQ(r.problems.size(), xattrs ? 3u : 2u);
+  // The directory's names no longer decrypt; the problem names the IV, with its plaintext path.
+  const auto& iv = only_problem(r, v.cipher_rel("/d") + "/" + kDirIvFileName);
+  EXPECT_EQ(iv.plain_path, "/d");
+  EXPECT_NE(only_problem(r, v.cipher_rel("/link")).what.find("symlink"), std::string::npos);
+  if (xattrs) {
+    EXPECT_NE(only_problem(r, v.cipher_rel("/x")).what.find("user.tag"), std::string::npos);
+  }
+}
+
+TEST_F(FaultFsck, FlippedBitInADirIv) {
+  v.mkdir("/d");
+  v.write_file("/d/f", testing::pattern_bytes(10, 26));
+  v.write_file("/d/g", testing::pattern_bytes(10, 27));
+  testing::flip_bit(v.cipher_path("/d") + "/" + kDirIvFileName, 3);
+  const FsckReport r = fsck();
+  ASSERT_EQ(r.problems.size(), 2u);
+  for (const auto& p : r.problems) EXPECT_NE(p.what.find("diriv is probably damaged"), std::string::npos) << p.what;
+}
+
+TEST_F(FaultFsck, RepairMovesOnlyUnreadableItemsAndDeletesNothing) {
+  v.mkdir("/d");
+  const auto data = testing::pattern_bytes(3 * C, 25);
+  v.write_file("/d/chunk-damaged", data);
+  v.write_file("/d/header-damaged", data);
+  v.write_file("/d/name-damaged", data);
+  v.write_file("/d/" + std::string(240, 'q'), data);  // a long name whose .name file goes missing
+  v.write_file("/fine", data);
+  testing::flip_bit(v.cipher_path("/d/chunk-damaged"), v.chunk_offset(1) + 40);
+  testing::flip_bit(v.cipher_path("/d/header-damaged"), 0);
+  const std::string named = v.cipher_path("/d/name-damaged");
+  const std::string renamed = named.substr(0, named.size() - 3) + (named.substr(named.size() - 3) == "AAA" ? "BBB" : "AAA");
+  std::filesystem::rename(named, renamed);
+  const std::string long_entry = v.cipher_path("/d/" + std::string(240, 'q'));
+  std::filesystem::rename(long_entry + ".name", v.dir() + "/" + v.cipher_rel("/d") + "/gcfs.longname.unrelated.name");
+
+  auto contents = [&] {
+    std::multiset<std::string> all;
+    for (auto& [path, what] : testing::snapshot(v.dir()))
+      if (what.starts_with("100")) all.insert(what.substr(what.find(' ')));  // regular files: size and bytes
+    return all;
+  };
+  const auto before = contents();
+  const FsckReport r = fsck(true);
+  std::size_t moved = 0;
+  for (const auto& p : r.problems) {
+    if (!p.moved_to.empty()) ++moved;
+    EXPECT_EQ(p.unreadable, !p.moved_to.empty()) << p.cipher_path << ": " << p.what;
+  }
+  EXPECT_EQ(moved, 4u);  // header, name, long name without .name, the orphan .name file
+  // Nothing was deleted: every regular file's bytes are still somewhere in CIPHERDIR (one new
+  // file, the lost+found index, was added).
+  auto after = contents();
+  for (const auto& c : before) {
+    auto it = after.find(c);
+    ASSERT_NE(it, after.end()) << "a file's bytes are gone";
+    after.erase(it);
+  }
+  EXPECT_EQ(after.size(), 1u);
+  const std::string index = v.dir() + "/" + kLostFoundDirName + "/" + kLostFoundIndexName;
+  auto idx = testing::read_all(index);
+  EXPECT_NE(std::string(idx.begin(), idx.end()).find("/d/header-damaged"), std::string::npos);
+
+  // What is left: the file with one damaged chunk, still readable apart from that chunk.
+  const FsckReport again = fsck();
+  ASSERT_EQ(again.problems.size(), 1u);
+  EXPECT_EQ(again.problems[0].plain_path, "/d/chunk-damaged");
+  expect_chunks("/d/chunk-damaged", data, {1});
+  expect_chunks("/fine", data, {});
+}
+
+}  // namespace
+}  // namespace gcfs
