@@ -12,6 +12,5 @@ int pending(const char* name) {
 }
 }  // namespace
 
-int cmd_bench(int, char**) { return pending("bench"); }
 
 }  // namespace gcfs::cli
