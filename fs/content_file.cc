@@ -295,7 +295,9 @@ ssize_t ContentFile::write_locked(std::uint64_t off, const std::uint8_t* in, std
   std::memcpy(plain.data() + (off - r.first * C), in, len);
   int rc = seal_and_write_locked(r, plain.data(), new_size);
   if (rc < 0) return rc;
-  size_ = new_size;
+  // Only a growing write changes the size, and it holds size_mu_ exclusively; writes inside the
+  // file run under the shared lock alongside readers of size_, so they must not store to it.
+  if (new_size != size_) size_ = new_size;
   return static_cast<ssize_t>(len);
 }
 
