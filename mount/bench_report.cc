@@ -121,24 +121,28 @@ void emit_plot(std::ostream& gp, const std::string& png, const Series& series, c
   gp << "\n\n";
 }
 
-// Runs `gnuplot script` with its output in log; returns "" on success, else why not.
-std::string run_gnuplot(const std::string& script, const std::string& log) {
+// Runs `gnuplot bench.gp` inside dir (the script names its PNGs relative to its folder, so it
+// can be rerun wherever the folder is copied); output goes to dir/gnuplot.log. Returns "" on
+// success, else why not.
+std::string run_gnuplot(const std::string& dir) {
+  const std::string script = dir + "/bench.gp";
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addchdir_np(&fa, dir.c_str());
+  posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "gnuplot.log", O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_adddup2(&fa, STDOUT_FILENO, STDERR_FILENO);
-  const char* argv[] = {"gnuplot", script.c_str(), nullptr};
+  const char* argv[] = {"gnuplot", "bench.gp", nullptr};
   pid_t pid = 0;
   int rc = posix_spawnp(&pid, "gnuplot", &fa, nullptr, const_cast<char**>(argv), environ);
   posix_spawn_file_actions_destroy(&fa);
   if (rc == ENOENT)
     return "gnuplot is not installed (Debian: apt-get install gnuplot-nox), so no PNG was drawn; the CSV and " +
-           script + " are written: run 'gnuplot " + script + "' where gnuplot is available";
+           script + " are written: run 'cd " + dir + " && gnuplot bench.gp' where gnuplot is available";
   if (rc != 0) return std::string("cannot run gnuplot: ") + std::strerror(rc);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return "gnuplot failed; its messages are in " + log;
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return "gnuplot failed; its messages are in " + dir + "/gnuplot.log";
   return "";
 }
 
@@ -224,7 +228,7 @@ PlotOutcome write_plots(const std::string& dir, const std::vector<BenchRow>& row
   {
     std::ofstream gp(script, std::ios::trunc);
     if (!gp) throw UserError("cannot write " + script + ": " + std::strerror(errno));
-    gp << "# Written by gpucryptfs bench; rerun with: gnuplot bench.gp (from this folder or any)\n"
+    gp << "# Written by gpucryptfs bench; redraw with: cd THIS_FOLDER && gnuplot bench.gp\n"
        << "set terminal pngcairo size 1280,800 enhanced font 'Sans,11'\n"
        << "set logscale xy\n"
        << "set grid xtics ytics mytics lc rgb '#dddddd'\n"
@@ -242,15 +246,15 @@ PlotOutcome write_plots(const std::string& dir, const std::vector<BenchRow>& row
        << "set style line 9 lw 2 pt 10 lc rgb '#bcbd22'\n"
        << "set style line 10 lw 2 pt 12 lc rgb '#17becf'\n\n";
     const std::string op = plot_op(rows);
-    emit_plot(gp, by_req_png, s1,
+    emit_plot(gp, "throughput_vs_request.png", s1,
               "AES-256-GCM " + op + " throughput vs request size (chunk " + short_size(plot_chunk) + ")\n" + title,
               "request size (bytes per call; the plaintext one FUSE request hands the engine)", "r");
-    emit_plot(gp, by_chunk_png, s2,
+    emit_plot(gp, "throughput_vs_chunk.png", s2,
               "AES-256-GCM " + op + " throughput vs chunk size (requests of " + short_size(plot_request) + ")\n" + title,
               "chunk size (bytes sealed under one nonce and tag)", "c");
     if (!gp) throw UserError("cannot write " + script);
   }
-  outcome.note = run_gnuplot(script, dir + "/gnuplot.log");
+  outcome.note = run_gnuplot(dir);
   if (outcome.note.empty()) {
     if (!s1.empty()) outcome.images.push_back(by_req_png);
     if (!s2.empty()) outcome.images.push_back(by_chunk_png);
