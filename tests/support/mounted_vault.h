@@ -166,9 +166,9 @@ class MountedVault {
     }
     if (!done) run_shell("fusermount3 -u -z " + shell_quote(mountpoint_));
     if (daemon_pid_ > 0) {
-      for (int i = 0; i < 100 && ::kill(daemon_pid_, 0) == 0; ++i)
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      if (::kill(daemon_pid_, 0) == 0) {  // stuck: a test must never leave a daemon behind
+      for (int i = 0; i < 200 && alive(daemon_pid_); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(25));
+      if (alive(daemon_pid_)) {  // stuck: a test must never leave a daemon behind
         ::kill(daemon_pid_, SIGKILL);
         run_shell("fusermount3 -u -z " + shell_quote(mountpoint_));
       }
@@ -187,6 +187,13 @@ class MountedVault {
   pid_t daemon_pid() const { return daemon_pid_; }
 
  private:
+  // Running (a zombie waiting for init to reap it has finished all its work).
+  static bool alive(pid_t pid) {
+    std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+    auto close = stat.rfind(')');
+    return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z' && stat[close + 2] != 'X';
+  }
+
   // The serving process writes "gpucryptfs[PID] info: mounted on MOUNTPOINT" to the log.
   pid_t pid_from_log() const {
     std::istringstream in(log());
