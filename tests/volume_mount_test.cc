@@ -292,7 +292,27 @@ TEST_F(VolumeMountTest, ODirectReadsAndWritesInParallel) {
   }
   for (auto& w : workers) w.join();
   for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[t], 0) << "thread " << t;
+  // One large direct write: the kernel splits it into 1 MiB requests that it sends at once.
+  AlignedBuffer big(8 << 20), back(8 << 20);
+  auto data = random_bytes(big.size, 99);
+  std::memcpy(big.data.get(), data.data(), big.size);
+  ASSERT_EQ(::pwrite(fd, big.data.get(), big.size, 32 << 20), static_cast<ssize_t>(big.size));
+  ASSERT_EQ(::pread(fd, back.data.get(), back.size, 32 << 20), static_cast<ssize_t>(back.size));
+  EXPECT_EQ(std::memcmp(big.data.get(), back.data.get(), big.size), 0);
   ::close(fd);
+
+  // The daemon logs how many requests it served at once: more than one, or the gpu engine
+  // would never see a batch larger than a single request.
+  ASSERT_TRUE(fuse.release());
+  std::string text;
+  for (int i = 0; i < 250 && text.find("at most ") == std::string::npos; ++i) {  // the daemon logs it as it exits
+    if (i) ::usleep(20000);
+    std::ifstream log(tmp_.path() + "/daemon.log");
+    text.assign((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  }
+  const auto at = text.find("at most ");
+  ASSERT_NE(at, std::string::npos) << text;
+  EXPECT_GE(std::stoi(text.substr(at + 8)), 2) << "requests were served one at a time:\n" << text;
 }
 
 TEST_F(VolumeMountTest, ResizeGrowsAndRefusesToShrink) {
