@@ -140,6 +140,23 @@ std::vector<BenchRow> kernel_rows(const BenchPoint& p, std::string* why_not) {
   return rows;
 }
 
+// The rows of one point: one for an engine, one per kernel variant and kind for kernel points.
+std::vector<BenchRow> measure_point(Engines& e, const BenchPoint& p, const BenchSweep& sweep) {
+  switch (p.target) {
+    case BenchTarget::CpuOneThread: return {throughput_row(*e.cpu_one, p, sweep, 1)};
+    case BenchTarget::CpuAllThreads:
+      return {throughput_row(*e.cpu_all, p, sweep, static_cast<int>(e.cpu_all->threads()))};
+    case BenchTarget::GpuEngine: return {throughput_row(*e.gpu, p, sweep, 0)};
+    case BenchTarget::GpuKernel: {
+      std::string why;
+      auto rows = kernel_rows(p, &why);
+      if (rows.empty()) throw std::runtime_error("no kernel rows: " + why);
+      return rows;
+    }
+  }
+  return {};
+}
+
 std::string describe(const BenchPoint& p) {
   return std::string(to_string(p.target)) + " " + p.op + " chunk " + short_size(p.chunk_size) + " request " +
          short_size(p.request_bytes) + (p.concurrency > 1 ? " x" + std::to_string(p.concurrency) : "");
@@ -196,26 +213,16 @@ int run_bench(int argc, char** argv) {
   std::cerr << "gpucryptfs bench: " << points.size() << " points (" << (quick ? "quick" : "full") << " sweep)\n";
 
   std::vector<BenchRow> rows;
+  std::vector<std::string> failed;  // a point that throws is reported, the sweep goes on
   {
     ProgressBar bar(points.size());
     for (std::size_t i = 0; i < points.size(); ++i) {
       const BenchPoint& p = points[i];
       bar.update(i, describe(p));
-      switch (p.target) {
-        case BenchTarget::CpuOneThread:
-          rows.push_back(throughput_row(*e.cpu_one, p, sweep, 1));
-          break;
-        case BenchTarget::CpuAllThreads:
-          rows.push_back(throughput_row(*e.cpu_all, p, sweep, static_cast<int>(e.cpu_all->threads())));
-          break;
-        case BenchTarget::GpuEngine:
-          rows.push_back(throughput_row(*e.gpu, p, sweep, 0));
-          break;
-        case BenchTarget::GpuKernel: {
-          std::string why;
-          for (auto& r : kernel_rows(p, &why)) rows.push_back(std::move(r));
-          break;
-        }
+      try {
+        for (auto& r : measure_point(e, p, sweep)) rows.push_back(std::move(r));
+      } catch (const std::exception& ex) {
+        failed.push_back(describe(p) + ": " + ex.what());
       }
     }
     bar.finish();
@@ -227,6 +234,7 @@ int run_bench(int argc, char** argv) {
   const std::string summary = crossover_summary(rows);
   if (!summary.empty()) std::cout << "\n" << summary << "\n";
   for (const auto& s : e.skipped) std::cout << s << "\n";
+  for (const auto& f : failed) std::cout << "point failed, left out: " << f << "\n";
 
   const std::string csv = out_dir + "/bench.csv";
   write_csv(csv, rows);
@@ -234,6 +242,11 @@ int run_bench(int argc, char** argv) {
   const PlotOutcome plots = write_plots(out_dir, rows, kPlotChunk, kPlotRequest, title);
   for (const auto& png : plots.images) std::cout << "wrote " << png << "\n";
   if (!plots.note.empty()) std::cout << "plots: " << plots.note << "\n";
+  if (!failed.empty()) {
+    std::cerr << "gpucryptfs bench: " << failed.size() << " of " << points.size()
+              << " points failed (listed above); the others are in the CSV\n";
+    return kExitError;
+  }
   return kExitOk;
 }
 
