@@ -1,6 +1,7 @@
 // Turns the --engine choice into an engine. "auto" sends each batch to the gpu engine when it is
-// large enough for the GPU to win (the crossover measured by `gpucryptfs bench`) and to the cpu
-// engine otherwise, and is the cpu engine alone where no usable GPU is present.
+// large enough for the GPU to win and to the cpu engine otherwise, and is the cpu engine alone
+// (saying why in the log) where no usable GPU is present. The crossover is measured when the engine
+// starts (a short calibration of both engines' round trip) unless one is given.
 #pragma once
 
 #include <cstddef>
@@ -16,7 +17,9 @@ struct EngineOptions {
   std::string name = "auto";          // cpu | gpu | auto
   std::size_t cpu_threads = 0;        // 0: all cores
   GpuOptions gpu;
-  std::size_t auto_crossover_bytes = 256 * 1024;
+  // 0: measure at start (about a tenth of a second); otherwise batches of at least this many
+  // bytes go to the GPU.
+  std::size_t auto_crossover_bytes = 0;
 };
 
 // Owns the engines it builds; engine() is what the filesystem talks to.

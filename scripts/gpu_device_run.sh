@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Runs ON the GPU device machine, from the repository root, with the binaries that
+# scripts/build_for_device.sh left in build-device/carry (carry that folder with the run).
+# Runs the GPU tests, the benchmarks, and a real mount with the gpu and cpu engines (write, read,
+# verify, daemon CPU time per GB). Everything goes under $OUT (a handful of files); a short table
+# is printed last.
+#
+#   usage: scripts/gpu_device_run.sh [--quick]
+set -uo pipefail
+BIN=${BIN:-build-device/carry}
+OUT=${OUT:-$PWD/gpu-run-out}
+QUICK=${1:-}
+mkdir -p "$OUT"
+export PATH="$PATH:/usr/local/cuda/bin"
+
+section() { echo; echo "== $*"; }
+
+section "environment"
+{
+  echo "date: $(date -u +%FT%TZ)"
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.sm,temperature.gpu,power.draw --format=csv 2>&1
+  echo "cpus: $(nproc), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
+  echo "kernel: $(uname -r)"
+  if [ -e /dev/fuse ]; then echo "/dev/fuse: present"; else echo "/dev/fuse: ABSENT"; fi
+  ls "$BIN"
+} > "$OUT/env.txt" 2>&1
+cat "$OUT/env.txt"
+
+section "SASS of the kernels (instruction counts; local memory must be zero)"
+if command -v cuobjdump >/dev/null; then
+  cuobjdump -sass "$BIN/gpu_engine_bench" > /tmp/sass_all.txt 2>&1
+  awk '/Function :/ { if (name) printf "%-60s LDS=%d PRMT=%d LOP3=%d SHFL=%d LDG=%d STG=%d LDL=%d STL=%d\n", name, lds, prmt, lop, shfl, ldg, stg, ldl, stl;
+                      name=$3; lds=prmt=lop=shfl=ldg=stg=ldl=stl=0; next }
+       / LDS/ {lds++} / PRMT/ {prmt++} / LOP3/ {lop++} / SHFL/ {shfl++} / LDG/ {ldg++} / STG/ {stg++} / LDL/ {ldl++} / STL/ {stl++}
+       END { if (name) printf "%-60s LDS=%d PRMT=%d LOP3=%d SHFL=%d LDG=%d STG=%d LDL=%d STL=%d\n", name, lds, prmt, lop, shfl, ldg, stg, ldl, stl }' \
+      /tmp/sass_all.txt > "$OUT/sass.txt"
+  # One round of the coarse kernel for the record: the lookups should read LDS [R+imm].
+  grep -m1 -A400 'ctr_coarseILi4' /tmp/sass_all.txt | grep -m40 -E 'LDS|PRMT' >> "$OUT/sass.txt"
+  cat "$OUT/sass.txt" | head -20
+else
+  echo "cuobjdump not found" | tee "$OUT/sass.txt"
+fi
+
+section "tests"
+{
+  timeout 120 "$BIN/gpu_math_test" 2>&1 | tail -5
+  timeout 400 "$BIN/gpu_engine_test" 2>&1
+} > "$OUT/tests.txt"
+grep -E '^\[  (PASSED|FAILED|SKIPPED) |FAILED|tests ran' "$OUT/tests.txt"
+
+section "benchmarks"
+timeout 400 "$BIN/gpu_engine_bench" $QUICK > "$OUT/bench.txt" 2>&1
+echo "bench exit: $?"
+mkdir -p "$OUT/bench"; timeout 500 "$BIN/gpucryptfs" bench $QUICK --out "$OUT/bench" > "$OUT/bench/table.txt" 2> "$OUT/bench/progress.txt"; echo "gpucryptfs bench exit: $? (table, CSV, bench.gp in \$OUT/bench)"
+
+section "mount with the gpu and cpu engines"
+mount_run() {  # engine size_mib
+  local engine=$1 mib=$2 work=/tmp/gcfs-$1
+  rm -rf "$work"; mkdir -p "$work/cipher" "$work/plain"
+  echo "device-run-password" > "$work/pass"
+  "$BIN/gpucryptfs" init --passfile "$work/pass" --scrypt-logn 12 "$work/cipher" >/dev/null || { echo "$engine: init failed"; return; }
+  "$BIN/gpucryptfs" mount --passfile "$work/pass" --engine "$engine" --log "$work/daemon.log" "$work/cipher" "$work/plain" \
+    || { echo "$engine: mount failed"; tail -5 "$work/daemon.log"; return; }
+  local pid; pid=$(pgrep -n -x gpucryptfs)
+  head -c $((mib << 20)) /dev/urandom > "$work/src"
+  cpu_ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+  local hz; hz=$(getconf CLK_TCK)
+  local c0 t0 t1 c1 c2 t2
+  c0=$(cpu_ticks); t0=$(date +%s.%N)
+  dd if="$work/src" of="$work/plain/file" bs=1M conv=fsync status=none
+  t1=$(date +%s.%N); c1=$(cpu_ticks)
+  sync; echo 3 > /proc/sys/vm/drop_caches
+  local t1b; t1b=$(date +%s.%N); local c1b; c1b=$(cpu_ticks)
+  dd if="$work/plain/file" of=/dev/null bs=1M status=none
+  t2=$(date +%s.%N); c2=$(cpu_ticks)
+  local verdict=MISMATCH
+  sync; echo 3 > /proc/sys/vm/drop_caches
+  cmp -s "$work/src" "$work/plain/file" && verdict=verified
+  awk -v e="$engine" -v mib="$mib" -v w0="$t0" -v w1="$t1" -v r0="$t1b" -v r1="$t2" -v cw=$((c1 - c0)) -v cr=$((c2 - c1b)) -v hz="$hz" -v v="$verdict" \
+    'BEGIN { gb = mib * 1048576 / 1e9;
+             printf "mount_%s write %d MiB: %.2f GB/s, daemon cpu %.3f s/GB | read: %.2f GB/s, daemon cpu %.3f s/GB | %s\n",
+                    e, mib, gb / (w1 - w0), cw / hz / gb, gb / (r1 - r0), cr / hz / gb, v }'
+  grep -m3 -i -E 'engine|gpu' "$work/daemon.log" | sed "s/^/  [$engine log] /"
+  umount "$work/plain" 2>/dev/null || fusermount3 -u "$work/plain" 2>/dev/null
+  sleep 1
+  rm -rf "$work"
+}
+{
+  if [ -e /dev/fuse ]; then
+    mount_run gpu 1024
+    mount_run cpu 1024
+  else
+    echo "no /dev/fuse on this machine: the mount test cannot run"
+  fi
+} > "$OUT/mount.txt" 2>&1
+cat "$OUT/mount.txt"
+
+section "summary"
+{
+  head -3 "$OUT/env.txt"
+  grep -E '^\[  (PASSED|FAILED) ' "$OUT/tests.txt"
+  sed -n '/^what /,$p' "$OUT/bench.txt"
+  grep '^mount_' "$OUT/mount.txt"
+} > "$OUT/summary.txt"
+cat "$OUT/summary.txt"
