@@ -65,10 +65,13 @@ class TempDir {
 
 // One ciphertext file and the objects a ContentFile borrows.
 struct Backing {
-  Backing(const std::string& path, std::uint32_t chunk_size, std::size_t threads = 2)
-      : path(path), layout(chunk_size), engine(threads, 0), keys(master_key()) {
+  Backing(const std::string& path, std::uint32_t chunk_size, std::size_t threads = 2, const Bytes& prefix = {})
+      : path(path), layout(chunk_size, prefix.size()), engine(threads, 0), keys(master_key()) {
     fd = ::open(path.c_str(), O_RDWR | O_CREAT, 0600);
     if (fd < 0) throw std::runtime_error("open " + path + ": " + std::strerror(errno));
+    // What a volume keeps in front of its content stream, which the stream must never touch.
+    if (!prefix.empty() && ::pwrite(fd, prefix.data(), prefix.size(), 0) != static_cast<ssize_t>(prefix.size()))
+      throw std::runtime_error("cannot write the prefix");
     file = std::make_unique<ContentFile>(fd, layout, engine, keys, path);
   }
   ~Backing() {
@@ -134,8 +137,8 @@ int soak_rounds() {
   return v ? std::max(1, std::atoi(v)) : 1;
 }
 
-void random_ops(const std::string& path, std::uint32_t C, std::uint64_t seed) {
-  Backing b(path, C, 3);
+void random_ops(const std::string& path, std::uint32_t C, std::uint64_t seed, const Bytes& prefix = {}) {
+  Backing b(path, C, 3, prefix);
   Bytes shadow;
   std::mt19937_64 rng(seed);
   auto rand_upto = [&](std::uint64_t n) { return n ? rng() % (n + 1) : 0; };
@@ -182,7 +185,7 @@ void random_ops(const std::string& path, std::uint32_t C, std::uint64_t seed) {
     // After every step: size, contents, and the on-disk size the format dictates.
     ASSERT_EQ(b.file->plain_size(), static_cast<std::int64_t>(shadow.size()));
     ASSERT_EQ(b.read_all(*b.file), shadow);
-    const std::uint64_t disk = b.disk_size();
+    const std::uint64_t disk = b.disk_size() - prefix.size();
     if (shadow.empty()) {
       ASSERT_TRUE(disk == 0 || disk == kFileHeaderBytes) << disk;
     } else {
@@ -191,6 +194,9 @@ void random_ops(const std::string& path, std::uint32_t C, std::uint64_t seed) {
   }
   ContentFile& fresh = b.reopen();
   EXPECT_EQ(b.read_all(fresh), shadow);
+  if (!prefix.empty()) {
+    EXPECT_EQ(b.raw(0, prefix.size()), prefix);
+  }
 }
 
 TEST_P(ContentFileRandomOps, MatchesShadowAfterEveryStep) {
@@ -201,6 +207,13 @@ TEST_P(ContentFileRandomOps, MatchesShadowAfterEveryStep) {
     random_ops(file_path("random"), C, (0xC0FFEEull ^ C) + 7919ull * round);
     if (HasFatalFailure()) return;
   }
+}
+
+TEST_P(ContentFileRandomOps, MatchesShadowBehindABaseOffset) {
+  // The volume container's layout: a block in front of the stream that is never touched.
+  const Bytes prefix = pattern(4096 + 13, 77);
+  ::unlink(file_path("based").c_str());
+  random_ops(file_path("based"), GetParam(), 0xBA5E ^ GetParam(), prefix);
 }
 
 INSTANTIATE_TEST_SUITE_P(ChunkSizes, ContentFileRandomOps, ::testing::Values(64u, 4096u),
