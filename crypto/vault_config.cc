@@ -226,6 +226,15 @@ void VaultConfig::save_file(const std::string& path) const {
     ::unlink(tmp.c_str());
     throw UserError("cannot replace " + path + ": " + std::strerror(e));
   }
+  // The rename reaches the disk with the directory, not with the file: without this, a crash
+  // soon after init or passwd can bring back the old config (or none at all).
+  const std::size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    (void)::fsync(dfd);  // best effort: some filesystems refuse fsync on directories
+    ::close(dfd);
+  }
 }
 
 }  // namespace gcfs

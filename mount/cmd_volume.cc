@@ -2,6 +2,7 @@
 #include <sys/stat.h>
 
 #include <boost/program_options.hpp>
+#include <cctype>
 #include <iostream>
 
 #include "crypto/errors.h"
@@ -37,6 +38,12 @@ bool parse(int argc, char** argv, po::options_description& desc, const std::vect
   if (vm.count("help")) {
     std::cout << "usage: " << usage_line << "\n\n" << desc;
     return false;
+  }
+  for (const char* p : positional) {
+    if (vm.count(p)) continue;
+    std::string name = p;  // as the usage line spells it: CONTAINER
+    for (auto& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    throw po::error("missing " + name + " (usage: " + usage_line + ")");
   }
   po::notify(vm);
   return true;

@@ -38,6 +38,8 @@ int cmd_volume_mount(int argc, char** argv) {
     std::cout << "usage: gpucryptfs volume mount [options] CONTAINER MOUNTDIR\n\n" << desc;
     return kExitOk;
   }
+  if (!vm.count("container") || !vm.count("mountdir"))
+    throw po::error("needs CONTAINER and MOUNTDIR (usage: gpucryptfs volume mount [options] CONTAINER MOUNTDIR)");
   po::notify(vm);
   if (threads < 1 || threads > 256) throw UserError("--threads must be from 1 to 256");
 
