@@ -232,6 +232,48 @@ TEST_F(VolumeMountTest, Ext4OnTheVolumeSurvivesUnmountFsckAndRemount) {
   EXPECT_FALSE(fsys::exists(fs_ + "/gone.txt"));
 }
 
+TEST_F(VolumeMountTest, RawBytesSurviveRemountUpToTheLastByte) {
+  ASSERT_EQ(create("8M", "--chunk-size 4096").code, 0);
+  const std::uint64_t size = 8 << 20;
+  // Unaligned and chunk-straddling pieces, the volume's last byte, and the gaps between them.
+  const std::vector<std::pair<std::uint64_t, std::size_t>> pieces = {
+      {1, 3}, {4095, 2}, {12345, 300000}, {(3 << 20) + 17, 1 << 20}, {size - 5000, 5000}};
+  std::vector<char> expect(size, 0);
+  {
+    Result m = mount();
+    ASSERT_EQ(m.code, 0) << m.output;
+    MountGuard fuse(mnt_, true);
+    int fd = ::open(image().c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    unsigned seed = 1;
+    for (const auto& [off, len] : pieces) {
+      auto data = random_bytes(len, seed++);
+      ASSERT_EQ(::pwrite(fd, data.data(), len, static_cast<off_t>(off)), static_cast<ssize_t>(len));
+      std::copy(data.begin(), data.end(), expect.begin() + static_cast<std::ptrdiff_t>(off));
+    }
+    // A volume is a fixed-size device: nothing is written at or past its end.
+    errno = 0;
+    EXPECT_EQ(::pwrite(fd, "x", 1, static_cast<off_t>(size)), -1);
+    EXPECT_EQ(errno, ENOSPC);
+    EXPECT_EQ(::pwrite(fd, "abcd", 4, static_cast<off_t>(size - 2)), 2) << "a write across the end is cut short";
+    expect[size - 2] = 'a';
+    expect[size - 1] = 'b';
+    EXPECT_NE(::ftruncate(fd, 1 << 20), 0) << "the image's size is fixed while mounted";
+    ::close(fd);
+    ASSERT_TRUE(fuse.release());
+  }
+  Result m = mount("--read-only");
+  ASSERT_EQ(m.code, 0) << m.output;
+  MountGuard fuse(mnt_, true);
+  std::ifstream in(image(), std::ios::binary);
+  std::vector<char> back((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_EQ(back.size(), expect.size());
+  EXPECT_TRUE(back == expect) << "bytes differ after remount";
+  errno = 0;
+  EXPECT_EQ(::open(image().c_str(), O_WRONLY), -1) << "a read-only mount refuses writers";
+  EXPECT_EQ(errno, EROFS);
+}
+
 TEST_F(VolumeMountTest, FreshContainerIsSparse) {
   Result c = create("1G");
   ASSERT_EQ(c.code, 0) << c.output;
