@@ -58,7 +58,7 @@ int EncryptedFs::disk_name(Inode& dir, const char* name, DiskName* out) {
   return 0;
 }
 
-int EncryptedFs::plain_attr(Inode& inode, struct stat* st, bool strict) {
+int EncryptedFs::plain_attr(Inode& inode, struct stat* st) {
   if (S_ISREG(st->st_mode)) {
     std::shared_ptr<ContentFile> content;
     {
@@ -67,19 +67,15 @@ int EncryptedFs::plain_attr(Inode& inode, struct stat* st, bool strict) {
     }
     if (content) {
       std::int64_t s = content->plain_size();
-      if (s < 0) {
-        if (strict) return static_cast<int>(s);
-        s = 0;
-      }
-      st->st_size = s;
-      return 0;
+      st->st_size = s < 0 ? 0 : s;
+      return s < 0 ? static_cast<int>(s) : 0;
     }
     auto plain = vault_.layout().plain_size(static_cast<std::uint64_t>(st->st_size));
     if (!plain) {
       log::error(label_of(inode) + ": ciphertext size " + std::to_string(st->st_size) +
                  " is impossible for this vault's chunk size (truncated or damaged file)");
-      if (strict) return -EIO;
-      plain = 0;
+      st->st_size = 0;
+      return -EIO;
     }
     st->st_size = static_cast<off_t>(*plain);
   } else if (S_ISLNK(st->st_mode)) {
@@ -104,11 +100,13 @@ int EncryptedFs::make_entry(Inode& dir, const std::string& entry, fuse_entry_par
     return -err;
   }
   Inode& inode = inodes_.find_or_insert(fd, st);
-  plain_attr(inode, &st, false);
+  // A damaged file still gets an entry, so it can be renamed or removed; with no caching of its
+  // attributes every stat, and every read (the kernel refreshes the size first), gets the EIO.
+  const bool damaged = plain_attr(inode, &st) == -EIO;
   e->ino = inodes_.id_of(inode);
   e->attr = st;
-  e->attr_timeout = options_.attr_timeout;
-  e->entry_timeout = options_.entry_timeout;
+  e->attr_timeout = damaged ? 0 : options_.attr_timeout;
+  e->entry_timeout = damaged ? 0 : options_.entry_timeout;
   return 0;
 }
 
@@ -147,7 +145,7 @@ void EncryptedFs::getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   Inode& in = inode(ino);
   struct stat st {};
   if (::fstatat(in.fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return (void)fuse_reply_err(req, errno);
-  int rc = plain_attr(in, &st, true);
+  int rc = plain_attr(in, &st);
   if (rc < 0) return (void)fuse_reply_err(req, -rc);
   fuse_reply_attr(req, &st, options_.attr_timeout);
 }

@@ -81,10 +81,9 @@ class EncryptedFs {
   int disk_name(Inode& dir, const char* name, DiskName* out);
   // Opens and stats entry in dir, and makes it an inode counted as looked up; fills e.
   int make_entry(Inode& dir, const std::string& entry, fuse_entry_param* e);
-  // Plaintext attributes of an inode: sizes of regular files and symlinks translated. strict:
-  // an impossible ciphertext size is -EIO (getattr); otherwise it shows as 0 (lookup, so a
-  // damaged file can still be removed). Both log it.
-  int plain_attr(Inode& inode, struct stat* st, bool strict);
+  // Plaintext attributes of an inode: sizes of regular files and symlinks translated. An
+  // impossible ciphertext size is logged and -EIO, with st_size set to 0.
+  int plain_attr(Inode& inode, struct stat* st);
   // Gives newly created entries to the requesting user when the daemon runs as root.
   void give_to_caller(fuse_req_t req, int dirfd, const std::string& entry);
   // The ciphertext path of an inode, for log messages.

@@ -91,9 +91,16 @@ void EncryptedFs::readdir(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_
         e.attr.st_ino = ent.ino;
         e.attr.st_mode = static_cast<mode_t>(ent.type) << 12;
       } else {
-        // Gone since the snapshot (rm -r at work): skip it rather than fail the listing.
-        if (make_entry(dir, ent.entry, &e) != 0) continue;
-        counted = true;
+        int rc = make_entry(dir, ent.entry, &e);
+        // Gone since the snapshot (rm -r at work): skip it rather than fail the listing. Other
+        // errors: list the name without attributes; a lookup of it then reports the error.
+        if (rc == -ENOENT) continue;
+        if (rc < 0) {
+          e = fuse_entry_param{};
+          e.attr.st_ino = ent.ino;
+          e.attr.st_mode = static_cast<mode_t>(ent.type) << 12;
+        }
+        counted = rc == 0;
       }
       need = fuse_add_direntry_plus(req, buf.data() + used, size - used, ent.name.c_str(), &e, next);
       if (need > size - used) {

@@ -1,0 +1,124 @@
+// The CLI's promises: the documented exit codes and one-line messages for each way a mount or an
+// init can go wrong, passwd, info, --help, read-only mounts.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <string>
+
+#include "support/mounted_vault.h"
+
+namespace gcfs::test {
+namespace {
+
+VaultOptions not_mounted() {
+  VaultOptions o;
+  o.mount = false;
+  return o;
+}
+
+std::string bin() { return GPUCRYPTFS_BIN; }
+
+TEST(Cli, MountErrorsHaveTheirExitCodes) {
+  MountedVault v(not_mounted());
+  TempDir t("gcfs-cli");
+  const std::string q_cipher = shell_quote(v.cipherdir()), q_mp = shell_quote(v.mountpoint());
+  write_file(t.path() + "/wrong", "not the password\n");
+  auto r = run_shell(bin() + " mount --engine cpu --passfile " + shell_quote(t.path() + "/wrong") + " " + q_cipher + " " + q_mp);
+  EXPECT_EQ(r.status, 12) << r.output;
+  EXPECT_NE(r.output.find("wrong password"), std::string::npos) << r.output;
+  r = run_shell(bin() + " mount --passfile " + shell_quote(v.passfile()) + " " + shell_quote(t.path()) + " " + q_mp);
+  EXPECT_EQ(r.status, 23) << r.output;
+  EXPECT_NE(r.output.find("not a gpucryptfs vault"), std::string::npos) << r.output;
+  r = run_shell(bin() + " mount --passfile " + shell_quote(v.passfile()) + " " + q_cipher + " " +
+                shell_quote(t.path() + "/missing"));
+  EXPECT_EQ(r.status, 10) << r.output;
+  write_file(t.path() + "/occupant", "x");
+  r = run_shell(bin() + " mount --passfile " + shell_quote(v.passfile()) + " " + q_cipher + " " + shell_quote(t.path()));
+  EXPECT_EQ(r.status, 10) << r.output;
+  EXPECT_NE(r.output.find("not empty"), std::string::npos) << r.output;
+  r = run_shell(bin() + " mount --no-such-option " + q_cipher + " " + q_mp);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_EQ(run_shell("grep -c . <<< " + shell_quote(r.output)).output, "1\n") << "one line: " << r.output;
+}
+
+TEST(Cli, CorruptConfigIsRefused) {
+  MountedVault v(not_mounted());
+  const std::string conf = v.cipherdir() + "/gpucryptfs.conf";
+  ::chmod(conf.c_str(), 0600);
+  write_file(conf, "{ this is not json");
+  auto r = run_shell(bin() + " mount --passfile " + shell_quote(v.passfile()) + " " + shell_quote(v.cipherdir()) + " " +
+                     shell_quote(v.mountpoint()));
+  EXPECT_EQ(r.status, 23) << r.output;
+  r = run_shell(bin() + " info " + shell_quote(v.cipherdir()));
+  EXPECT_EQ(r.status, 23) << r.output;
+}
+
+TEST(Cli, InitRefusesANonEmptyDirectoryAndBadChunkSizes) {
+  TempDir t("gcfs-cli");
+  write_file(t.path() + "/pw", "pw\n");
+  write_file(t.path() + "/junk", "x");
+  auto r = run_shell(bin() + " init --scrypt-logn 10 --passfile " + shell_quote(t.path() + "/pw") + " " + shell_quote(t.path()));
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("not empty"), std::string::npos) << r.output;
+  r = run_shell("mkdir " + shell_quote(t.path() + "/v") + " && " + bin() + " init --chunk-size 5000 --passfile " +
+                shell_quote(t.path() + "/pw") + " " + shell_quote(t.path() + "/v"));
+  EXPECT_EQ(r.status, 2) << r.output;
+}
+
+TEST(Cli, PasswdThenMountWithTheNewPassword) {
+  MountedVault v;
+  write_file(v.path("kept"), "still here");
+  v.unmount();
+  TempDir t("gcfs-cli");
+  write_file(t.path() + "/new", "a new password\n");
+  auto r = run_shell(bin() + " passwd --passfile " + shell_quote(v.passfile()) + " --new-passfile " +
+                     shell_quote(t.path() + "/new") + " " + shell_quote(v.cipherdir()));
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = run_shell(bin() + " mount --engine cpu --passfile " + shell_quote(v.passfile()) + " " + shell_quote(v.cipherdir()) +
+                " " + shell_quote(v.mountpoint()));
+  EXPECT_EQ(r.status, 12) << "the old password must stop working: " << r.output;
+  write_file(v.passfile(), "a new password\n");
+  v.mount();
+  EXPECT_EQ(read_file(v.path("kept")), "still here");
+}
+
+TEST(Cli, InfoAndHelp) {
+  MountedVault v(not_mounted());
+  auto r = run_shell(bin() + " info " + shell_quote(v.cipherdir()));
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("chunk size 65536"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("GPU"), std::string::npos) << r.output;
+  for (const char* c : {"init", "mount", "passwd", "info"}) {
+    r = run_shell(bin() + " " + c + " --help");
+    EXPECT_EQ(r.status, 0) << c;
+    EXPECT_NE(r.output.find("usage: gpucryptfs"), std::string::npos) << c;
+  }
+}
+
+TEST(Cli, ReadOnlyMountRefusesWrites) {
+  VaultOptions o;
+  o.mount_args = {"--read-only"};
+  MountedVault v(o);
+  int fd = ::open(v.path("new").c_str(), O_CREAT | O_WRONLY, 0644);
+  EXPECT_EQ(fd, -1);
+  EXPECT_EQ(errno, EROFS);
+}
+
+TEST(Cli, ForegroundMountServesUntilUnmounted) {
+  MountedVault v(not_mounted());
+  auto r = run_shell("(" + bin() + " mount -f --engine cpu --passfile " + shell_quote(v.passfile()) + " " +
+                     shell_quote(v.cipherdir()) + " " + shell_quote(v.mountpoint()) + " > " +
+                     shell_quote(v.cipherdir() + "/../fg.log") + " 2>&1 &) ; for i in $(seq 1 100); do "
+                     "mountpoint -q " + shell_quote(v.mountpoint()) + " && break; sleep 0.1; done; "
+                     "echo fg > " + shell_quote(v.path("f")) + " && cat " + shell_quote(v.path("f")) +
+                     " && fusermount3 -u " + shell_quote(v.mountpoint()));
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output, "fg\n");
+}
+
+}  // namespace
+}  // namespace gcfs::test
