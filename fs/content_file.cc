@@ -109,7 +109,10 @@ int ContentFile::ensure_header_locked(bool create) {
   std::array<std::uint8_t, kFileHeaderBytes> raw{};
   ssize_t n = pread_full(fd(), raw.data(), raw.size(), layout_.base_offset());
   if (n < 0) return static_cast<int>(n);
-  if (n == 0 && create) {
+  // A file that holds no data yet gets a fresh header even when one is there: a header-only file
+  // is what an attacker with write access would plant to make this file share another file's ID
+  // (and so its key and chunk AADs), which the gocryptfs audit calls file ID poisoning.
+  if (create && (n == 0 || (size_valid_ && size_ == 0))) {
     FileHeader h = FileHeader::random();
     auto enc = h.encode();
     ssize_t w = pwrite_full(fd(), enc.data(), enc.size(), layout_.base_offset());
