@@ -327,6 +327,23 @@ TEST_F(FaultFsck, DamagedDirIvSymlinkAndXattr) {
   }
 }
 
+TEST_F(FaultFsck, PlantedHeaderIsNotReused) {
+  // File ID poisoning (gocryptfs audit 2.2): someone with write access puts another file's header
+  // into an empty file. The next write must not adopt that file ID, or chunks could be moved
+  // between the two files undetected.
+  v.write_file("/victim", testing::pattern_bytes(2 * C, 30));
+  v.write_file("/empty", {});
+  const auto victim = testing::read_all(v.cipher_path("/victim"));
+  testing::write_all(v.cipher_path("/empty"), std::vector<std::uint8_t>(victim.begin(), victim.begin() + 24));
+  const auto data = testing::pattern_bytes(C + 10, 31);
+  v.write_file("/empty", data);
+  const auto after = testing::read_all(v.cipher_path("/empty"));
+  ASSERT_GE(after.size(), 24u);
+  EXPECT_FALSE(std::equal(after.begin() + 8, after.begin() + 24, victim.begin() + 8)) << "the planted file ID was reused";
+  expect_chunks("/empty", data, {});
+  EXPECT_TRUE(fsck().clean());
+}
+
 TEST_F(FaultFsck, FlippedBitInADirIv) {
   v.mkdir("/d");
   v.write_file("/d/f", testing::pattern_bytes(10, 26));
