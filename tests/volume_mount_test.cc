@@ -5,6 +5,7 @@
 // Needs root, /dev/fuse and loop devices; skips itself otherwise. Every mount, loop device and
 // temporary directory is released by an RAII guard, also when an assertion fails half way.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,34 +19,23 @@
 #include <fstream>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "support/mounted_vault.h"
+
 namespace {
 
 namespace fsys = std::filesystem;
+using gcfs::test::CommandResult;
+using gcfs::test::TempDir;
 
 const std::string kBinary = GPUCRYPTFS_BIN;
 
-struct Result {
-  int code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-Result run(const std::string& cmd) {
-  Result r;
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-  int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-std::string q(const std::string& s) { return "'" + s + "'"; }
+CommandResult run(const std::string& cmd) { return gcfs::test::run_shell(cmd); }
+std::string q(const std::string& s) { return gcfs::test::shell_quote(s); }
 
 bool is_mounted(const std::string& path) {
   std::ifstream in("/proc/self/mounts");
@@ -55,36 +45,49 @@ bool is_mounted(const std::string& path) {
   return false;
 }
 
-// A directory that is removed, with everything in it, when the test ends.
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/gcfs-volume-test-XXXXXX";
-    if (::mkdtemp(tmpl)) path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) fsys::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
+// Running, not a zombie: a zombie has finished all its work.
+bool alive(pid_t pid) {
+  const std::string stat = gcfs::test::read_file("/proc/" + std::to_string(pid) + "/stat");
+  const auto close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z' && stat[close + 2] != 'X';
+}
 
- private:
-  std::string path_;
-};
+// The pid in the last "gpucryptfs[PID] info: mounted on DIR" line of a daemon log.
+pid_t daemon_pid(const std::string& log, const std::string& dir) {
+  std::istringstream in(gcfs::test::read_file(log));
+  std::string line;
+  pid_t pid = -1;
+  const std::string tail = "mounted on " + dir;
+  while (std::getline(in, line)) {
+    if (line.size() < tail.size() || line.compare(line.size() - tail.size(), tail.size(), tail) != 0) continue;
+    const auto b = line.find("gpucryptfs["), e = line.find(']', b);
+    if (b != std::string::npos && e != std::string::npos) pid = std::stoi(line.substr(b + 11, e - b - 11));
+  }
+  return pid;
+}
 
-// Something mounted on `dir` (a FUSE volume or a loop-mounted ext4), unmounted on scope exit.
+// Something mounted on `dir`, unmounted on scope exit: a FUSE volume (then the guard also waits
+// for its daemon to exit, so the container's lock is free and every write is on disk before the
+// next mount) or a loop-mounted ext4.
 class MountGuard {
  public:
-  MountGuard(std::string dir, bool fuse) : dir_(std::move(dir)), fuse_(fuse) {}
+  MountGuard(std::string dir, bool fuse, std::string log = "")
+      : dir_(std::move(dir)), fuse_(fuse), pid_(fuse ? daemon_pid(log, dir_) : -1) {}
   MountGuard(const MountGuard&) = delete;
   ~MountGuard() { release(); }
   // Unmounts now; returns whether that worked (a busy mount is lazily detached instead).
   bool release() {
-    if (dir_.empty() || !is_mounted(dir_)) return true;
-    bool ok = run((fuse_ ? "fusermount3 -u " : "umount ") + q(dir_)).code == 0;
-    if (!ok) run((fuse_ ? "fusermount3 -u -z " : "umount -l ") + q(dir_));
-    // The daemon finishes its last writes after the kernel lets go of the mount.
-    for (int i = 0; i < 100 && is_mounted(dir_); ++i) ::usleep(20000);
+    if (dir_.empty()) return true;
+    bool ok = true;
+    if (is_mounted(dir_)) {
+      ok = run((fuse_ ? "fusermount3 -u " : "umount ") + q(dir_)).status == 0;
+      if (!ok) run((fuse_ ? "fusermount3 -u -z " : "umount -l ") + q(dir_));
+    }
+    for (int i = 0; i < 400 && pid_ > 0 && alive(pid_); ++i) ::usleep(25000);
+    if (pid_ > 0 && alive(pid_)) {  // stuck: a test must never leave a daemon behind
+      ::kill(pid_, SIGKILL);
+      ok = false;
+    }
     dir_.clear();
     return ok;
   }
@@ -92,14 +95,15 @@ class MountGuard {
  private:
   std::string dir_;
   bool fuse_;
+  pid_t pid_;
 };
 
 // A loop device over a file, detached on scope exit.
 class LoopDevice {
  public:
   explicit LoopDevice(const std::string& file) {
-    Result r = run("losetup -f --show " + q(file));
-    if (r.code == 0) {
+    CommandResult r = run("losetup -f --show " + q(file));
+    if (r.status == 0) {
       dev_ = r.output;
       while (!dev_.empty() && (dev_.back() == '\n' || dev_.back() == '\r')) dev_.pop_back();
     } else {
@@ -123,7 +127,6 @@ class VolumeMountTest : public ::testing::Test {
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "needs root (loop devices, mount)";
     if (::access("/dev/fuse", R_OK | W_OK) != 0) GTEST_SKIP() << "needs /dev/fuse";
-    ASSERT_FALSE(tmp_.path().empty());
     container_ = tmp_.path() + "/vol.gcv";
     mnt_ = tmp_.path() + "/mnt";
     fs_ = tmp_.path() + "/fs";
@@ -133,14 +136,16 @@ class VolumeMountTest : public ::testing::Test {
     std::ofstream(passfile_) << "volume test password\n";
   }
 
-  Result create(const std::string& size, const std::string& extra = "") {
+  CommandResult create(const std::string& size, const std::string& extra = "") {
     return run(kBinary + " volume create --scrypt-logn 10 --size " + size + " --passfile " + q(passfile_) + " " + extra +
                " " + q(container_));
   }
-  Result mount(const std::string& extra = "") {
-    return run(kBinary + " volume mount --engine cpu --passfile " + q(passfile_) + " --log " +
-               q(tmp_.path() + "/daemon.log") + " " + extra + " " + q(container_) + " " + q(mnt_));
+  // The engine is GPUCRYPTFS_TEST_ENGINE (cpu when unset), as for the directory-mode suites.
+  CommandResult mount(const std::string& extra = "") {
+    return run(kBinary + " volume mount --engine " + gcfs::test::test_engine() + " --passfile " + q(passfile_) +
+               " --log " + q(log_path()) + " " + extra + " " + q(container_) + " " + q(mnt_));
   }
+  std::string log_path() const { return tmp_.path() + "/daemon.log"; }
   std::string image() const { return mnt_ + "/volume.img"; }
   std::uint64_t container_bytes_on_disk() const {
     struct stat st {};
@@ -148,7 +153,7 @@ class VolumeMountTest : public ::testing::Test {
     return static_cast<std::uint64_t>(st.st_blocks) * 512;
   }
 
-  TempDir tmp_;
+  TempDir tmp_{"gcfs-volume-test"};
   std::string container_, mnt_, fs_, passfile_;
 };
 
@@ -173,23 +178,23 @@ struct AlignedBuffer {
 };
 
 TEST_F(VolumeMountTest, Ext4OnTheVolumeSurvivesUnmountFsckAndRemount) {
-  ASSERT_EQ(create("192M").code, 0);
+  ASSERT_EQ(create("192M").status, 0);
   std::vector<std::pair<std::string, std::vector<char>>> files;
   {
-    Result m = mount();
-    ASSERT_EQ(m.code, 0) << m.output;
-    MountGuard fuse(mnt_, true);
+    CommandResult m = mount();
+    ASSERT_EQ(m.status, 0) << m.output;
+    MountGuard fuse(mnt_, true, log_path());
     struct stat st {};
     ASSERT_EQ(::stat(image().c_str(), &st), 0);
     EXPECT_EQ(st.st_size, 192 << 20);
 
-    Result mk = run("mkfs.ext4 -q -F " + q(image()));
-    ASSERT_EQ(mk.code, 0) << mk.output;
+    CommandResult mk = run("mkfs.ext4 -q -F " + q(image()));
+    ASSERT_EQ(mk.status, 0) << mk.output;
     {
       LoopDevice loop(image());
       ASSERT_FALSE(loop.dev().empty()) << loop.error();
-      Result lm = run("mount " + q(loop.dev()) + " " + q(fs_));
-      ASSERT_EQ(lm.code, 0) << lm.output;
+      CommandResult lm = run("mount " + q(loop.dev()) + " " + q(fs_));
+      ASSERT_EQ(lm.status, 0) << lm.output;
       MountGuard ext4(fs_, false);
       // Real work: a large file, many small ones in a tree, a rename and a delete.
       files.emplace_back("big.bin", random_bytes(24 << 20, 1));
@@ -207,21 +212,21 @@ TEST_F(VolumeMountTest, Ext4OnTheVolumeSurvivesUnmountFsckAndRemount) {
       ASSERT_TRUE(ext4.release());
       loop.release();
     }
-    Result fsck = run("e2fsck -f -n " + q(image()));
-    EXPECT_EQ(fsck.code, 0) << fsck.output;
+    CommandResult fsck = run("e2fsck -f -n " + q(image()));
+    EXPECT_EQ(fsck.status, 0) << fsck.output;
     ASSERT_TRUE(fuse.release());
   }
   EXPECT_LT(container_bytes_on_disk(), 120ull << 20) << "unwritten parts of the volume stay holes";
 
-  Result m = mount("--read-only");
-  ASSERT_EQ(m.code, 0) << m.output;
-  MountGuard fuse(mnt_, true);
-  Result fsck = run("e2fsck -f -n " + q(image()));
-  EXPECT_EQ(fsck.code, 0) << fsck.output;
+  CommandResult m = mount("--read-only");
+  ASSERT_EQ(m.status, 0) << m.output;
+  MountGuard fuse(mnt_, true, log_path());
+  CommandResult fsck = run("e2fsck -f -n " + q(image()));
+  EXPECT_EQ(fsck.status, 0) << fsck.output;
   LoopDevice loop(image());
   ASSERT_FALSE(loop.dev().empty()) << loop.error();
-  Result lm = run("mount -o ro " + q(loop.dev()) + " " + q(fs_));
-  ASSERT_EQ(lm.code, 0) << lm.output;
+  CommandResult lm = run("mount -o ro " + q(loop.dev()) + " " + q(fs_));
+  ASSERT_EQ(lm.status, 0) << lm.output;
   MountGuard ext4(fs_, false);
   for (const auto& [name, data] : files) {
     std::ifstream in(fs_ + "/" + name, std::ios::binary);
@@ -233,16 +238,16 @@ TEST_F(VolumeMountTest, Ext4OnTheVolumeSurvivesUnmountFsckAndRemount) {
 }
 
 TEST_F(VolumeMountTest, RawBytesSurviveRemountUpToTheLastByte) {
-  ASSERT_EQ(create("8M", "--chunk-size 4096").code, 0);
+  ASSERT_EQ(create("8M", "--chunk-size 4096").status, 0);
   const std::uint64_t size = 8 << 20;
   // Unaligned and chunk-straddling pieces, the volume's last byte, and the gaps between them.
   const std::vector<std::pair<std::uint64_t, std::size_t>> pieces = {
       {1, 3}, {4095, 2}, {12345, 300000}, {(3 << 20) + 17, 1 << 20}, {size - 5000, 5000}};
   std::vector<char> expect(size, 0);
   {
-    Result m = mount();
-    ASSERT_EQ(m.code, 0) << m.output;
-    MountGuard fuse(mnt_, true);
+    CommandResult m = mount();
+    ASSERT_EQ(m.status, 0) << m.output;
+    MountGuard fuse(mnt_, true, log_path());
     int fd = ::open(image().c_str(), O_RDWR);
     ASSERT_GE(fd, 0);
     unsigned seed = 1;
@@ -262,9 +267,9 @@ TEST_F(VolumeMountTest, RawBytesSurviveRemountUpToTheLastByte) {
     ::close(fd);
     ASSERT_TRUE(fuse.release());
   }
-  Result m = mount("--read-only");
-  ASSERT_EQ(m.code, 0) << m.output;
-  MountGuard fuse(mnt_, true);
+  CommandResult m = mount("--read-only");
+  ASSERT_EQ(m.status, 0) << m.output;
+  MountGuard fuse(mnt_, true, log_path());
   std::ifstream in(image(), std::ios::binary);
   std::vector<char> back((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   ASSERT_EQ(back.size(), expect.size());
@@ -275,8 +280,8 @@ TEST_F(VolumeMountTest, RawBytesSurviveRemountUpToTheLastByte) {
 }
 
 TEST_F(VolumeMountTest, FreshContainerIsSparse) {
-  Result c = create("1G");
-  ASSERT_EQ(c.code, 0) << c.output;
+  CommandResult c = create("1G");
+  ASSERT_EQ(c.status, 0) << c.output;
   struct stat st {};
   ASSERT_EQ(::stat(container_.c_str(), &st), 0);
   EXPECT_GT(st.st_size, 1ll << 30);
@@ -284,10 +289,10 @@ TEST_F(VolumeMountTest, FreshContainerIsSparse) {
 }
 
 TEST_F(VolumeMountTest, DiscardTurnsChunksBackIntoHoles) {
-  ASSERT_EQ(create("64M").code, 0);
-  Result m = mount();
-  ASSERT_EQ(m.code, 0) << m.output;
-  MountGuard fuse(mnt_, true);
+  ASSERT_EQ(create("64M").status, 0);
+  CommandResult m = mount();
+  ASSERT_EQ(m.status, 0) << m.output;
+  MountGuard fuse(mnt_, true, log_path());
   const auto data = random_bytes(16 << 20, 7);
   int fd = ::open(image().c_str(), O_RDWR);
   ASSERT_GE(fd, 0);
@@ -308,10 +313,10 @@ TEST_F(VolumeMountTest, DiscardTurnsChunksBackIntoHoles) {
 }
 
 TEST_F(VolumeMountTest, ODirectReadsAndWritesInParallel) {
-  ASSERT_EQ(create("64M").code, 0);
-  Result m = mount();
-  ASSERT_EQ(m.code, 0) << m.output;
-  MountGuard fuse(mnt_, true);
+  ASSERT_EQ(create("64M").status, 0);
+  CommandResult m = mount();
+  ASSERT_EQ(m.status, 0) << m.output;
+  MountGuard fuse(mnt_, true, log_path());
   int fd = ::open(image().c_str(), O_RDWR | O_DIRECT);
   ASSERT_GE(fd, 0) << "O_DIRECT open: " << std::strerror(errno);
   constexpr int kThreads = 8;
@@ -358,35 +363,35 @@ TEST_F(VolumeMountTest, ODirectReadsAndWritesInParallel) {
 }
 
 TEST_F(VolumeMountTest, ResizeGrowsAndRefusesToShrink) {
-  ASSERT_EQ(create("32M").code, 0);
-  Result grow = run(kBinary + " volume resize --size 96M --passfile " + q(passfile_) + " " + q(container_));
-  ASSERT_EQ(grow.code, 0) << grow.output;
-  Result shrink = run(kBinary + " volume resize --size 16M --passfile " + q(passfile_) + " " + q(container_));
-  EXPECT_NE(shrink.code, 0);
+  ASSERT_EQ(create("32M").status, 0);
+  CommandResult grow = run(kBinary + " volume resize --size 96M --passfile " + q(passfile_) + " " + q(container_));
+  ASSERT_EQ(grow.status, 0) << grow.output;
+  CommandResult shrink = run(kBinary + " volume resize --size 16M --passfile " + q(passfile_) + " " + q(container_));
+  EXPECT_NE(shrink.status, 0);
   EXPECT_NE(shrink.output.find("cannot shrink"), std::string::npos) << shrink.output;
-  Result m = mount();
-  ASSERT_EQ(m.code, 0) << m.output;
-  MountGuard fuse(mnt_, true);
+  CommandResult m = mount();
+  ASSERT_EQ(m.status, 0) << m.output;
+  MountGuard fuse(mnt_, true, log_path());
   struct stat st {};
   ASSERT_EQ(::stat(image().c_str(), &st), 0);
   EXPECT_EQ(st.st_size, 96 << 20);
-  Result busy = run(kBinary + " volume resize --size 128M --passfile " + q(passfile_) + " " + q(container_));
-  EXPECT_NE(busy.code, 0) << "resizing a mounted volume must be refused";
+  CommandResult busy = run(kBinary + " volume resize --size 128M --passfile " + q(passfile_) + " " + q(container_));
+  EXPECT_NE(busy.status, 0) << "resizing a mounted volume must be refused";
   EXPECT_NE(busy.output.find("in use"), std::string::npos) << busy.output;
 }
 
 TEST_F(VolumeMountTest, WrongPasswordIsAOneLineErrorWithItsExitCode) {
-  ASSERT_EQ(create("16M").code, 0);
+  ASSERT_EQ(create("16M").status, 0);
   std::ofstream(passfile_) << "not the password\n";
-  Result m = mount();
-  EXPECT_EQ(m.code, 12) << m.output;
+  CommandResult m = mount();
+  EXPECT_EQ(m.status, 12) << m.output;
   EXPECT_NE(m.output.find("wrong password"), std::string::npos) << m.output;
   EXPECT_EQ(std::count(m.output.begin(), m.output.end(), '\n'), 1) << m.output;
   EXPECT_FALSE(is_mounted(mnt_));
 }
 
 TEST_F(VolumeMountTest, DamagedHeaderIsAOneLineErrorWithItsExitCode) {
-  ASSERT_EQ(create("16M").code, 0);
+  ASSERT_EQ(create("16M").status, 0);
   {
     // Garbage over both header copies, as a stray dd would leave.
     std::fstream f(container_, std::ios::in | std::ios::out | std::ios::binary);
@@ -395,23 +400,23 @@ TEST_F(VolumeMountTest, DamagedHeaderIsAOneLineErrorWithItsExitCode) {
       f.write("garbage garbage garbage", 23);
     }
   }
-  Result m = mount();
-  EXPECT_EQ(m.code, 23) << m.output;
+  CommandResult m = mount();
+  EXPECT_EQ(m.status, 23) << m.output;
   EXPECT_NE(m.output.find("corrupt"), std::string::npos) << m.output;
   EXPECT_EQ(std::count(m.output.begin(), m.output.end(), '\n'), 1) << m.output;
   EXPECT_FALSE(is_mounted(mnt_));
 
   std::ofstream(container_, std::ios::binary | std::ios::trunc) << std::string(1 << 16, '\0');
-  Result z = mount();
-  EXPECT_EQ(z.code, 23) << z.output;
+  CommandResult z = mount();
+  EXPECT_EQ(z.status, 23) << z.output;
   EXPECT_NE(z.output.find("not a gpucryptfs volume container"), std::string::npos) << z.output;
 }
 
 TEST_F(VolumeMountTest, NonEmptyMountpointIsRefused) {
-  ASSERT_EQ(create("16M").code, 0);
+  ASSERT_EQ(create("16M").status, 0);
   std::ofstream(mnt_ + "/something") << "x";
-  Result m = mount();
-  EXPECT_EQ(m.code, 10) << m.output;
+  CommandResult m = mount();
+  EXPECT_EQ(m.status, 10) << m.output;
   EXPECT_FALSE(is_mounted(mnt_));
 }
 
