@@ -66,7 +66,7 @@ int cmd_mount(int argc, char** argv) {
         "foreground,f", po::bool_switch(&mo.foreground), "stay in the foreground and log to stderr")(
         "read-only", po::bool_switch(&mo.read_only), "mount read-only")(
         "allow-other", po::bool_switch(&mo.allow_other), "let other users use the mount (needs user_allow_other)")(
-        "o", po::value(&mo.extra_options)->composing(), "extra FUSE mount options, comma-separated (may repeat)")(
+        "fuse-options,o", po::value(&mo.extra_options)->composing(), "extra FUSE mount options, comma-separated (may repeat)")(
         "log", po::value(&log_file), "append the log to this file (default: syslog when detached)")(
         "writeback-cache", po::bool_switch(&fso.writeback_cache),
         "let the kernel gather small writes into pages before they are encrypted")(
