@@ -20,7 +20,9 @@
 #include <thread>
 #include <vector>
 
+#include "crypto/aes_gcm.h"
 #include "crypto/cpu_engine.h"
+#include "crypto/kdf.h"
 #include "crypto/key_ring.h"
 #include "fs/chunk_layout.h"
 #include "fs/content_file.h"
@@ -304,6 +306,47 @@ TEST_F(ContentFileTest, EveryRewriteOfAChunkGetsAFreshNonceAndTouchesOnlyThatChu
   EXPECT_EQ(b.raw(0, 24), header);  // the file ID, hence the key, stays
   for (int k : {0, 1, 3}) EXPECT_EQ(b.raw(b.layout.disk_offset(k), D), before[k]) << k;
   EXPECT_EQ(b.read_all(f), data);
+}
+
+TEST_F(ContentFileTest, OnDiskBytesAreExactlyTheDocumentedFormat) {
+  // Decrypt the ciphertext file with nothing but FORMAT.md and the primitives: header, content key
+  // = HKDF(master, salt = file ID), chunk k = nonce | GCM(AAD = file ID || be64(k)) | tag.
+  const std::uint32_t C = 4096;
+  Backing b(file_path("format"), C);
+  const Bytes data = pattern(3 * C + 777, 14);
+  ASSERT_EQ(b.file->write(0, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  const Bytes raw = b.raw(0, static_cast<std::size_t>(b.disk_size()));
+  ASSERT_EQ(raw.size(), 24 + 3 * (C + 28) + 777 + 28);
+  ASSERT_EQ(Bytes(raw.begin(), raw.begin() + 8), Bytes({'G', 'C', 'F', 'S', 0, 1, 0, 0}));
+  const Bytes id(raw.begin() + 8, raw.begin() + 24);
+  const std::string info = "gpucryptfs v1 content AES-256-GCM";
+  const SecretBytes key = hkdf_sha256(master_key(), id, Bytes(info.begin(), info.end()), 32);
+  Bytes plain;
+  std::size_t pos = 24;
+  for (std::uint64_t k = 0; pos < raw.size(); ++k) {
+    const std::size_t len = std::min<std::size_t>(C, raw.size() - pos - 28);
+    Bytes aad = id;
+    for (int i = 7; i >= 0; --i) aad.push_back(static_cast<std::uint8_t>(k >> (8 * i)));
+    Bytes out(len);
+    ASSERT_TRUE(gcm_open(key, std::span(raw).subspan(pos, 12), aad, std::span(raw).subspan(pos + 12, len),
+                         std::span(raw).subspan(pos + 12 + len, 16), out.data()))
+        << "chunk " << k;
+    plain.insert(plain.end(), out.begin(), out.end());
+    pos += 12 + len + 16;
+  }
+  EXPECT_EQ(plain, data);
+}
+
+TEST_F(ContentFileTest, CiphertextHoldsNoPlaintext) {
+  Backing b(file_path("leak"), 4096);
+  const std::string marker = "TOP-SECRET-MARKER-";
+  std::string text;
+  while (text.size() < 50000) text += marker;
+  ASSERT_EQ(b.file->write(0, reinterpret_cast<const std::uint8_t*>(text.data()), text.size()),
+            static_cast<ssize_t>(text.size()));
+  const Bytes raw = b.raw(0, static_cast<std::size_t>(b.disk_size()));
+  const std::string disk(raw.begin(), raw.end());
+  EXPECT_EQ(disk.find(marker.substr(0, 8)), std::string::npos);
 }
 
 TEST_F(ContentFileTest, TruncateToZeroStartsANewFileId) {
