@@ -50,21 +50,22 @@ bool parse(int argc, char** argv, po::options_description& desc, const std::vect
 }
 
 int volume_create(int argc, char** argv) {
-  std::string size_text, container, passfile;
-  std::uint32_t chunk_size = kDefaultChunkSize;
+  std::string size_text, chunk_text = std::to_string(kDefaultChunkSize / 1024) + "K", container, passfile;
   int logn = ScryptParams{}.log_n;
   po::options_description desc("volume create options");
   desc.add_options()("help,h", "this help")
       ("size", po::value(&size_text)->required(), "plaintext size of the volume (K, M, G, T suffixes)")
-      ("chunk-size", po::value(&chunk_size)->default_value(kDefaultChunkSize), "bytes per chunk: a power of two, 4096..1048576")
+      ("chunk-size", po::value(&chunk_text)->default_value(chunk_text), "bytes per chunk: a power of two, 4K..1M")
       ("scrypt-logn", po::value(&logn)->default_value(logn), "scrypt cost N = 2^logn (10..28)")
       ("passfile", po::value(&passfile), "read the password from the first line of this file")
       ("container", po::value(&container)->required(), "the container file to create");
   po::variables_map vm;
   if (!parse(argc, argv, desc, {"container"}, vm, "gpucryptfs volume create --size SIZE [options] CONTAINER")) return kExitOk;
   if (logn < 10 || logn > 28) throw UserError("--scrypt-logn must be from 10 to 28");
-  if (!valid_chunk_size(chunk_size))
-    throw UserError("--chunk-size must be a power of two from 4096 to 1048576, got " + std::to_string(chunk_size));
+  const std::uint64_t chunk = parse_byte_size(chunk_text);
+  if (!valid_chunk_size(chunk))
+    throw UserError("--chunk-size must be a power of two from 4K (4096) to 1M (1048576), got " + chunk_text);
+  const auto chunk_size = static_cast<std::uint32_t>(chunk);
   const std::uint64_t size = volume_size_for(parse_byte_size(size_text), chunk_size);
   struct stat st {};
   if (::stat(container.c_str(), &st) == 0) throw UserError(container + " already exists; choose a new file name");
