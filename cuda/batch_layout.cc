@@ -6,27 +6,33 @@ namespace gcfs::gpu {
 
 namespace {
 std::size_t align16(std::size_t n) { return (n + 15) & ~std::size_t{15}; }
+std::size_t align256(std::size_t n) { return (n + 255) & ~std::size_t{255}; }
 }  // namespace
 
 std::size_t header_capacity(std::size_t chunks) {
-  return align16(chunks * sizeof(ChunkDesc)) + 2 * align16((chunks + 1) * sizeof(std::uint32_t));
+  return align256(align16(chunks * sizeof(ChunkDesc)) + 2 * align16((chunks + 1) * sizeof(std::uint32_t)) +
+                  chunks * sizeof(ChunkScratch));
 }
 
 BatchPlan pack_batch(std::span<ChunkOp* const> ops, std::span<const std::uint32_t> key_index,
-                     std::uint32_t task_blocks, bool open, unsigned char* header, unsigned char* data) {
+                     std::uint32_t task_blocks, bool open, unsigned char* buffer, bool copy_data) {
   BatchPlan plan;
-  plan.chunks = static_cast<std::uint32_t>(ops.size());
+  const std::size_t n = ops.size();
+  plan.chunks = static_cast<std::uint32_t>(n);
   plan.task_blocks = task_blocks;
-  plan.task_prefix_offset = align16(ops.size() * sizeof(ChunkDesc));
-  plan.segment_prefix_offset = plan.task_prefix_offset + align16((ops.size() + 1) * sizeof(std::uint32_t));
-  plan.header_bytes = plan.segment_prefix_offset + align16((ops.size() + 1) * sizeof(std::uint32_t));
-  auto* descs = reinterpret_cast<ChunkDesc*>(header);
-  auto* task_prefix = reinterpret_cast<std::uint32_t*>(header + plan.task_prefix_offset);
-  auto* segment_prefix = reinterpret_cast<std::uint32_t*>(header + plan.segment_prefix_offset);
+  plan.task_prefix_offset = align16(n * sizeof(ChunkDesc));
+  plan.segment_prefix_offset = plan.task_prefix_offset + align16((n + 1) * sizeof(std::uint32_t));
+  plan.scratch_offset = plan.segment_prefix_offset + align16((n + 1) * sizeof(std::uint32_t));
+  plan.data_offset = align256(plan.scratch_offset + n * sizeof(ChunkScratch));
+  auto* descs = reinterpret_cast<ChunkDesc*>(buffer);
+  auto* task_prefix = reinterpret_cast<std::uint32_t*>(buffer + plan.task_prefix_offset);
+  auto* segment_prefix = reinterpret_cast<std::uint32_t*>(buffer + plan.segment_prefix_offset);
+  std::memset(buffer + plan.scratch_offset, 0, n * sizeof(ChunkScratch));
+  unsigned char* data = buffer + plan.data_offset;
 
   std::size_t offset = 0;
   std::uint32_t tasks = 0, segments = 0;
-  for (std::size_t i = 0; i < ops.size(); ++i) {
+  for (std::size_t i = 0; i < n; ++i) {
     const ChunkOp& op = *ops[i];
     ChunkDesc& d = descs[i];
     d.key = key_index[i];
@@ -39,15 +45,15 @@ BatchPlan pack_batch(std::span<ChunkOp* const> ops, std::span<const std::uint32_
     if (op.aad_len) std::memcpy(d.aad, op.aad, op.aad_len);
     if (open) std::memcpy(d.expected_tag.w, op.tag.data(), kChunkTagBytes);
     else std::memset(d.expected_tag.w, 0, kChunkTagBytes);
-    if (op.len) std::memcpy(data + offset, op.in, op.len);
+    if (copy_data && op.len) std::memcpy(data + offset, op.in, op.len);
     task_prefix[i] = tasks;
     segment_prefix[i] = segments;
-    tasks += (blocks_of(d.len) + task_blocks - 1) / task_blocks;
+    tasks += (ctr_blocks(d.len) + task_blocks - 1) / task_blocks;
     segments += ghash_segments(d.aad_len, d.len);
     offset += padded_len(op.len);
   }
-  task_prefix[ops.size()] = tasks;
-  segment_prefix[ops.size()] = segments;
+  task_prefix[n] = tasks;
+  segment_prefix[n] = segments;
   plan.ctr_tasks = tasks;
   plan.segments = segments;
   plan.data_bytes = offset;

@@ -112,13 +112,22 @@ __global__ void __launch_bounds__(kCtaThreads, 1) ctr_coarse(BatchView b, const 
   __syncthreads();
   const std::uint32_t lane = threadIdx.x & 31;
   const std::uint32_t yb = tab | (lane << 2);
+  // Each warp takes a contiguous run of tasks, so it searches for its first chunk once and then
+  // walks forward instead of searching (a dozen dependent loads) for every task.
   const std::uint32_t warps = gridDim.x * (blockDim.x / 32);
-  for (std::uint32_t task = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; task < b.ctr_tasks; task += warps) {
-    const std::uint32_t c = find_chunk(b.ctr_task_prefix, b.chunks, task);
+  const std::uint32_t warp = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  const std::uint32_t per_warp = (b.ctr_tasks + warps - 1) / warps;
+  const std::uint32_t task_end = min(b.ctr_tasks, (warp + 1) * per_warp);
+  std::uint32_t c = 0, next_chunk_task = 0;
+  for (std::uint32_t task = warp * per_warp; task < task_end; ++task) {
+    if (task == warp * per_warp) {
+      c = find_chunk(b.ctr_task_prefix, b.chunks, task);
+      next_chunk_task = __ldg(b.ctr_task_prefix + c + 1);
+    }
+    while (task >= next_chunk_task) next_chunk_task = __ldg(b.ctr_task_prefix + (++c) + 1);
     const ChunkDesc* d = b.descs + c;
-    const std::uint32_t nblocks = (d->len + 15) / 16;
+    const std::uint32_t nblocks = ctr_blocks(d->len);  // index 0 is the tag mask (counter 1)
     const std::uint32_t first = (task - __ldg(b.ctr_task_prefix + c)) * (32 * BPT);
-    const bool zero = b.open && b.ok[c] == 0;
     const uint4* src = reinterpret_cast<const uint4*>(b.in + d->data_offset);
     uint4* dst = reinterpret_cast<uint4*>(b.out + d->data_offset);
     const uint4* rk = reinterpret_cast<const uint4*>(b.keys[d->key].round_keys);
@@ -130,8 +139,8 @@ __global__ void __launch_bounds__(kCtaThreads, 1) ctr_coarse(BatchView b, const 
 #pragma unroll
     for (int k = 0; k < BPT; ++k) {
       const std::uint32_t blk = first + lane + 32 * k;
-      if (blk < nblocks) x[k] = src[blk];
-      s[k][0] = n0 ^ k0.x, s[k][1] = n1 ^ k0.y, s[k][2] = n2 ^ k0.z, s[k][3] = bswap32(blk + 2) ^ k0.w;
+      if (blk >= 1 && blk < nblocks) x[k] = src[blk - 1];
+      s[k][0] = n0 ^ k0.x, s[k][1] = n1 ^ k0.y, s[k][2] = n2 ^ k0.z, s[k][3] = bswap32(blk + 1) ^ k0.w;
     }
 #pragma unroll
     for (int r = 1; r < kAesRounds; ++r) {
@@ -144,10 +153,10 @@ __global__ void __launch_bounds__(kCtaThreads, 1) ctr_coarse(BatchView b, const 
     for (int k = 0; k < BPT; ++k) {
       aes_last_round(s[k], kl, yb);
       const std::uint32_t blk = first + lane + 32 * k;
-      if (blk < nblocks) {
-        uint4 o = make_uint4(x[k].x ^ s[k][0], x[k].y ^ s[k][1], x[k].z ^ s[k][2], x[k].w ^ s[k][3]);
-        if (zero) o = make_uint4(0, 0, 0, 0);
-        dst[blk] = o;
+      if (blk == 0) {
+        b.scratch[c].ej0 = Block128{{s[k][0], s[k][1], s[k][2], s[k][3]}};
+      } else if (blk < nblocks) {
+        dst[blk - 1] = make_uint4(x[k].x ^ s[k][0], x[k].y ^ s[k][1], x[k].z ^ s[k][2], x[k].w ^ s[k][3]);
       }
     }
   }
@@ -164,13 +173,22 @@ __global__ void __launch_bounds__(kCtaThreads, 1) ctr_fine(BatchView b, const st
   __syncthreads();
   const std::uint32_t lane = threadIdx.x & 31, col = lane & 3, grp = lane >> 2, quad = lane & ~3u;
   const std::uint32_t yb = tab | (lane << 2);
+  // Each warp takes a contiguous run of tasks, so it searches for its first chunk once and then
+  // walks forward instead of searching (a dozen dependent loads) for every task.
   const std::uint32_t warps = gridDim.x * (blockDim.x / 32);
-  for (std::uint32_t task = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; task < b.ctr_tasks; task += warps) {
-    const std::uint32_t c = find_chunk(b.ctr_task_prefix, b.chunks, task);
+  const std::uint32_t warp = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  const std::uint32_t per_warp = (b.ctr_tasks + warps - 1) / warps;
+  const std::uint32_t task_end = min(b.ctr_tasks, (warp + 1) * per_warp);
+  std::uint32_t c = 0, next_chunk_task = 0;
+  for (std::uint32_t task = warp * per_warp; task < task_end; ++task) {
+    if (task == warp * per_warp) {
+      c = find_chunk(b.ctr_task_prefix, b.chunks, task);
+      next_chunk_task = __ldg(b.ctr_task_prefix + c + 1);
+    }
+    while (task >= next_chunk_task) next_chunk_task = __ldg(b.ctr_task_prefix + (++c) + 1);
     const ChunkDesc* d = b.descs + c;
-    const std::uint32_t nblocks = (d->len + 15) / 16;
+    const std::uint32_t nblocks = ctr_blocks(d->len);  // index 0 is the tag mask (counter 1)
     const std::uint32_t first = (task - __ldg(b.ctr_task_prefix + c)) * (8 * BPT);
-    const bool zero = b.open && b.ok[c] == 0;
     const std::uint32_t* src = reinterpret_cast<const std::uint32_t*>(b.in + d->data_offset);
     std::uint32_t* dst = reinterpret_cast<std::uint32_t*>(b.out + d->data_offset);
     const std::uint32_t* rk = b.keys[d->key].round_keys;
@@ -180,8 +198,8 @@ __global__ void __launch_bounds__(kCtaThreads, 1) ctr_fine(BatchView b, const st
 #pragma unroll
     for (int k = 0; k < BPT; ++k) {
       const std::uint32_t blk = first + grp + 8 * k;
-      x[k] = blk < nblocks ? src[blk * 4 + col] : 0;
-      s[k] = (col == 3 ? bswap32(blk + 2) : nonce) ^ __ldg(rk + col);
+      x[k] = blk >= 1 && blk < nblocks ? src[(blk - 1) * 4 + col] : 0;
+      s[k] = (col == 3 ? bswap32(blk + 1) : nonce) ^ __ldg(rk + col);
     }
 #pragma unroll
     for (int r = 1; r <= kAesRounds; ++r) {
@@ -201,7 +219,8 @@ __global__ void __launch_bounds__(kCtaThreads, 1) ctr_fine(BatchView b, const st
 #pragma unroll
     for (int k = 0; k < BPT; ++k) {
       const std::uint32_t blk = first + grp + 8 * k;
-      if (blk < nblocks) dst[blk * 4 + col] = zero ? 0u : x[k] ^ s[k];
+      if (blk == 0) b.scratch[c].ej0.w[col] = s[k];
+      else if (blk < nblocks) dst[(blk - 1) * 4 + col] = x[k] ^ s[k];
     }
   }
 }
@@ -254,9 +273,10 @@ __device__ __forceinline__ Block128 ghash_input(const ChunkDesc* d, const unsign
   return length_block(d->aad_len, d->len);
 }
 
-// One warp per segment (see gcm_layout.h); the warp that completes a chunk's last segment masks
-// the hash with E_K(J0) and writes the tag (seal) or the constant-time comparison (open).
-__global__ void __launch_bounds__(kGhashCtaThreads) ghash_kernel(BatchView b, const std::uint32_t* __restrict__ te0) {
+// One warp per segment (see gcm_layout.h). The warp that completes a chunk's last segment masks
+// the hash with E_K(J0) (left by the CTR kernel) and writes the tag (seal) or the constant-time
+// comparison (open); for a chunk that failed it zeroes the plaintext before it can leave the GPU.
+__global__ void __launch_bounds__(kGhashCtaThreads) ghash_kernel(BatchView b) {
   const std::uint32_t seg = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
   if (seg >= b.segments) return;
   const std::uint32_t lane = threadIdx.x & 31;
@@ -267,8 +287,8 @@ __global__ void __launch_bounds__(kGhashCtaThreads) ghash_kernel(BatchView b, co
   const std::uint32_t seg0 = __ldg(b.segment_prefix + c);
   const std::uint32_t nseg = __ldg(b.segment_prefix + c + 1) - seg0;
   const std::uint32_t u = nseg - 1 - (seg - seg0);  // position from the end
-  const std::uint32_t end = total - kSegmentBlocks * u;
-  const std::uint32_t begin = end > kSegmentBlocks ? end - kSegmentBlocks : 0;
+  std::uint32_t begin, end;
+  segment_range(total, nseg, u, &begin, &end);
   const std::uint32_t m = end - begin;
   const KeyBlob* key = b.keys + d->key;
   const unsigned char* text = (b.open ? b.in : b.out) + d->data_offset;
@@ -286,31 +306,46 @@ __global__ void __launch_bounds__(kGhashCtaThreads) ghash_kernel(BatchView b, co
   Block128 a = shfl_block(z, static_cast<int>((m - 1 - lane) & 31));
 #pragma unroll
   for (int l = 0; l < 5; ++l) a = xor128(a, mul_table_global(shfl_down_block(a, 1 << l), key->tables[l]));
-  if (lane != 0) return;
-  a = mul_table_global(a, key->tables[0]);
-  if (u > 0) a = gf_mul_u64(a, key->segment_power[u]);
 
-  if (nseg > 1) {
+  std::uint32_t finisher = 0, ok = 0;
+  if (lane == 0) {
+    a = mul_table_global(a, key->tables[0]);
+    if (u > 0) a = gf_mul_u64(a, key->segment_power[u]);
     ChunkScratch* s = b.scratch + c;
+    finisher = 1;
+    if (nseg > 1) {
 #pragma unroll
-    for (int k = 0; k < 4; ++k) atomicXor(&s->acc.w[k], a.w[k]);
-    __threadfence();
-    if (atomicAdd(&s->segments_done, 1u) != nseg - 1) return;
-    __threadfence();
+      for (int k = 0; k < 4; ++k) atomicXor(&s->acc.w[k], a.w[k]);
+      __threadfence();
+      finisher = atomicAdd(&s->segments_done, 1u) == nseg - 1;
+      if (finisher) {
+        __threadfence();
 #pragma unroll
-    for (int k = 0; k < 4; ++k) a.w[k] = atomicXor(&s->acc.w[k], 0u);
+        for (int k = 0; k < 4; ++k) a.w[k] = atomicXor(&s->acc.w[k], 0u);
+      }
+    }
+    if (finisher) {
+      const Block128 tag = xor128(a, s->ej0);
+      if (!b.open) {
+        b.tags[c] = tag;
+      } else {
+        std::uint32_t diff = 0;  // constant time: no early exit on the first differing word
+#pragma unroll
+        for (int k = 0; k < 4; ++k) diff |= tag.w[k] ^ d->expected_tag.w[k];
+        ok = diff == 0;
+        b.ok[c] = ok;
+      }
+    }
   }
-  const Block128 ej0 = aes256_encrypt_te0(te0, key->round_keys, counter_block(d->nonce, 1));
-  const Block128 tag = xor128(a, ej0);
-  if (!b.open) {
-    b.tags[c] = tag;
-  } else {
-    std::uint32_t diff = 0;  // constant time: no early exit on the first differing word
-#pragma unroll
-    for (int k = 0; k < 4; ++k) diff |= tag.w[k] ^ d->expected_tag.w[k];
-    b.ok[c] = diff == 0 ? 1u : 0u;
+  finisher = __shfl_sync(0xffffffffu, finisher, 0);
+  ok = __shfl_sync(0xffffffffu, ok, 0);
+  if (b.open && finisher && !ok) {
+    uint4* plain = reinterpret_cast<uint4*>(b.out + d->data_offset);
+    for (std::uint32_t i = lane; i < text_blocks; i += 32) plain[i] = make_uint4(0, 0, 0, 0);
   }
 }
+
+__global__ void empty_kernel() {}
 
 cudaError_t launch_ctr(const BatchView& b, CtrVariant v, std::uint32_t task_blocks, const DeviceTables& t,
                        int sm_count, cudaStream_t stream) {
@@ -330,13 +365,11 @@ cudaError_t launch_ctr(const BatchView& b, CtrVariant v, std::uint32_t task_bloc
   return cudaGetLastError();
 }
 
-cudaError_t launch_ghash(const BatchView& b, const DeviceTables& t, cudaStream_t stream) {
+cudaError_t launch_ghash(const BatchView& b, cudaStream_t stream) {
   if (b.chunks == 0) return cudaSuccess;
-  if (const cudaError_t e = cudaMemsetAsync(b.scratch, 0, sizeof(ChunkScratch) * b.chunks, stream); e != cudaSuccess)
-    return e;
   const std::uint32_t warps_per_cta = kGhashCtaThreads / 32;
   const std::uint32_t grid = (b.segments + warps_per_cta - 1) / warps_per_cta;
-  ghash_kernel<<<grid, kGhashCtaThreads, 0, stream>>>(b, t.te0);
+  ghash_kernel<<<grid, kGhashCtaThreads, 0, stream>>>(b);
   return cudaGetLastError();
 }
 
@@ -358,6 +391,11 @@ std::uint32_t ctr_task_blocks(CtrVariant v, std::uint64_t total_blocks, int sm_c
   return 32;
 }
 
+cudaError_t launch_empty_kernel(cudaStream_t stream) {
+  empty_kernel<<<1, 32, 0, stream>>>();
+  return cudaGetLastError();
+}
+
 cudaError_t configure_kernels() {
   const void* kernels[] = {reinterpret_cast<const void*>(ctr_coarse<1>), reinterpret_cast<const void*>(ctr_coarse<2>),
                            reinterpret_cast<const void*>(ctr_coarse<4>), reinterpret_cast<const void*>(ctr_fine<2>)};
@@ -371,13 +409,15 @@ cudaError_t configure_kernels() {
 cudaError_t launch_seal(const BatchView& b, CtrVariant v, std::uint32_t task_blocks, const DeviceTables& t,
                         int sm_count, cudaStream_t stream) {
   if (const cudaError_t e = launch_ctr(b, v, task_blocks, t, sm_count, stream); e != cudaSuccess) return e;
-  return launch_ghash(b, t, stream);
+  return launch_ghash(b, stream);
 }
 
 cudaError_t launch_open(const BatchView& b, CtrVariant v, std::uint32_t task_blocks, const DeviceTables& t,
                         int sm_count, cudaStream_t stream) {
-  if (const cudaError_t e = launch_ghash(b, t, stream); e != cudaSuccess) return e;
-  return launch_ctr(b, v, task_blocks, t, sm_count, stream);
+  // Decrypt first (the tag mask comes out of the CTR pass), then authenticate; the GHASH kernel
+  // zeroes the plaintext of every chunk whose tag does not match, before the copy back.
+  if (const cudaError_t e = launch_ctr(b, v, task_blocks, t, sm_count, stream); e != cudaSuccess) return e;
+  return launch_ghash(b, stream);
 }
 
 cudaError_t launch_ctr_only(const BatchView& b, CtrVariant v, std::uint32_t task_blocks, const DeviceTables& t,

@@ -29,7 +29,7 @@ struct BatchView {
   std::uint8_t* out = nullptr;
   Block128* tags = nullptr;         // seal: written
   std::uint32_t* ok = nullptr;      // open: written (1 = tag matched)
-  ChunkScratch* scratch = nullptr;  // zeroed by launch_*
+  ChunkScratch* scratch = nullptr;  // zeroed before the launch (uploaded with the descriptors)
   bool open = false;
 };
 
@@ -42,8 +42,8 @@ struct DeviceTables {
 // to build ctr_task_prefix before the launch.
 std::uint32_t ctr_task_blocks(CtrVariant v, std::uint64_t total_blocks, int sm_count);
 
-// Seal: CTR over in -> out, then GHASH over out -> tags. Open: GHASH over in -> ok, then CTR
-// writes plaintext for chunks whose tag matched and zeros for the others. Asynchronous on stream.
+// Seal: CTR over in -> out, then GHASH over out -> tags. Open: CTR over in -> out, then GHASH
+// over in -> ok, zeroing out for chunks whose tag does not match. Asynchronous on stream.
 cudaError_t launch_seal(const BatchView& b, CtrVariant v, std::uint32_t task_blocks, const DeviceTables& t,
                         int sm_count, cudaStream_t stream);
 cudaError_t launch_open(const BatchView& b, CtrVariant v, std::uint32_t task_blocks, const DeviceTables& t,
@@ -51,6 +51,9 @@ cudaError_t launch_open(const BatchView& b, CtrVariant v, std::uint32_t task_blo
 // CTR alone (the keystream benchmark).
 cudaError_t launch_ctr_only(const BatchView& b, CtrVariant v, std::uint32_t task_blocks, const DeviceTables& t,
                             int sm_count, cudaStream_t stream);
+
+// An empty kernel: the launch-and-return floor the probe measures.
+cudaError_t launch_empty_kernel(cudaStream_t stream);
 
 // Once per device before any launch: raises the shared-memory limit of the kernels.
 cudaError_t configure_kernels();

@@ -45,8 +45,10 @@ struct ChunkDesc {
 };
 static_assert(sizeof(ChunkDesc) == 112);
 
-// Per-chunk scratch the GHASH kernel accumulates segments into; zeroed before each batch.
+// Per-chunk scratch, uploaded as zeros with the descriptors: the CTR kernel leaves E_K(J0) (the
+// tag mask, counter 1) in ej0, the GHASH kernel accumulates its segments in acc.
 struct ChunkScratch {
+  Block128 ej0;
   Block128 acc;
   std::uint32_t segments_done;
   std::uint32_t pad[3];
@@ -55,12 +57,23 @@ struct ChunkScratch {
 // Builds the key material for one AES-256 key (host only: a few microseconds per key).
 void build_key_blob(const std::uint8_t key[32], KeyBlob& blob);
 
-inline std::uint32_t blocks_of(std::uint32_t bytes) { return (bytes + 15) / 16; }
-inline std::uint32_t ghash_stream_blocks(std::uint32_t aad_len, std::uint32_t len) {
+GCFS_HD std::uint32_t blocks_of(std::uint32_t bytes) { return (bytes + 15) / 16; }
+GCFS_HD std::uint32_t ghash_stream_blocks(std::uint32_t aad_len, std::uint32_t len) {
   return blocks_of(aad_len) + blocks_of(len) + 1;
 }
-inline std::uint32_t ghash_segments(std::uint32_t aad_len, std::uint32_t len) {
-  return (ghash_stream_blocks(aad_len, len) + kSegmentBlocks - 1) / kSegmentBlocks;
+// Segments are kSegmentBlocks long counted from the end; a remainder under half a segment joins
+// the first one instead of costing a warp and a lane tree of its own.
+GCFS_HD std::uint32_t ghash_segments(std::uint32_t aad_len, std::uint32_t len) {
+  const std::uint32_t n = (ghash_stream_blocks(aad_len, len) + kSegmentBlocks / 2) / kSegmentBlocks;
+  return n ? n : 1;
 }
+// Blocks [begin, end) of the GHASH stream form segment u (0 = the last segment).
+GCFS_HD void segment_range(std::uint32_t total, std::uint32_t segments, std::uint32_t u, std::uint32_t* begin,
+                           std::uint32_t* end) {
+  *end = total - kSegmentBlocks * u;
+  *begin = u + 1 == segments ? 0 : *end - kSegmentBlocks;
+}
+// CTR work of a chunk: its data blocks plus the tag mask E_K(J0), done as block "-1".
+GCFS_HD std::uint32_t ctr_blocks(std::uint32_t len) { return blocks_of(len) + 1; }
 
 }  // namespace gcfs::gpu

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "crypto/chunk_engine.h"
@@ -39,6 +40,8 @@ struct GpuOptions {
   // Where GPU errors are reported (the batch itself is redone on the fallback engine). Empty:
   // stderr. The filesystem passes its log.
   std::function<void(const std::string&)> on_error;
+  // Threads that copy large batches into and out of the pinned staging buffers (0: up to 8).
+  int copy_threads = 0;
   // Tests only: the n-th batch (1-based) fails as if the GPU had, to exercise the fallback path.
   int inject_failure_at_batch = 0;
 };
@@ -62,6 +65,11 @@ struct GpuKernelTiming {
   std::size_t bytes = 0;   // plaintext bytes per pass
 };
 // what: "ctr" (keystream and XOR only) or "seal" (CTR and GHASH, tags written).
+// The floors under the engine's numbers, measured on `device`: an empty kernel's round trip, a
+// 4 KiB copy there and back, pinned copy bandwidth each way and both at once, and one core's memcpy
+// into pinned memory. Pairs of (name, value); names carry the unit.
+std::vector<std::pair<std::string, double>> gpu_transfer_probe(int device = 0);
+
 GpuKernelTiming gpu_kernel_benchmark(const std::string& variant, const std::string& what, std::size_t chunk_size,
                                      std::size_t total_bytes, int device = 0);
 

@@ -18,6 +18,10 @@ std::unique_ptr<ChunkEngine> make_gpu_engine(const GpuOptions&, ChunkEngine&) {
 
 std::vector<std::string> gpu_kernel_variants() { return {}; }
 
+std::vector<std::pair<std::string, double>> gpu_transfer_probe(int) {
+  throw UserError("no GPU transfers to probe: this gpucryptfs was built without CUDA");
+}
+
 GpuKernelTiming gpu_kernel_benchmark(const std::string&, const std::string&, std::size_t, std::size_t, int) {
   throw UserError("no GPU kernels: this gpucryptfs was built without CUDA");
 }

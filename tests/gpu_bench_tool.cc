@@ -77,6 +77,10 @@ int main(int argc, char** argv) {
                 static_cast<double>(g.memory_bytes) / (1u << 30));
   if (gpus.empty()) std::printf("no GPU: %s\n", why.c_str());
 
+  // 0. The floors: launch and copy latency, PCIe bandwidth, one core's memcpy.
+  if (!gpus.empty())
+    for (const auto& [name, value] : gpu_transfer_probe()) emit({"probe", "gpu", name, value, "", 0});
+
   // 1. Kernel-only, device-resident data.
   if (!gpus.empty()) {
     for (std::size_t chunk : {std::size_t{4096}, std::size_t{65536}, std::size_t{1} << 20}) {

@@ -94,8 +94,8 @@ Block128 emulate_ghash(const KeyBlob& kb, const std::uint8_t* aad, std::uint32_t
   const std::uint32_t nseg = ghash_segments(aad_len, len);
   Block128 acc{{0, 0, 0, 0}};
   for (std::uint32_t u = 0; u < nseg; ++u) {
-    const std::uint32_t end = total - kSegmentBlocks * u;
-    const std::uint32_t begin = end > kSegmentBlocks ? end - kSegmentBlocks : 0;
+    std::uint32_t begin, end;
+    segment_range(total, nseg, u, &begin, &end);
     const std::uint32_t m = end - begin;
     std::array<Block128, 32> z{};
     for (std::uint32_t lane = 0; lane < 32; ++lane) {
@@ -167,6 +167,28 @@ TEST(GpuMath, EmulatedKernelSealMatchesOpenssl) {
   }
 }
 
+TEST(GpuMath, SegmentsCoverTheStreamOnceAndFitThePowerTable) {
+  for (std::uint32_t len : {0u, 16u, 8000u, 16368u, 16384u, 24560u, 65536u, 1u << 20}) {
+    for (std::uint32_t aad : {0u, 24u, 64u}) {
+      const std::uint32_t total = ghash_stream_blocks(aad, len), nseg = ghash_segments(aad, len);
+      ASSERT_GE(nseg, 1u);
+      ASSERT_LE(nseg, kMaxSegments);
+      std::uint32_t covered = 0, prev_begin = total;
+      for (std::uint32_t u = 0; u < nseg; ++u) {
+        std::uint32_t b, e;
+        segment_range(total, nseg, u, &b, &e);
+        ASSERT_EQ(e, prev_begin);
+        ASSERT_LT(b, e);
+        ASSERT_LE(e - b, kSegmentBlocks + kSegmentBlocks / 2);
+        covered += e - b;
+        prev_begin = b;
+      }
+      ASSERT_EQ(prev_begin, 0u);
+      ASSERT_EQ(covered, total);
+    }
+  }
+}
+
 TEST(GpuMath, PackBatchLaysOutChunksAlignedWithPrefixSums) {
   ChunkKey key;
   std::vector<std::uint8_t> data(5000), aad(64, 0xab);
@@ -185,21 +207,25 @@ TEST(GpuMath, PackBatchLaysOutChunksAlignedWithPrefixSums) {
     ptrs.push_back(&ops[i]);
   }
   std::vector<std::uint32_t> keys(3, 0);
-  std::vector<unsigned char> header(header_capacity(3)), area(8192);
-  const BatchPlan plan = pack_batch(ptrs, keys, 32, false, header.data(), area.data());
+  std::vector<unsigned char> header(header_capacity(3) + 8192, 0xCC);
+  const BatchPlan plan = pack_batch(ptrs, keys, 32, false, header.data());
+  const unsigned char* area = header.data() + plan.data_offset;
   const auto* d = reinterpret_cast<const ChunkDesc*>(header.data());
   EXPECT_EQ(d[0].data_offset, 0u);
   EXPECT_EQ(d[1].data_offset, 32u);
   EXPECT_EQ(d[2].data_offset, 32u);
   EXPECT_EQ(plan.data_bytes, 32u + 4096u);
-  EXPECT_EQ(plan.ctr_tasks, 1u + 0u + 8u);
+  EXPECT_EQ(plan.ctr_tasks, 1u + 1u + 9u);  // every chunk has a CTR block more: the tag mask
   EXPECT_EQ(plan.segments, 3u);
-  EXPECT_EQ(std::memcmp(area.data() + 32, data.data() + 17, 4096), 0);
+  EXPECT_EQ(plan.data_offset % 256, 0u);
+  EXPECT_LE(plan.data_offset, header_capacity(3));
+  EXPECT_EQ(std::memcmp(area + 32, data.data() + 17, 4096), 0);
+  for (std::size_t i = 0; i < 3 * sizeof(ChunkScratch); ++i) ASSERT_EQ(header[plan.scratch_offset + i], 0) << i;
   const auto* tp = reinterpret_cast<const std::uint32_t*>(header.data() + plan.task_prefix_offset);
   EXPECT_EQ(tp[0], 0u);
   EXPECT_EQ(tp[1], 1u);
-  EXPECT_EQ(tp[2], 1u);
-  EXPECT_EQ(tp[3], 9u);
+  EXPECT_EQ(tp[2], 2u);
+  EXPECT_EQ(tp[3], 11u);
   EXPECT_EQ(std::memcmp(d[0].aad, aad.data(), 24), 0);
   EXPECT_EQ(d[0].aad[24], 0);
 }
