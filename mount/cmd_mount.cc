@@ -55,6 +55,7 @@ int cmd_mount(int argc, char** argv) {
     mount::MountOptions mo;
     mount::FsOptions fso;
     std::string cipherdir, log_file;
+    bool no_writeback = false;
     po::options_description opts("usage: gpucryptfs mount [OPTIONS] CIPHERDIR MOUNTPOINT\n\n"
                                  "Mounts the vault in CIPHERDIR on the empty directory MOUNTPOINT and returns once "
                                  "the mount is ready.\nUnmount with: fusermount3 -u MOUNTPOINT\n\noptions");
@@ -68,8 +69,9 @@ int cmd_mount(int argc, char** argv) {
         "allow-other", po::bool_switch(&mo.allow_other), "let other users use the mount (needs user_allow_other)")(
         "fuse-options,o", po::value(&mo.extra_options)->composing(), "extra FUSE mount options, comma-separated (may repeat)")(
         "log", po::value(&log_file), "append the log to this file (default: syslog when detached)")(
-        "writeback-cache", po::bool_switch(&fso.writeback_cache),
-        "let the kernel gather small writes into pages before they are encrypted")(
+        "no-writeback-cache", po::bool_switch(&no_writeback),
+        "send every write to gpucryptfs as it happens instead of letting the kernel gather small "
+        "writes into pages first (slower for small writes)")(
         "cpu-threads", po::value(&engine.cpu_threads)->default_value(0), "cpu engine threads (0: all cores)");
     po::options_description hidden;
     std::vector<std::string> positional;
@@ -85,6 +87,7 @@ int cmd_mount(int argc, char** argv) {
       return kExitOk;
     }
     po::notify(vm);
+    fso.writeback_cache = !no_writeback;
     if (positional.size() != 2) throw po::error("CIPHERDIR and MOUNTPOINT are both needed");
     cipherdir = absolute(positional[0]);
     mo.mountpoint = absolute(positional[1]);

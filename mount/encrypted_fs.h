@@ -21,8 +21,10 @@ namespace gcfs::mount {
 struct FsOptions {
   double attr_timeout = 1.0;
   double entry_timeout = 1.0;
-  // The kernel's writeback cache: small writes are gathered into pages before they reach us.
-  bool writeback_cache = false;
+  // The kernel's writeback cache: small writes are gathered into pages before they reach us, so
+  // a 512-byte write is not a read-modify-write of a whole chunk. The kernel then also places
+  // O_APPEND writes and keeps the size and mtime while writes are cached.
+  bool writeback_cache = true;
 };
 
 class EncryptedFs {

@@ -101,7 +101,7 @@ TEST(Cli, InfoAndHelp) {
 
 TEST(Cli, ReadOnlyMountRefusesWrites) {
   VaultOptions o;
-  o.mount_args = {"--read-only"};
+  o.mount_args.push_back("--read-only");
   MountedVault v(o);
   int fd = ::open(v.path("new").c_str(), O_CREAT | O_WRONLY, 0644);
   EXPECT_EQ(fd, -1);

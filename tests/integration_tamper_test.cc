@@ -130,11 +130,11 @@ TEST(Tamper, ForeignAndMovedEntriesAreHidden) {
   // Drop a file that is not ours and move an entry from d into the root (wrong dir IV).
   write_file(v.cipherdir() + "/NotOursAtAll", "z");
   auto r = run_shell("cd " + shell_quote(v.cipherdir()) + " && for d in */; do for f in \"$d\"*; do "
-                     "case \"$f\" in *.*) ;; *) mv \"$f\" ./movedEntry;; esac; done; done");
+                     "case \"$f\" in *.*) ;; *) mv -- \"$f\" ./movedEntry;; esac; done; done");
   ASSERT_EQ(r.status, 0) << r.output;
   v.mount();
   r = v.sh("ls -A | sort | tr '\\n' ' '; ls -A d | wc -l");
-  EXPECT_EQ(r.output, "d top 0\n");
+  EXPECT_EQ(r.output, "d top 0\n") << run_shell("find . -ls; cat ../gpucryptfs.log", v.cipherdir()).output;
   EXPECT_NE(v.log().find("do not decrypt"), std::string::npos) << v.log();
 }
 

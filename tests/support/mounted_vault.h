@@ -4,7 +4,8 @@
 // daemon is killed by its pid) and the removal of the temporary folders; also when the test failed.
 //
 // The engine is GPUCRYPTFS_TEST_ENGINE (cpu when unset), so one suite runs on the GPU machine with
-// GPUCRYPTFS_TEST_ENGINE=gpu. The binary is GPUCRYPTFS_BIN, which the build defines.
+// GPUCRYPTFS_TEST_ENGINE=gpu; GPUCRYPTFS_TEST_MOUNT_ARGS adds mount options to every mount. The
+// binary is GPUCRYPTFS_BIN, which the build defines.
 //
 //   gcfs::test::MountedVault v;
 //   write_file(v.path("a.txt"), "hello");
@@ -102,10 +103,20 @@ class TempDir {
   std::string path_;
 };
 
+// Extra `gpucryptfs mount` arguments for every test mount (GPUCRYPTFS_TEST_MOUNT_ARGS, split on
+// spaces), so the whole suite can run with, say, --no-writeback-cache.
+inline std::vector<std::string> test_mount_args() {
+  std::vector<std::string> out;
+  const char* e = std::getenv("GPUCRYPTFS_TEST_MOUNT_ARGS");
+  std::istringstream in(e ? e : "");
+  for (std::string a; in >> a;) out.push_back(a);
+  return out;
+}
+
 struct VaultOptions {
   std::string engine = test_engine();
   unsigned chunk_size = 0;                // 0: the default
-  std::vector<std::string> mount_args;    // extra arguments for `gpucryptfs mount`
+  std::vector<std::string> mount_args = test_mount_args();  // extra arguments for `gpucryptfs mount`
   bool mount = true;                      // mount in the constructor
   std::string password = "correct horse battery staple";
 };
