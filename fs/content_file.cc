@@ -246,9 +246,11 @@ int ContentFile::seal_and_write_locked(ChunkRange r, const std::uint8_t* plain, 
   // allocated blocks this is a cheap no-op. Filesystems without fallocate (some network ones)
   // skip this step.
   if (::fallocate(fd(), FALLOC_FL_KEEP_SIZE, static_cast<off_t>(disk_off), static_cast<off_t>(disk_len)) != 0 &&
-      (errno == ENOSPC || errno == EDQUOT)) {
-    log::warning(label_ + ": write refused: disk full");
-    return -errno;
+      (errno == ENOSPC || errno == EDQUOT || errno == EFBIG)) {
+    // EFBIG: past the filesystem's largest file, where pwrite would stop part-way too.
+    const int err = errno;
+    log::warning(label_ + (err == EFBIG ? ": write refused: file too large" : ": write refused: disk full"));
+    return -err;
   }
   ssize_t w = pwrite_full(fd(), ct.data(), disk_len, disk_off);
   if (w < 0) {
@@ -343,6 +345,7 @@ int ContentFile::truncate_locked(std::uint64_t new_size) {
     return 0;
   }
   auto& plain = scratch(1, C);
+  std::optional<std::uint64_t> resealed;  // the chunk already rewritten for the new size
   if (new_size < size_) {
     const std::uint64_t k = layout_.chunk_of(new_size);
     if (new_size % C != 0) {
@@ -350,6 +353,7 @@ int ContentFile::truncate_locked(std::uint64_t new_size) {
       if (rc < 0) return rc;
       rc = seal_and_write_locked({k, k}, plain.data(), new_size);
       if (rc < 0) return rc;
+      resealed = k;
     }
   } else if (size_ % C != 0) {
     // The old last chunk is partial: it grows (zero-padded) before the rest becomes holes.
@@ -359,11 +363,22 @@ int ContentFile::truncate_locked(std::uint64_t new_size) {
     std::memset(plain.data() + size_ % C, 0, C - size_ % C);
     rc = seal_and_write_locked({k, k}, plain.data(), std::min(new_size, (k + 1) * C));
     if (rc < 0) return rc;
+    resealed = k;
   } else if (size_ == 0) {
     int rc = ensure_header_locked(true);
     if (rc < 0) return rc;
   }
-  if (::ftruncate(fd(), static_cast<off_t>(layout_.base_offset() + layout_.cipher_size(new_size))) != 0) return -errno;
+  if (::ftruncate(fd(), static_cast<off_t>(layout_.base_offset() + layout_.cipher_size(new_size))) != 0) {
+    const int err = -errno;
+    // The filesystem refused the size (EFBIG past its limit, say): reseal the edge chunk at its
+    // old length from the plaintext still in hand, so a failed truncate leaves the file as it was
+    // instead of with a chunk whose length no longer matches the file size.
+    if (resealed) {
+      (void)seal_and_write_locked({*resealed, *resealed}, plain.data(), size_);
+      (void)::ftruncate(fd(), static_cast<off_t>(layout_.base_offset() + layout_.cipher_size(size_)));
+    }
+    return err;
+  }
   size_ = new_size;
   return 0;
 }
