@@ -244,6 +244,23 @@ TEST_F(ContentFileTest, EmptyFileAndReadsPastEof) {
   EXPECT_EQ(f.read(0, 100, out.data()), 0);
 }
 
+TEST_F(ContentFileTest, WriteBeyondTheFilesystemsLimitFailsWithoutChangingTheFile) {
+  // ext4 stops at 16 TiB, tmpfs and others elsewhere: a write far past the end fails (EFBIG or
+  // EINVAL from the filesystem) and the file must be what it was, on disk too.
+  Backing b(file_path("huge"), 4096);
+  const Bytes data = pattern(100, 15);
+  ASSERT_EQ(b.file->write(0, data.data(), data.size()), 100);
+  const std::uint64_t far = 1ull << 60;
+  const ssize_t n = b.file->write(far, data.data(), data.size());
+  if (n >= 0) GTEST_SKIP() << "the backing filesystem takes files of 2^60 bytes";
+  EXPECT_EQ(b.file->plain_size(), 100);
+  EXPECT_EQ(b.disk_size(), b.layout.cipher_size(100));
+  EXPECT_EQ(b.read_all(*b.file), data);
+  EXPECT_EQ(b.read_all(b.reopen()), data);
+  EXPECT_LT(b.file->truncate(far), 0);
+  EXPECT_EQ(b.read_all(b.reopen()), data);
+}
+
 TEST_F(ContentFileTest, HolesReadAsZerosAndTakeNoSpace) {
   const std::uint32_t C = 65536;
   Backing b(file_path("sparse"), C);
