@@ -5,6 +5,7 @@
 #include <string>
 
 #include "mount/commands.h"
+#include "mount/process_hardening.h"
 
 namespace {
 
@@ -33,6 +34,7 @@ void usage(std::ostream& out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  gcfs::cli::harden_process();  // before any password or key is in memory
   if (argc < 2) {
     usage(std::cerr);
     return gcfs::cli::kExitUsage;

@@ -1,6 +1,7 @@
 #include "mount/password.h"
 
 #include <stdio.h>
+#include <fcntl.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -22,12 +23,32 @@ std::string first_line(std::string s) {
   return s;
 }
 
+// Reads up to the first newline with plain read(2) into one buffer that is wiped afterwards; an
+// ifstream would leave copies of the password in its own buffer and in reallocated strings.
 std::string from_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError("cannot read the password file " + path + ": " + std::strerror(errno));
-  std::string line;
-  std::getline(in, line);
-  return first_line(line);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw UserError("cannot read the password file " + path + ": " + std::strerror(errno));
+  std::string buf(64 * 1024, '\0');
+  std::size_t len = 0;
+  int err = 0;
+  while (len < buf.size() && std::memchr(buf.data(), '\n', len) == nullptr) {
+    ssize_t n = ::read(fd, buf.data() + len, buf.size() - len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) err = errno;
+    if (n <= 0) break;
+    len += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  std::string pw;
+  if (!err) {
+    const char* nl = static_cast<const char*>(std::memchr(buf.data(), '\n', len));
+    std::size_t end = nl ? static_cast<std::size_t>(nl - buf.data()) : len;
+    if (end && buf[end - 1] == '\r') --end;
+    pw.assign(buf.data(), end);
+  }
+  secure_wipe(buf.data(), buf.size());
+  if (err) throw UserError("cannot read the password file " + path + ": " + std::strerror(err));
+  return pw;
 }
 
 std::string from_program(const std::string& cmd) {
@@ -37,6 +58,7 @@ std::string from_program(const std::string& cmd) {
   char buf[256];
   size_t n;
   while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  secure_wipe(buf, sizeof buf);
   int status = ::pclose(p);
   if (status != 0) throw UserError("the --extpass program failed (exit status " + std::to_string(status) + ")");
   std::string pw = first_line(out);

@@ -3,6 +3,8 @@
 // exit code, and writes nothing (the CIPHERDIR tree is compared before and after). Also fsck's
 // command line: exit status, what it prints, and --repair.
 #include <gtest/gtest.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -11,6 +13,7 @@
 
 #include "fs/vault_check.h"
 #include "mount/commands.h"
+#include "mount/process_hardening.h"
 #include "tests/fault_support.h"
 
 namespace gcfs {
@@ -177,6 +180,36 @@ TEST_F(FaultCli, FsckUsageErrors) {
   EXPECT_EQ(run("fsck").status, cli::kExitUsage);
   EXPECT_EQ(run("fsck --no-such-option " + v.dir()).status, cli::kExitUsage);
   EXPECT_EQ(run("fsck --help").status, 0);
+}
+
+TEST(ProcessHardening, NoCoreDumpsAndNoSameUserDebugging) {
+  // In a child, so this test process keeps its own settings.
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (!cli::harden_process()) ::_exit(10);
+    if (::prctl(PR_GET_DUMPABLE) != 0) ::_exit(11);
+    rlimit core{};
+    if (::getrlimit(RLIMIT_CORE, &core) != 0 || core.rlim_cur != 0) ::_exit(12);
+    // It survives the fork that detaches the daemon.
+    pid_t grandchild = ::fork();
+    if (grandchild == 0) ::_exit(::prctl(PR_GET_DUMPABLE) == 0 ? 0 : 13);
+    int st = 0;
+    ::waitpid(grandchild, &st, 0);
+    ::_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 14);
+  }
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 0) << "10: harden_process failed, 11: still dumpable, 12: core limit not 0, 13: lost on fork";
+}
+
+TEST_F(FaultCli, PasswordFileWithCrLfAndNoNewline) {
+  write_text(tmp / "crlf", std::string(TestVault::kPassword) + "\r\nsecond line\n");
+  EXPECT_EQ(run("fsck --passfile " + (tmp / "crlf") + " " + v.dir()).status, 0);
+  write_text(tmp / "bare", TestVault::kPassword);
+  EXPECT_EQ(run("fsck --passfile " + (tmp / "bare") + " " + v.dir()).status, 0);
+  expect_refused("fsck --passfile " + tmp.path() + " " + v.dir(), cli::kExitError, "cannot read the password file");
 }
 
 }  // namespace
