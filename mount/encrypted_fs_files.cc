@@ -95,14 +95,20 @@ void EncryptedFs::create(fuse_req_t req, fuse_ino_t parent, const char* name, mo
   int rc = disk_name(dir, name, &dn);
   if (rc == 0) rc = NameMapping::write_name_file(dir.fd, dn);
   if (rc < 0) return (void)fuse_reply_err(req, -rc);
-  const int flags = O_CREAT | O_RDWR | O_CLOEXEC | O_NOFOLLOW | (fi->flags & (O_EXCL | O_TRUNC));
-  int fd = ::openat(dir.fd, dn.entry.c_str(), flags, mode);
+  // Usually the name is new; when another request made it first (and the caller did not ask for
+  // O_EXCL), open that file instead, without taking it over for the caller.
+  bool created = true;
+  int fd = ::openat(dir.fd, dn.entry.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW, mode);
+  if (fd < 0 && errno == EEXIST && !(fi->flags & O_EXCL)) {
+    created = false;
+    fd = ::openat(dir.fd, dn.entry.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  }
   if (fd < 0) {
     int err = errno;
-    if (err != EEXIST) NameMapping::remove_name_file(dir.fd, dn);
+    if (err != EEXIST && created) NameMapping::remove_name_file(dir.fd, dn);
     return (void)fuse_reply_err(req, err);
   }
-  give_to_caller(req, dir.fd, dn.entry);
+  if (created) give_to_caller(req, dir.fd, dn.entry);
   fuse_entry_param e{};
   rc = make_entry(dir, dn.entry, &e);
   if (rc < 0) {
@@ -113,6 +119,12 @@ void EncryptedFs::create(fuse_req_t req, fuse_ino_t parent, const char* name, mo
   std::shared_ptr<ContentFile> content;
   rc = acquire_content(in, true, &content, fd);
   if (rc < 0) {
+    inodes_.forget(in, 1);
+    return (void)fuse_reply_err(req, -rc);
+  }
+  // Truncation goes through the shared ContentFile, whose cached size other handles rely on.
+  if (!created && (fi->flags & O_TRUNC) && (rc = content->truncate(0)) < 0) {
+    release_content(in);
     inodes_.forget(in, 1);
     return (void)fuse_reply_err(req, -rc);
   }
