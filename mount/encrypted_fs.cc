@@ -118,8 +118,11 @@ void EncryptedFs::reply_entry_or_err(fuse_req_t req, int rc, const fuse_entry_pa
 void EncryptedFs::give_to_caller(fuse_req_t req, int dirfd, const std::string& entry) {
   if (!running_as_root_) return;
   const fuse_ctx* ctx = fuse_req_ctx(req);
-  if (ctx->uid == 0 && ctx->gid == 0) return;
-  if (::fchownat(dirfd, entry.c_str(), ctx->uid, ctx->gid, AT_SYMLINK_NOFOLLOW) != 0)
+  gid_t gid = ctx->gid;
+  struct stat dir {};
+  if (::fstat(dirfd, &dir) == 0 && (dir.st_mode & S_ISGID)) gid = dir.st_gid;  // setgid directories pass on their group
+  if (ctx->uid == 0 && gid == 0) return;
+  if (::fchownat(dirfd, entry.c_str(), ctx->uid, gid, AT_SYMLINK_NOFOLLOW) != 0)
     log::warning("cannot give a new entry to uid " + std::to_string(ctx->uid) + ": " + std::strerror(errno));
 }
 

@@ -1,6 +1,7 @@
 // The CLI's promises: the documented exit codes and one-line messages for each way a mount or an
 // init can go wrong, passwd, info, --help, read-only mounts.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -106,6 +107,33 @@ TEST(Cli, ReadOnlyMountRefusesWrites) {
   int fd = ::open(v.path("new").c_str(), O_CREAT | O_WRONLY, 0644);
   EXPECT_EQ(fd, -1);
   EXPECT_EQ(errno, EROFS);
+}
+
+TEST(Cli, AllowOtherLetsAnotherUserWorkAndOwnTheirFiles) {
+  VaultOptions o;
+  o.mount_args.push_back("--allow-other");
+  MountedVault v(o);
+  // The fixture's temporary folder is private to root; let the other user reach the mountpoint.
+  ASSERT_EQ(run_shell("chmod 755 \"$(dirname " + shell_quote(v.mountpoint()) + ")\" " + shell_quote(v.mountpoint())).status, 0);
+  ASSERT_EQ(::mkdir(v.path("shared").c_str(), 0777), 0);
+  ASSERT_EQ(::chmod(v.path("shared").c_str(), 0777), 0);
+  auto r = run_shell("setpriv --reuid=65534 --regid=65534 --clear-groups sh -c 'echo mine > " + v.path("shared/f") +
+                     " && cat " + v.path("shared/f") + "' && stat -c '%u:%g' " + shell_quote(v.path("shared/f")) +
+                     " && setpriv --reuid=65534 --regid=65534 --clear-groups sh -c 'echo x > " + v.path("denied") +
+                     "' 2>/dev/null || echo denied");
+  EXPECT_EQ(r.output, "mine\n65534:65534\ndenied\n") << "kernel permission checks must apply too";
+}
+
+TEST(Cli, SigtermUnmounts) {
+  MountedVault v;
+  write_file(v.path("f"), "x");
+  ASSERT_GT(v.daemon_pid(), 0);
+  ASSERT_EQ(::kill(v.daemon_pid(), SIGTERM), 0);
+  auto r = run_shell("for i in $(seq 1 100); do mountpoint -q " + shell_quote(v.mountpoint()) +
+                     " || { echo gone; exit 0; }; sleep 0.05; done; echo still-mounted");
+  EXPECT_EQ(r.output, "gone\n");
+  v.remount();
+  EXPECT_EQ(read_file(v.path("f")), "x");
 }
 
 TEST(Cli, ForegroundMountServesUntilUnmounted) {

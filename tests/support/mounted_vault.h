@@ -172,7 +172,7 @@ class MountedVault {
     mounted_ = false;
     bool done = false;
     for (int attempt = 0; attempt < 50 && !done; ++attempt) {
-      done = run_shell("fusermount3 -u " + shell_quote(mountpoint_)).status == 0;
+      done = !in_mount_table() || run_shell("fusermount3 -u " + shell_quote(mountpoint_)).status == 0;
       if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     if (!done) run_shell("fusermount3 -u -z " + shell_quote(mountpoint_));
@@ -196,6 +196,19 @@ class MountedVault {
   CommandResult sh(const std::string& script) const { return run_shell(script, mountpoint_); }
 
   pid_t daemon_pid() const { return daemon_pid_; }
+
+  // Whether the kernel still lists MOUNTPOINT as mounted (it may be gone already: the daemon was
+  // killed or a test unmounted it).
+  bool in_mount_table() const {
+    std::istringstream in(read_file("/proc/self/mounts"));
+    for (std::string line; std::getline(in, line);) {
+      std::istringstream fields(line);
+      std::string dev, where;
+      fields >> dev >> where;
+      if (where == mountpoint_) return true;
+    }
+    return false;
+  }
 
  private:
   // Running (a zombie waiting for init to reap it has finished all its work).
