@@ -99,6 +99,11 @@ int cmd_mount(int argc, char** argv) {
     if (mo.mountpoint == cipherdir || mo.mountpoint.starts_with(cipherdir + "/"))
       throw mount::MountFailure(kExitBadMountpoint, "the mountpoint must not lie inside CIPHERDIR");
     auto password = std::make_shared<std::string>(read_password(pw_src, "Password: "));
+    // The parent of a detached mount keeps its copy until it exits: wipe it on every way out.
+    struct Wiper {
+      std::string& s;
+      ~Wiper() { secure_wipe(s.data(), s.size()); }
+    } wipe_password{*password};
 
     auto setup = [&]() -> mount::FuseFilesystem {
       ::umask(0);  // the kernel has applied the caller's umask to every mode we are given
