@@ -15,11 +15,13 @@ std::size_t header_capacity(std::size_t chunks) {
 }
 
 BatchPlan pack_batch(std::span<ChunkOp* const> ops, std::span<const std::uint32_t> key_index,
-                     std::uint32_t task_blocks, bool open, unsigned char* buffer, bool copy_data) {
+                     std::uint32_t task_blocks, std::uint32_t segment_blocks, bool open, unsigned char* buffer,
+                     bool copy_data) {
   BatchPlan plan;
   const std::size_t n = ops.size();
   plan.chunks = static_cast<std::uint32_t>(n);
   plan.task_blocks = task_blocks;
+  plan.segment_blocks = segment_blocks;
   plan.task_prefix_offset = align16(n * sizeof(ChunkDesc));
   plan.segment_prefix_offset = plan.task_prefix_offset + align16((n + 1) * sizeof(std::uint32_t));
   plan.scratch_offset = plan.segment_prefix_offset + align16((n + 1) * sizeof(std::uint32_t));
@@ -48,13 +50,14 @@ BatchPlan pack_batch(std::span<ChunkOp* const> ops, std::span<const std::uint32_
     if (copy_data && op.len) std::memcpy(data + offset, op.in, op.len);
     task_prefix[i] = tasks;
     segment_prefix[i] = segments;
-    tasks += (ctr_blocks(d.len) + task_blocks - 1) / task_blocks;
-    segments += ghash_segments(d.aad_len, d.len);
+    tasks += (blocks_of(d.len) + task_blocks - 1) / task_blocks;
+    segments += ghash_segments(d.aad_len, d.len, segment_blocks);
     offset += padded_len(op.len);
   }
   task_prefix[n] = tasks;
   segment_prefix[n] = segments;
-  plan.ctr_tasks = tasks;
+  plan.ctr_data_tasks = tasks;
+  plan.ctr_tasks = tasks + static_cast<std::uint32_t>((n + kMaskTaskChunks - 1) / kMaskTaskChunks);
   plan.segments = segments;
   plan.data_bytes = offset;
   return plan;

@@ -15,7 +15,9 @@ namespace gcfs::gpu {
 struct BatchPlan {
   std::uint32_t chunks = 0;
   std::uint32_t task_blocks = 0;       // AES blocks per CTR warp task
-  std::uint32_t ctr_tasks = 0;
+  std::uint32_t ctr_tasks = 0;         // data tasks, then tag-mask tasks
+  std::uint32_t ctr_data_tasks = 0;
+  std::uint32_t segment_blocks = 0;   // GHASH segment length S
   std::uint32_t segments = 0;          // GHASH segments
   std::size_t task_prefix_offset = 0;
   std::size_t segment_prefix_offset = 0;
@@ -35,6 +37,7 @@ inline std::size_t padded_len(std::size_t len) { return (len + 15) & ~std::size_
 // For open, the expected tags go into the descriptors. With copy_data false the data area is left
 // for the caller to fill (in parallel) at descs[i].data_offset.
 BatchPlan pack_batch(std::span<ChunkOp* const> ops, std::span<const std::uint32_t> key_index,
-                     std::uint32_t task_blocks, bool open, unsigned char* buffer, bool copy_data = true);
+                     std::uint32_t task_blocks, std::uint32_t segment_blocks, bool open, unsigned char* buffer,
+                     bool copy_data = true);
 
 }  // namespace gcfs::gpu

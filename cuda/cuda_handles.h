@@ -55,8 +55,11 @@ class DeviceBuffer {
 class PinnedBuffer {
  public:
   PinnedBuffer() = default;
-  explicit PinnedBuffer(std::size_t bytes) : bytes_(bytes) {
-    check_cuda(cudaHostAlloc(&ptr_, bytes, cudaHostAllocPortable), "cudaHostAlloc");
+  // write_combined: for buffers the CPU only writes and the GPU only reads (uploads): the CPU's
+  // stores stream out without reading lines first, and the GPU's reads skip the CPU caches.
+  explicit PinnedBuffer(std::size_t bytes, bool write_combined = false) : bytes_(bytes) {
+    check_cuda(cudaHostAlloc(&ptr_, bytes, cudaHostAllocPortable | (write_combined ? cudaHostAllocWriteCombined : 0)),
+               "cudaHostAlloc");
   }
   PinnedBuffer(PinnedBuffer&& o) noexcept { swap(o); }
   PinnedBuffer& operator=(PinnedBuffer&& o) noexcept { swap(o); return *this; }

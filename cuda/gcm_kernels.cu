@@ -101,6 +101,20 @@ __device__ __forceinline__ void aes_last_round(std::uint32_t s[4], uint4 k, std:
   s[0] = t0, s[1] = t1, s[2] = t2, s[3] = t3;
 }
 
+// E_K(J0) for chunk c, one whole block in this lane (lanes of a tag-mask task hold different
+// chunks, so their round keys differ: per-lane loads here, a broadcast in the data path).
+__device__ __forceinline__ void tag_mask_block(const BatchView& b, std::uint32_t c, std::uint32_t yb) {
+  const bool valid = c < b.chunks;
+  const ChunkDesc* d = b.descs + (valid ? c : b.chunks - 1);
+  const uint4* rk = reinterpret_cast<const uint4*>(b.keys[d->key].round_keys);
+  const uint4 k0 = __ldg(rk);
+  std::uint32_t s[4] = {d->nonce[0] ^ k0.x, d->nonce[1] ^ k0.y, d->nonce[2] ^ k0.z, bswap32(1) ^ k0.w};
+#pragma unroll 1
+  for (int r = 1; r < kAesRounds; ++r) aes_round(s, __ldg(rk + r), yb);
+  aes_last_round(s, __ldg(rk + kAesRounds), yb);
+  if (valid) b.scratch[c].ej0 = Block128{{s[0], s[1], s[2], s[3]}};
+}
+
 // One thread per AES block, BPT blocks per thread in flight together (independent lookups hide
 // the shared-memory latency). A warp task is 32*BPT consecutive blocks of one chunk, lane l taking
 // blocks l, l+32, ...: every load and store is a coalesced 16-byte access.
@@ -120,13 +134,17 @@ __global__ void __launch_bounds__(kCtaThreads, 1) ctr_coarse(BatchView b, const 
   const std::uint32_t task_end = min(b.ctr_tasks, (warp + 1) * per_warp);
   std::uint32_t c = 0, next_chunk_task = 0;
   for (std::uint32_t task = warp * per_warp; task < task_end; ++task) {
+    if (task >= b.ctr_data_tasks) {
+      tag_mask_block(b, (task - b.ctr_data_tasks) * kMaskTaskChunks + lane, yb);
+      continue;
+    }
     if (task == warp * per_warp) {
       c = find_chunk(b.ctr_task_prefix, b.chunks, task);
       next_chunk_task = __ldg(b.ctr_task_prefix + c + 1);
     }
     while (task >= next_chunk_task) next_chunk_task = __ldg(b.ctr_task_prefix + (++c) + 1);
     const ChunkDesc* d = b.descs + c;
-    const std::uint32_t nblocks = ctr_blocks(d->len);  // index 0 is the tag mask (counter 1)
+    const std::uint32_t nblocks = blocks_of(d->len);
     const std::uint32_t first = (task - __ldg(b.ctr_task_prefix + c)) * (32 * BPT);
     const uint4* src = reinterpret_cast<const uint4*>(b.in + d->data_offset);
     uint4* dst = reinterpret_cast<uint4*>(b.out + d->data_offset);
@@ -139,8 +157,8 @@ __global__ void __launch_bounds__(kCtaThreads, 1) ctr_coarse(BatchView b, const 
 #pragma unroll
     for (int k = 0; k < BPT; ++k) {
       const std::uint32_t blk = first + lane + 32 * k;
-      if (blk >= 1 && blk < nblocks) x[k] = src[blk - 1];
-      s[k][0] = n0 ^ k0.x, s[k][1] = n1 ^ k0.y, s[k][2] = n2 ^ k0.z, s[k][3] = bswap32(blk + 1) ^ k0.w;
+      if (blk < nblocks) x[k] = src[blk];
+      s[k][0] = n0 ^ k0.x, s[k][1] = n1 ^ k0.y, s[k][2] = n2 ^ k0.z, s[k][3] = bswap32(blk + 2) ^ k0.w;
     }
 #pragma unroll
     for (int r = 1; r < kAesRounds; ++r) {
@@ -153,11 +171,8 @@ __global__ void __launch_bounds__(kCtaThreads, 1) ctr_coarse(BatchView b, const 
     for (int k = 0; k < BPT; ++k) {
       aes_last_round(s[k], kl, yb);
       const std::uint32_t blk = first + lane + 32 * k;
-      if (blk == 0) {
-        b.scratch[c].ej0 = Block128{{s[k][0], s[k][1], s[k][2], s[k][3]}};
-      } else if (blk < nblocks) {
-        dst[blk - 1] = make_uint4(x[k].x ^ s[k][0], x[k].y ^ s[k][1], x[k].z ^ s[k][2], x[k].w ^ s[k][3]);
-      }
+      if (blk < nblocks)
+        dst[blk] = make_uint4(x[k].x ^ s[k][0], x[k].y ^ s[k][1], x[k].z ^ s[k][2], x[k].w ^ s[k][3]);
     }
   }
 }
@@ -181,13 +196,17 @@ __global__ void __launch_bounds__(kCtaThreads, 1) ctr_fine(BatchView b, const st
   const std::uint32_t task_end = min(b.ctr_tasks, (warp + 1) * per_warp);
   std::uint32_t c = 0, next_chunk_task = 0;
   for (std::uint32_t task = warp * per_warp; task < task_end; ++task) {
+    if (task >= b.ctr_data_tasks) {
+      tag_mask_block(b, (task - b.ctr_data_tasks) * kMaskTaskChunks + lane, yb);
+      continue;
+    }
     if (task == warp * per_warp) {
       c = find_chunk(b.ctr_task_prefix, b.chunks, task);
       next_chunk_task = __ldg(b.ctr_task_prefix + c + 1);
     }
     while (task >= next_chunk_task) next_chunk_task = __ldg(b.ctr_task_prefix + (++c) + 1);
     const ChunkDesc* d = b.descs + c;
-    const std::uint32_t nblocks = ctr_blocks(d->len);  // index 0 is the tag mask (counter 1)
+    const std::uint32_t nblocks = blocks_of(d->len);
     const std::uint32_t first = (task - __ldg(b.ctr_task_prefix + c)) * (8 * BPT);
     const std::uint32_t* src = reinterpret_cast<const std::uint32_t*>(b.in + d->data_offset);
     std::uint32_t* dst = reinterpret_cast<std::uint32_t*>(b.out + d->data_offset);
@@ -198,8 +217,8 @@ __global__ void __launch_bounds__(kCtaThreads, 1) ctr_fine(BatchView b, const st
 #pragma unroll
     for (int k = 0; k < BPT; ++k) {
       const std::uint32_t blk = first + grp + 8 * k;
-      x[k] = blk >= 1 && blk < nblocks ? src[(blk - 1) * 4 + col] : 0;
-      s[k] = (col == 3 ? bswap32(blk + 1) : nonce) ^ __ldg(rk + col);
+      x[k] = blk < nblocks ? src[blk * 4 + col] : 0;
+      s[k] = (col == 3 ? bswap32(blk + 2) : nonce) ^ __ldg(rk + col);
     }
 #pragma unroll
     for (int r = 1; r <= kAesRounds; ++r) {
@@ -219,8 +238,7 @@ __global__ void __launch_bounds__(kCtaThreads, 1) ctr_fine(BatchView b, const st
 #pragma unroll
     for (int k = 0; k < BPT; ++k) {
       const std::uint32_t blk = first + grp + 8 * k;
-      if (blk == 0) b.scratch[c].ej0.w[col] = s[k];
-      else if (blk < nblocks) dst[(blk - 1) * 4 + col] = x[k] ^ s[k];
+      if (blk < nblocks) dst[blk * 4 + col] = x[k] ^ s[k];
     }
   }
 }
@@ -288,7 +306,7 @@ __global__ void __launch_bounds__(kGhashCtaThreads) ghash_kernel(BatchView b) {
   const std::uint32_t nseg = __ldg(b.segment_prefix + c + 1) - seg0;
   const std::uint32_t u = nseg - 1 - (seg - seg0);  // position from the end
   std::uint32_t begin, end;
-  segment_range(total, nseg, u, &begin, &end);
+  segment_range(total, nseg, u, b.segment_blocks, &begin, &end);
   const std::uint32_t m = end - begin;
   const KeyBlob* key = b.keys + d->key;
   const unsigned char* text = (b.open ? b.in : b.out) + d->data_offset;
@@ -310,7 +328,7 @@ __global__ void __launch_bounds__(kGhashCtaThreads) ghash_kernel(BatchView b) {
   std::uint32_t finisher = 0, ok = 0;
   if (lane == 0) {
     a = mul_table_global(a, key->tables[0]);
-    if (u > 0) a = gf_mul_u64(a, key->segment_power[u]);
+    if (u > 0) a = gf_mul_u64(a, key->segment_power[u * (b.segment_blocks / kSegmentBlocksSmall)]);
     ChunkScratch* s = b.scratch + c;
     finisher = 1;
     if (nseg > 1) {

@@ -21,9 +21,11 @@ struct BatchView {
   const ChunkDesc* descs = nullptr;
   std::uint32_t chunks = 0;
   const std::uint32_t* ctr_task_prefix = nullptr;   // chunks + 1 entries
-  std::uint32_t ctr_tasks = 0;
+  std::uint32_t ctr_tasks = 0;       // data tasks first, then tag-mask tasks
+  std::uint32_t ctr_data_tasks = 0;
   const std::uint32_t* segment_prefix = nullptr;    // chunks + 1 entries
   std::uint32_t segments = 0;
+  std::uint32_t segment_blocks = kSegmentBlocksLarge;
   const KeyBlob* keys = nullptr;
   const std::uint8_t* in = nullptr;
   std::uint8_t* out = nullptr;

@@ -15,11 +15,14 @@ constexpr std::size_t kMaxGpuChunkBytes = 1u << 20;
 constexpr std::size_t kMaxAadBytes = 64;
 
 // GHASH splits a chunk's block stream (AAD blocks, ciphertext blocks, the length block) into
-// segments of up to 1024 blocks, counted from the end; one warp hashes one segment, each lane
-// every 32nd block (Horner with H^32), then the lanes combine in a 5-level tree (H, H^2, ..., H^16)
-// and the segment is scaled by H^(1024 u) for its position u from the end.
-constexpr std::uint32_t kSegmentBlocks = 1024;
-constexpr std::uint32_t kMaxSegments = (kMaxGpuChunkBytes / 16 + kMaxAadBytes / 16 + 1 + kSegmentBlocks - 1) / kSegmentBlocks;
+// segments of S blocks, counted from the end; one warp hashes one segment, each lane every 32nd
+// block (Horner with H^32), then the lanes combine in a 5-level tree (H, H^2, ..., H^16) and the
+// segment is scaled by H^(S u) for its position u from the end. S is chosen per batch: 1024 for
+// throughput (fewer trees), 256 for latency (shorter serial chains in each lane).
+constexpr std::uint32_t kSegmentBlocksLarge = 1024;
+constexpr std::uint32_t kSegmentBlocksSmall = 256;
+constexpr std::uint32_t kMaxStreamBlocks = kMaxGpuChunkBytes / 16 + kMaxAadBytes / 16 + 1;
+constexpr std::uint32_t kSegmentPowers = kMaxStreamBlocks / kSegmentBlocksSmall + 1;  // H^(256 u)
 
 // Nibble tables in a KeyBlob: index l holds H^(2^l); l = 5 is H^32, the Horner multiplier.
 constexpr int kPowerTables = 6;
@@ -28,7 +31,7 @@ constexpr int kPowerTables = 6;
 // kept only in pinned staging and device memory, never written to disk.
 struct KeyBlob {
   std::uint32_t round_keys[64];                        // 60 used
-  Block128 segment_power[kMaxSegments];                // H^(1024 u)
+  Block128 segment_power[kSegmentPowers];              // H^(256 u)
   std::uint32_t tables[kPowerTables][kNibbleTableWords];
 };
 
@@ -61,19 +64,20 @@ GCFS_HD std::uint32_t blocks_of(std::uint32_t bytes) { return (bytes + 15) / 16;
 GCFS_HD std::uint32_t ghash_stream_blocks(std::uint32_t aad_len, std::uint32_t len) {
   return blocks_of(aad_len) + blocks_of(len) + 1;
 }
-// Segments are kSegmentBlocks long counted from the end; a remainder under half a segment joins
-// the first one instead of costing a warp and a lane tree of its own.
-GCFS_HD std::uint32_t ghash_segments(std::uint32_t aad_len, std::uint32_t len) {
-  const std::uint32_t n = (ghash_stream_blocks(aad_len, len) + kSegmentBlocks / 2) / kSegmentBlocks;
+// Segments are S blocks long counted from the end; a remainder under half a segment joins the
+// first one instead of costing a warp and a lane tree of its own.
+GCFS_HD std::uint32_t ghash_segments(std::uint32_t aad_len, std::uint32_t len, std::uint32_t s) {
+  const std::uint32_t n = (ghash_stream_blocks(aad_len, len) + s / 2) / s;
   return n ? n : 1;
 }
 // Blocks [begin, end) of the GHASH stream form segment u (0 = the last segment).
-GCFS_HD void segment_range(std::uint32_t total, std::uint32_t segments, std::uint32_t u, std::uint32_t* begin,
-                           std::uint32_t* end) {
-  *end = total - kSegmentBlocks * u;
-  *begin = u + 1 == segments ? 0 : *end - kSegmentBlocks;
+GCFS_HD void segment_range(std::uint32_t total, std::uint32_t segments, std::uint32_t u, std::uint32_t s,
+                           std::uint32_t* begin, std::uint32_t* end) {
+  *end = total - s * u;
+  *begin = u + 1 == segments ? 0 : *end - s;
 }
-// CTR work of a chunk: its data blocks plus the tag mask E_K(J0), done as block "-1".
-GCFS_HD std::uint32_t ctr_blocks(std::uint32_t len) { return blocks_of(len) + 1; }
+// The tag masks E_K(J0) are computed by extra CTR tasks of 32 chunks each, one block per lane, so
+// that the chunks' own tasks stay aligned to whole warps.
+constexpr std::uint32_t kMaskTaskChunks = 32;
 
 }  // namespace gcfs::gpu

@@ -62,7 +62,8 @@ GpuKernelTiming gpu_kernel_benchmark(const std::string& variant, const std::stri
     const std::uint64_t blocks = bytes / 16;
     const std::uint32_t task_blocks = ctr_task_blocks(v, blocks, sms);
     std::vector<unsigned char> upload(header_capacity(chunks) + bytes + 16 * chunks);
-    const BatchPlan plan = pack_batch(op_ptrs, key_index, task_blocks, what == "open", upload.data());
+    const BatchPlan plan =
+        pack_batch(op_ptrs, key_index, task_blocks, kSegmentBlocksLarge, what == "open", upload.data());
 
     std::vector<KeyBlob> blobs(kKeys);
     for (std::size_t k = 0; k < kKeys; ++k) build_key_blob(keys[k].data(), blobs[k]);
@@ -80,6 +81,8 @@ GpuKernelTiming gpu_kernel_benchmark(const std::string& variant, const std::stri
     view.chunks = static_cast<std::uint32_t>(chunks);
     view.ctr_task_prefix = reinterpret_cast<const std::uint32_t*>(d_header + plan.task_prefix_offset);
     view.ctr_tasks = plan.ctr_tasks;
+    view.ctr_data_tasks = plan.ctr_data_tasks;
+    view.segment_blocks = plan.segment_blocks;
     view.segment_prefix = reinterpret_cast<const std::uint32_t*>(d_header + plan.segment_prefix_offset);
     view.segments = plan.segments;
     view.keys = d_keys.get<KeyBlob>();
@@ -187,6 +190,22 @@ std::vector<std::pair<std::string, double>> gpu_transfer_probe(int device) {
       t.push_back(static_cast<double>(big) / std::chrono::duration<double>(Clock::now() - t0).count() / 1e9);
     }
     out.emplace_back("memcpy_into_pinned_1core_GBps", median(t));
+    PinnedBuffer wc(big, true);
+    t.clear();
+    for (int i = 0; i < 5; ++i) {
+      const auto t0 = Clock::now();
+      std::memcpy(wc.get(), pageable.data(), big);
+      t.push_back(static_cast<double>(big) / std::chrono::duration<double>(Clock::now() - t0).count() / 1e9);
+    }
+    out.emplace_back("memcpy_into_write_combined_pinned_1core_GBps", median(t));
+    t.clear();
+    std::vector<unsigned char> pageable2(big, 4);
+    for (int i = 0; i < 5; ++i) {
+      const auto t0 = Clock::now();
+      std::memcpy(pageable2.data(), h_b.get(), big);
+      t.push_back(static_cast<double>(big) / std::chrono::duration<double>(Clock::now() - t0).count() / 1e9);
+    }
+    out.emplace_back("memcpy_out_of_pinned_1core_GBps", median(t));
   } catch (const CudaError& e) {
     throw UserError(std::string("GPU transfer probe failed: ") + e.what());
   }

@@ -75,7 +75,7 @@ TEST(GpuMath, NibbleTableMultiplyMatchesBitSerial) {
 // The GHASH kernel's algorithm, step for step (segments from the end, lanes every 32nd block with
 // H^32, the shuffle permutation and the 5-level tree), with warp shuffles emulated.
 Block128 emulate_ghash(const KeyBlob& kb, const std::uint8_t* aad, std::uint32_t aad_len, const std::uint8_t* text,
-                       std::uint32_t len) {
+                       std::uint32_t len, std::uint32_t seg_blocks) {
   const std::uint32_t aad_blocks = blocks_of(aad_len), text_blocks = blocks_of(len);
   const std::uint32_t total = aad_blocks + text_blocks + 1;
   auto input = [&](std::uint32_t j) {
@@ -91,11 +91,11 @@ Block128 emulate_ghash(const KeyBlob& kb, const std::uint8_t* aad, std::uint32_t
     }
     return length_block(aad_len, len);
   };
-  const std::uint32_t nseg = ghash_segments(aad_len, len);
+  const std::uint32_t nseg = ghash_segments(aad_len, len, seg_blocks);
   Block128 acc{{0, 0, 0, 0}};
   for (std::uint32_t u = 0; u < nseg; ++u) {
     std::uint32_t begin, end;
-    segment_range(total, nseg, u, &begin, &end);
+    segment_range(total, nseg, u, seg_blocks, &begin, &end);
     const std::uint32_t m = end - begin;
     std::array<Block128, 32> z{};
     for (std::uint32_t lane = 0; lane < 32; ++lane) {
@@ -115,7 +115,7 @@ Block128 emulate_ghash(const KeyBlob& kb, const std::uint8_t* aad, std::uint32_t
       a = next;
     }
     Block128 y = gf_mul_table(a[0], kb.tables[0]);
-    if (u > 0) y = gf_mul_u64(y, kb.segment_power[u]);
+    if (u > 0) y = gf_mul_u64(y, kb.segment_power[u * (seg_blocks / kSegmentBlocksSmall)]);
     acc = xor128(acc, y);
   }
   return acc;
@@ -123,7 +123,7 @@ Block128 emulate_ghash(const KeyBlob& kb, const std::uint8_t* aad, std::uint32_t
 
 void emulate_seal(const std::uint8_t key[32], const std::array<std::uint8_t, 12>& nonce, const std::uint8_t* aad,
                   std::uint32_t aad_len, const std::uint8_t* in, std::uint8_t* out, std::uint32_t len,
-                  std::uint8_t tag[16]) {
+                  std::uint8_t tag[16], std::uint32_t seg_blocks) {
   auto kb = std::make_unique<KeyBlob>();
   build_key_blob(key, *kb);
   std::uint32_t n[3];
@@ -134,7 +134,7 @@ void emulate_seal(const std::uint8_t key[32], const std::array<std::uint8_t, 12>
     store_block(aes256_encrypt_te0(te0.data(), kb->round_keys, counter_block(n, i + 2)), ks);
     for (std::uint32_t k = 0; k < 16 && 16 * i + k < len; ++k) out[16 * i + k] = in[16 * i + k] ^ ks[k];
   }
-  const Block128 s = emulate_ghash(*kb, aad, aad_len, out, len);
+  const Block128 s = emulate_ghash(*kb, aad, aad_len, out, len, seg_blocks);
   store_block(xor128(s, aes256_encrypt_te0(te0.data(), kb->round_keys, counter_block(n, 1))), tag);
 }
 
@@ -158,10 +158,12 @@ TEST(GpuMath, EmulatedKernelSealMatchesOpenssl) {
       op.out = ref.data();
       op.len = len;
       cpu_seal_one(op);
-      std::uint8_t tag[16];
-      emulate_seal(key.data(), op.nonce, aad.data(), aad_len, in.data(), out.data(), len, tag);
-      ASSERT_EQ(std::memcmp(out.data(), ref.data(), len), 0) << "len " << len << " aad " << aad_len;
-      ASSERT_EQ(std::memcmp(tag, op.tag.data(), 16), 0) << "len " << len << " aad " << aad_len;
+      for (std::uint32_t seg : {kSegmentBlocksSmall, kSegmentBlocksLarge}) {
+        std::uint8_t tag[16];
+        emulate_seal(key.data(), op.nonce, aad.data(), aad_len, in.data(), out.data(), len, tag, seg);
+        ASSERT_EQ(std::memcmp(out.data(), ref.data(), len), 0) << "len " << len << " aad " << aad_len;
+        ASSERT_EQ(std::memcmp(tag, op.tag.data(), 16), 0) << "len " << len << " aad " << aad_len << " seg " << seg;
+      }
       if (len > 70000) break;  // the largest sizes once: the emulation is slow
     }
   }
@@ -170,21 +172,23 @@ TEST(GpuMath, EmulatedKernelSealMatchesOpenssl) {
 TEST(GpuMath, SegmentsCoverTheStreamOnceAndFitThePowerTable) {
   for (std::uint32_t len : {0u, 16u, 8000u, 16368u, 16384u, 24560u, 65536u, 1u << 20}) {
     for (std::uint32_t aad : {0u, 24u, 64u}) {
-      const std::uint32_t total = ghash_stream_blocks(aad, len), nseg = ghash_segments(aad, len);
+     for (std::uint32_t seg : {kSegmentBlocksSmall, kSegmentBlocksLarge}) {
+      const std::uint32_t total = ghash_stream_blocks(aad, len), nseg = ghash_segments(aad, len, seg);
       ASSERT_GE(nseg, 1u);
-      ASSERT_LE(nseg, kMaxSegments);
+      ASSERT_LE((nseg - 1) * (seg / kSegmentBlocksSmall), kSegmentPowers - 1);  // the power table reaches
       std::uint32_t covered = 0, prev_begin = total;
       for (std::uint32_t u = 0; u < nseg; ++u) {
         std::uint32_t b, e;
-        segment_range(total, nseg, u, &b, &e);
+        segment_range(total, nseg, u, seg, &b, &e);
         ASSERT_EQ(e, prev_begin);
         ASSERT_LT(b, e);
-        ASSERT_LE(e - b, kSegmentBlocks + kSegmentBlocks / 2);
+        ASSERT_LE(e - b, seg + seg / 2);
         covered += e - b;
         prev_begin = b;
       }
       ASSERT_EQ(prev_begin, 0u);
       ASSERT_EQ(covered, total);
+     }
     }
   }
 }
@@ -208,14 +212,15 @@ TEST(GpuMath, PackBatchLaysOutChunksAlignedWithPrefixSums) {
   }
   std::vector<std::uint32_t> keys(3, 0);
   std::vector<unsigned char> header(header_capacity(3) + 8192, 0xCC);
-  const BatchPlan plan = pack_batch(ptrs, keys, 32, false, header.data());
+  const BatchPlan plan = pack_batch(ptrs, keys, 32, kSegmentBlocksLarge, false, header.data());
   const unsigned char* area = header.data() + plan.data_offset;
   const auto* d = reinterpret_cast<const ChunkDesc*>(header.data());
   EXPECT_EQ(d[0].data_offset, 0u);
   EXPECT_EQ(d[1].data_offset, 32u);
   EXPECT_EQ(d[2].data_offset, 32u);
   EXPECT_EQ(plan.data_bytes, 32u + 4096u);
-  EXPECT_EQ(plan.ctr_tasks, 1u + 1u + 9u);  // every chunk has a CTR block more: the tag mask
+  EXPECT_EQ(plan.ctr_data_tasks, 1u + 0u + 8u);
+  EXPECT_EQ(plan.ctr_tasks, 9u + 1u);  // one tag-mask task covers up to 32 chunks
   EXPECT_EQ(plan.segments, 3u);
   EXPECT_EQ(plan.data_offset % 256, 0u);
   EXPECT_LE(plan.data_offset, header_capacity(3));
@@ -224,8 +229,8 @@ TEST(GpuMath, PackBatchLaysOutChunksAlignedWithPrefixSums) {
   const auto* tp = reinterpret_cast<const std::uint32_t*>(header.data() + plan.task_prefix_offset);
   EXPECT_EQ(tp[0], 0u);
   EXPECT_EQ(tp[1], 1u);
-  EXPECT_EQ(tp[2], 2u);
-  EXPECT_EQ(tp[3], 11u);
+  EXPECT_EQ(tp[2], 1u);
+  EXPECT_EQ(tp[3], 9u);
   EXPECT_EQ(std::memcmp(d[0].aad, aad.data(), 24), 0);
   EXPECT_EQ(d[0].aad[24], 0);
 }
