@@ -186,11 +186,25 @@ void EncryptedFs::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fu
   const bool dst_name_existed = dst.is_long && entry_exists(to.fd, dst.name_file());
   rc = NameMapping::write_name_file(to.fd, dst);
   if (rc < 0) return (void)fuse_reply_err(req, -rc);
+  // Replacing a directory that is empty in the plaintext view: the backing rename would see its IV
+  // file and refuse, so take the IV out first and put it back if the rename fails after all.
+  int replaced_dir = -1;
+  DirIv replaced_iv{};
+  bool iv_taken = false;
+  if (!(flags & (RENAME_EXCHANGE | RENAME_NOREPLACE))) {
+    replaced_dir = ::openat(to.fd, dst.entry.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (replaced_dir >= 0 && check_only_iv(replaced_dir) == 0 &&
+        read_dir_iv(replaced_dir, &replaced_iv, label_of(to) + "/" + dst.entry) == 0)
+      iv_taken = ::unlinkat(replaced_dir, kDirIvFileName, 0) == 0;
+  }
   if (::renameat2(from.fd, src.entry.c_str(), to.fd, dst.entry.c_str(), flags) != 0) {
     int err = errno;
+    if (iv_taken) create_dir_iv(replaced_dir, nullptr, &replaced_iv);
+    if (replaced_dir >= 0) ::close(replaced_dir);
     if (dst.is_long && !dst_name_existed) NameMapping::remove_name_file(to.fd, dst);
     return (void)fuse_reply_err(req, err);
   }
+  if (replaced_dir >= 0) ::close(replaced_dir);
   // The source name is gone unless this was an exchange or a rename between two hard links of
   // one file (which POSIX makes a no-op).
   if (src.is_long && !entry_exists(from.fd, src.entry)) NameMapping::remove_name_file(from.fd, src);

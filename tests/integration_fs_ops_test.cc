@@ -119,6 +119,22 @@ TEST_F(FsOps, RenameReplaceNoreplaceAndExchange) {
   EXPECT_EQ(read_file(v_.path("d3/moved/inner")), "in");
 }
 
+TEST_F(FsOps, RenameReplacesAnEmptyDirectoryOnly) {
+  ASSERT_EQ(::mkdir(v_.path("src").c_str(), 0755), 0);
+  write_file(v_.path("src/f"), "moved");
+  ASSERT_EQ(::mkdir(v_.path("empty").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(v_.path("full").c_str(), 0755), 0);
+  write_file(v_.path("full/g"), "stays");
+  EXPECT_EQ(::rename(v_.path("src").c_str(), v_.path("full").c_str()), -1);
+  EXPECT_EQ(errno, ENOTEMPTY);
+  EXPECT_EQ(::rename(v_.path("src").c_str(), v_.path("empty").c_str()), 0) << std::strerror(errno);
+  v_.remount();
+  EXPECT_EQ(read_file(v_.path("empty/f")), "moved");
+  EXPECT_EQ(read_file(v_.path("full/g")), "stays");
+  write_file(v_.path("full/h"), "still writable: the IV is back");
+  EXPECT_EQ(list_dir(v_.path("full")), (std::set<std::string>{"g", "h"}));
+}
+
 TEST_F(FsOps, LongNamesAtTheBoundaryCreateRenameAndUnlink) {
   const std::string n175(175, 's'), n176(176, 'l'), n255(255, 'z');
   write_file(v_.path(n175), "short form");
