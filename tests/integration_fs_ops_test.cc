@@ -172,9 +172,14 @@ TEST_F(FsOps, HardLinksShareContent) {
   ASSERT_EQ(::stat(v_.path(long_alias).c_str(), &b), 0);
   EXPECT_EQ(a.st_ino, b.st_ino);
   EXPECT_EQ(a.st_nlink, 3u);
+  // Renaming one hard link onto another of the same file changes nothing (POSIX): both stay.
+  const std::string long_alias2(240, 'k');
+  ASSERT_EQ(::link(v_.path(long_alias).c_str(), v_.path(long_alias2).c_str()), 0);
+  ASSERT_EQ(::rename(v_.path(long_alias).c_str(), v_.path(long_alias2).c_str()), 0);
   ASSERT_EQ(::unlink(v_.path("orig").c_str()), 0);
   v_.remount();
   EXPECT_EQ(read_file(v_.path(long_alias)), "two, longer");
+  EXPECT_EQ(read_file(v_.path(long_alias2)), "two, longer");
 }
 
 TEST_F(FsOps, SymlinksAreEncryptedAndResolve) {
