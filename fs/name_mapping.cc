@@ -47,6 +47,9 @@ std::optional<std::string> NameMapping::to_plain(int dirfd, std::string_view ent
     auto encoded = read_name_file(dirfd, entry);
     // The .name file must hash to its entry: otherwise a swapped .name file could rename entries.
     if (!encoded || std::string(kLongNamePrefix) + sha256_base64url(*encoded) != entry) return std::nullopt;
+    // Only names too long for an entry take the long form: a short one here would be a second
+    // spelling of a name that already has its own entry (two entries, one plaintext name).
+    if (encoded->size() <= kMaxNameBytes) return std::nullopt;
     return names_.decrypt(*encoded, iv);
   }
   if (is_internal_entry(entry)) return std::nullopt;
