@@ -194,6 +194,8 @@ class Checker {
           bad_name = true;
           auto encoded = NameMapping::read_name_file(dirfd, name);
           if (!encoded) why = "long name whose " + name + std::string(kLongNameSuffix) + " file is missing or unreadable";
+          else if (encoded->size() <= kMaxNameBytes)
+            why = "long-name entry holding a name short enough for its own entry (a planted second spelling)";
           else if (names_.decrypt(*encoded, iv)) why = "long name whose .name file does not match its hash (swapped or edited)";
           else why = "long name that does not decrypt (damaged, from another vault, or moved from another directory)";
         }

@@ -7,6 +7,10 @@
 #include <algorithm>
 #include <filesystem>
 
+#include <openssl/evp.h>
+
+#include "crypto/base64url.h"
+
 #include "fs/log.h"
 #include "fs/vault_check.h"
 #include "tests/fault_support.h"
@@ -205,6 +209,32 @@ TEST_F(FaultFsck, EditedLongNameFile) {
   r = fsck();
   const auto& p = only_problem(r, e2.substr(v.dir().size() + 1));
   EXPECT_NE(p.what.find("missing"), std::string::npos) << p.what;
+}
+
+TEST_F(FaultFsck, ShortNamePlantedInLongForm) {
+  // A second spelling of an existing name: the short encoding stored as a long name. It must not
+  // decrypt (the directory would list one name twice) and fsck must report it.
+  v.write_file("/hello", testing::pattern_bytes(10, 28));
+  const std::string entry = v.cipher_rel("/hello");
+  DiskName planted;
+  planted.encoded = entry;
+  planted.is_long = true;
+  {
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    EVP_Digest(entry.data(), entry.size(), md, &len, EVP_sha256(), nullptr);
+    planted.entry = std::string(kLongNamePrefix) + base64url_encode({md, len});
+  }
+  int dirfd = ::open(v.dir().c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_EQ(NameMapping::write_name_file(dirfd, planted), 0);
+  std::filesystem::copy_file(v.cipher_path("/hello"), v.dir() + "/" + planted.entry);
+  DirIv iv{};
+  ASSERT_EQ(read_dir_iv(dirfd, &iv, v.dir()), 0);
+  EXPECT_FALSE(v.vault().names().to_plain(dirfd, planted.entry, iv)) << "a short name was accepted in long form";
+  ::close(dirfd);
+  const FsckReport r = fsck();
+  ASSERT_EQ(r.problems.size(), 1u);
+  EXPECT_NE(only_problem(r, planted.entry).what.find("second spelling"), std::string::npos);
 }
 
 TEST_F(FaultFsck, OrphanLongNameFileAndForeignFile) {
