@@ -209,6 +209,17 @@ TEST_F(VolumeMountTest, Ext4OnTheVolumeSurvivesUnmountFsckAndRemount) {
       for (auto& f : files)
         if (f.first.rfind("tree/d0/", 0) == 0) f.first = "tree/renamed/" + f.first.substr(8);
       fsys::remove(fs_ + "/gone.txt");
+      // fstrim sends the freed blocks of a deleted file down as discards: loop device, FUSE
+      // fallocate(PUNCH_HOLE), and holes in the container again.
+      const auto trimmed = random_bytes(20 << 20, 2);
+      std::ofstream(fs_ + "/trim_me.bin", std::ios::binary).write(trimmed.data(), static_cast<std::streamsize>(trimmed.size()));
+      ASSERT_EQ(run("sync").status, 0);
+      const std::uint64_t before = container_bytes_on_disk();
+      fsys::remove(fs_ + "/trim_me.bin");
+      ASSERT_EQ(run("sync").status, 0);  // ext4 frees the blocks when the journal commits
+      CommandResult trim = run("fstrim " + q(fs_));
+      ASSERT_EQ(trim.status, 0) << trim.output;
+      EXPECT_LT(container_bytes_on_disk() + (16ull << 20), before) << "fstrim must punch the freed chunks";
       ASSERT_TRUE(ext4.release());
       loop.release();
     }
