@@ -26,6 +26,9 @@ constexpr int kCtaThreads = 512;
 constexpr std::uint32_t kTableBytes = 128 * 1024;
 constexpr std::uint32_t kCtrSmemBytes = kTableBytes + 64 * 1024;  // room to align to 64 KiB
 constexpr int kGhashCtaThreads = 256;
+// Up to this many segments (four per SM: 48 KiB of tables each) a batch hashes with the tables in
+// shared memory; beyond it, L1 serves the tables well enough and occupancy matters more.
+constexpr std::uint32_t kGhashSharedMaxSegments = 4 * 132;
 
 template <int Offset>
 __device__ __forceinline__ std::uint32_t lds(std::uint32_t addr) {
@@ -291,14 +294,25 @@ __device__ __forceinline__ Block128 ghash_input(const ChunkDesc* d, const unsign
   return length_block(d->aad_len, d->len);
 }
 
-// One warp per segment (see gcm_layout.h). The warp that completes a chunk's last segment masks
-// the hash with E_K(J0) (left by the CTR kernel) and writes the tag (seal) or the constant-time
+__device__ __forceinline__ Block128 mul_table_shared(const Block128& x, const std::uint32_t* table) {
+  Block128 z{{0, 0, 0, 0}};
+#pragma unroll
+  for (int p = 0; p < 32; ++p) {
+    const std::uint32_t off = nibble_offset(x, p);
+    const uint2 lo = *reinterpret_cast<const uint2*>(reinterpret_cast<const char*>(table) + (2 * p) * 128 + off);
+    const uint2 hi = *reinterpret_cast<const uint2*>(reinterpret_cast<const char*>(table) + (2 * p + 1) * 128 + off);
+    z.w[0] ^= lo.x, z.w[1] ^= lo.y, z.w[2] ^= hi.x, z.w[3] ^= hi.y;
+  }
+  return z;
+}
+
+// One warp hashes one segment (see gcm_layout.h). The warp that completes a chunk's last segment
+// masks the hash with E_K(J0) (from the CTR pass) and writes the tag (seal) or the constant-time
 // comparison (open); for a chunk that failed it zeroes the plaintext before it can leave the GPU.
-__global__ void __launch_bounds__(kGhashCtaThreads) ghash_kernel(BatchView b) {
-  const std::uint32_t seg = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-  if (seg >= b.segments) return;
-  const std::uint32_t lane = threadIdx.x & 31;
-  const std::uint32_t c = find_chunk(b.segment_prefix, b.chunks, seg);
+// mul(x, l) multiplies by H^(2^l) through the key's table l, wherever the tables are.
+template <class Mul>
+__device__ __forceinline__ void ghash_segment(const BatchView& b, std::uint32_t seg, std::uint32_t c,
+                                              std::uint32_t lane, Mul mul) {
   const ChunkDesc* d = b.descs + c;
   const std::uint32_t aad_blocks = (d->aad_len + 15) / 16, text_blocks = (d->len + 15) / 16;
   const std::uint32_t total = aad_blocks + text_blocks + 1;
@@ -317,17 +331,17 @@ __global__ void __launch_bounds__(kGhashCtaThreads) ghash_kernel(BatchView b) {
     z = ghash_input(d, text, aad_blocks, text_blocks, j);
     for (j += 32; j < end; j += 32) {
       const Block128 x = ghash_input(d, text, aad_blocks, text_blocks, j);
-      z = xor128(mul_table_global(z, key->tables[5]), x);
+      z = xor128(mul(z, 5), x);
     }
   }
   // Lane q takes the partial sum whose blocks need H^(q+1) more, then a tree over lanes.
   Block128 a = shfl_block(z, static_cast<int>((m - 1 - lane) & 31));
 #pragma unroll
-  for (int l = 0; l < 5; ++l) a = xor128(a, mul_table_global(shfl_down_block(a, 1 << l), key->tables[l]));
+  for (int l = 0; l < 5; ++l) a = xor128(a, mul(shfl_down_block(a, 1 << l), l));
+  a = mul(a, 0);  // every lane computes it; lane 0's is the one kept
 
   std::uint32_t finisher = 0, ok = 0;
   if (lane == 0) {
-    a = mul_table_global(a, key->tables[0]);
     if (u > 0) a = gf_mul_u64(a, key->segment_power[u * (b.segment_blocks / kSegmentBlocksSmall)]);
     ChunkScratch* s = b.scratch + c;
     finisher = 1;
@@ -363,6 +377,31 @@ __global__ void __launch_bounds__(kGhashCtaThreads) ghash_kernel(BatchView b) {
   }
 }
 
+// Throughput form: eight warps per CTA, tables read through L1 (many segments share a key).
+__global__ void __launch_bounds__(kGhashCtaThreads) ghash_kernel(BatchView b) {
+  const std::uint32_t seg = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  if (seg >= b.segments) return;
+  const std::uint32_t c = find_chunk(b.segment_prefix, b.chunks, seg);
+  const KeyBlob* key = b.keys + b.descs[c].key;
+  ghash_segment(b, seg, c, threadIdx.x & 31, [key](const Block128& x, int l) { return mul_table_global(x, key->tables[l]); });
+}
+
+// Latency form, for small batches: one warp per CTA copies its key's tables into shared memory
+// first (one parallel load), so each of the ~15 dependent multiplies of a lane's chain waits on
+// shared memory instead of a trip to L2 or HBM.
+constexpr std::uint32_t kGhashSharedBytes = kPowerTables * kNibbleTableBytes;
+__global__ void __launch_bounds__(32) ghash_kernel_shared(BatchView b) {
+  extern __shared__ __align__(16) std::uint32_t tables[];
+  const std::uint32_t seg = blockIdx.x, lane = threadIdx.x;
+  const std::uint32_t c = find_chunk(b.segment_prefix, b.chunks, seg);
+  const uint4* src = reinterpret_cast<const uint4*>(b.keys[b.descs[c].key].tables);
+  uint4* dst = reinterpret_cast<uint4*>(tables);
+  for (std::uint32_t i = lane; i < kGhashSharedBytes / 16; i += 32) dst[i] = __ldg(src + i);
+  __syncwarp();
+  ghash_segment(b, seg, c, lane,
+                [](const Block128& x, int l) { return mul_table_shared(x, tables + l * kNibbleTableWords); });
+}
+
 __global__ void empty_kernel() {}
 
 cudaError_t launch_ctr(const BatchView& b, CtrVariant v, std::uint32_t task_blocks, const DeviceTables& t,
@@ -385,6 +424,10 @@ cudaError_t launch_ctr(const BatchView& b, CtrVariant v, std::uint32_t task_bloc
 
 cudaError_t launch_ghash(const BatchView& b, cudaStream_t stream) {
   if (b.chunks == 0) return cudaSuccess;
+  if (b.segments <= kGhashSharedMaxSegments) {
+    ghash_kernel_shared<<<b.segments, 32, kGhashSharedBytes, stream>>>(b);
+    return cudaGetLastError();
+  }
   const std::uint32_t warps_per_cta = kGhashCtaThreads / 32;
   const std::uint32_t grid = (b.segments + warps_per_cta - 1) / warps_per_cta;
   ghash_kernel<<<grid, kGhashCtaThreads, 0, stream>>>(b);
@@ -421,7 +464,8 @@ cudaError_t configure_kernels() {
     if (const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kCtrSmemBytes);
         e != cudaSuccess)
       return e;
-  return cudaSuccess;
+  return cudaFuncSetAttribute(reinterpret_cast<const void*>(ghash_kernel_shared),
+                              cudaFuncAttributeMaxDynamicSharedMemorySize, kGhashSharedBytes);
 }
 
 cudaError_t launch_seal(const BatchView& b, CtrVariant v, std::uint32_t task_blocks, const DeviceTables& t,

@@ -215,7 +215,7 @@ class GpuEngine final : public ChunkEngine {
     cv_.notify_all();
     while (req.pending > 0 || !mine.empty()) {
       if (!queue_.empty() && !free_.empty() && !disabled_) {
-        maybe_gather(lock, mine.size());
+        maybe_gather(lock, mine.size(), req);
         if (queue_.empty() || free_.empty()) continue;
         Batch b = take_batch();
         lock.unlock();
@@ -248,6 +248,12 @@ class GpuEngine final : public ChunkEngine {
 
   // Ops the GPU cannot take (oversized) go to the fallback at once; the rest is cut into pieces.
   void split(std::span<ChunkOp> ops, bool seal, Request& req, std::vector<Piece>& pieces) {
+    // A request is cut into about one part per stream (at least 64 KiB each), so that packing one
+    // part overlaps the GPU's work on the previous one even for a lone caller.
+    std::size_t total = 0;
+    for (const auto& op : ops) total += padded_len(op.len);
+    const std::size_t limit =
+        std::clamp<std::size_t>((total + slots_.size() - 1) / slots_.size(), std::size_t{64} << 10, piece_limit_);
     std::size_t start = 0, bytes = 0, keys = 0;
     const ChunkKey* last_key = nullptr;
     auto flush = [&](std::size_t end) {
@@ -263,7 +269,7 @@ class GpuEngine final : public ChunkEngine {
       }
       const std::size_t b = padded_len(ops[i].len);
       const bool new_key = ops[i].key != last_key;
-      if (i > start && (bytes + b > piece_limit_ || i - start >= kMaxBatchChunks || keys + new_key > kSlotKeys)) flush(i);
+      if (i > start && (bytes + b > limit || i - start >= kMaxBatchChunks || keys + new_key > kSlotKeys)) flush(i);
       if (ops[i].key != last_key) ++keys, last_key = ops[i].key;
       bytes += b;
     }
@@ -271,22 +277,33 @@ class GpuEngine final : public ChunkEngine {
   }
 
   // While the GPU is busy with batches this thread launched, wait briefly for other callers'
-  // requests so the next launch carries more.
-  void maybe_gather(std::unique_lock<std::mutex>& lock, std::size_t in_flight) {
+  // requests so the next launch carries more; never while the caller's own parts are queued.
+  void maybe_gather(std::unique_lock<std::mutex>& lock, std::size_t in_flight, const Request& own) {
     if (in_flight == 0 || options_.gather_wait.count() <= 0) return;
     std::size_t queued = 0;
-    for (const auto& p : queue_) queued += p.bytes;
+    for (const auto& p : queue_) {
+      if (p.request == &own) return;
+      queued += p.bytes;
+    }
     if (queued >= options_.max_batch_bytes / 2) return;
     cv_.wait_for(lock, options_.gather_wait);
   }
 
+  // Takes queued pieces of one kind for a free slot. While other slots are free too, it takes only
+  // its share of the queue (the rest starts on the other streams at once); with one free slot it
+  // takes all that fits: the queue grew while the GPU was busy, and one launch carries it.
   Batch take_batch() {
     Batch b;
+    const std::size_t free_slots = free_.size();
     b.slot = free_.front();
     free_.pop_front();
     b.seal = queue_.front().seal;
+    std::size_t queued = 0;
+    for (const auto& p : queue_)
+      if (p.seal == b.seal) queued += p.bytes;
+    const std::size_t share = (queued + free_slots - 1) / free_slots;
     std::size_t bytes = 0, keys = 0, chunks = 0;
-    for (auto it = queue_.begin(); it != queue_.end();) {
+    for (auto it = queue_.begin(); it != queue_.end() && (b.pieces.empty() || bytes < share);) {
       const bool fits = bytes + it->bytes <= max_data_ - kMaxBatchChunks * 16 &&
                         chunks + it->ops.size() <= kMaxBatchChunks && keys + it->key_changes <= kSlotKeys;
       if (it->seal == b.seal && (b.pieces.empty() || fits)) {

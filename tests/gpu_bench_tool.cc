@@ -94,6 +94,18 @@ int main(int argc, char** argv) {
     }
   }
 
+  // 1b. Kernel-only time of small batches: the GPU's share of one request's round trip.
+  if (!gpus.empty()) {
+    const std::pair<std::size_t, std::size_t> small[] = {{4096, 4096}, {65536, 65536}, {65536, 131072}, {65536, 1u << 20}};
+    for (const auto& [chunk_size, total] : small)
+      for (const auto& v : gpu_kernel_variants())
+        for (const char* what : {"ctr", "seal"}) {
+          const auto t = gpu_kernel_benchmark(v, what, chunk_size, total);
+          emit({std::string("kernel_time_") + what, "gpu/" + v, "chunk=" + kib(chunk_size) + " batch=" + kib(total),
+                t.seconds * 1e6, "us", 0});
+        }
+  }
+
   CpuEngine cpu1(1), cpu_all(0);
   std::unique_ptr<ChunkEngine> gpu, gpu_coarse, gpu_nospin;
   CpuEngine fallback(0);
@@ -118,6 +130,7 @@ int main(int argc, char** argv) {
     if (gpu) {
       throughput(*gpu, "gpu", chunk, 16u << 20, 1, op, secs);
       throughput(*gpu, "gpu", chunk, 16u << 20, 4, op, secs);
+      throughput(*gpu, "gpu", chunk, 16u << 20, 8, op, secs);
       throughput(*gpu, "gpu", chunk, 1u << 20, 16, op, secs);
       throughput(*gpu, "gpu", chunk, 128u << 10, 32, op, secs);
       throughput(*gpu_nospin, "gpu/nospin", chunk, 16u << 20, 4, op, secs);
