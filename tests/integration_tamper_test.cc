@@ -138,6 +138,31 @@ TEST(Tamper, ForeignAndMovedEntriesAreHidden) {
   EXPECT_NE(v.log().find("do not decrypt"), std::string::npos) << v.log();
 }
 
+TEST(Tamper, MissingDirIvAndForgedSymlinkGiveEioAndAreLogged) {
+  MountedVault v;
+  ASSERT_EQ(::mkdir(v.path("d").c_str(), 0755), 0);
+  write_file(v.path("d/f"), "x");
+  ASSERT_EQ(::symlink("somewhere", v.path("link").c_str()), 0);
+  v.unmount();
+  auto r = run_shell("rm -f */gpucryptfs.diriv && for l in $(find . -maxdepth 1 -type l); do "
+                     "ln -sfn AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA \"$l\"; done",
+                     v.cipherdir());
+  ASSERT_EQ(r.status, 0) << r.output;
+  v.mount();
+  DIR* d = ::opendir(v.path("d").c_str());
+  errno = 0;
+  if (d) {
+    EXPECT_EQ(::readdir(d), nullptr);
+    ::closedir(d);
+  }
+  EXPECT_EQ(errno, EIO);
+  char buf[64];
+  EXPECT_EQ(::readlink(v.path("link").c_str(), buf, sizeof buf), -1);
+  EXPECT_EQ(errno, EIO);
+  EXPECT_NE(v.log().find("gpucryptfs.diriv: cannot open the directory IV"), std::string::npos) << v.log();
+  EXPECT_NE(v.log().find("symlink target does not decrypt"), std::string::npos) << v.log();
+}
+
 TEST(Leak, CipherdirNeverHoldsPlaintext) {
   MountedVault v;
   const std::string marker = "PlainMarker7d1e";
