@@ -21,7 +21,7 @@ VaultOptions not_mounted() {
   return o;
 }
 
-std::string bin() { return GPUCRYPTFS_BIN; }
+std::string bin() { return test_binary(); }
 
 TEST(Cli, MountErrorsHaveTheirExitCodes) {
   MountedVault v(not_mounted());

@@ -5,7 +5,7 @@
 //
 // The engine is GPUCRYPTFS_TEST_ENGINE (cpu when unset), so one suite runs on the GPU machine with
 // GPUCRYPTFS_TEST_ENGINE=gpu; GPUCRYPTFS_TEST_MOUNT_ARGS adds mount options to every mount. The
-// binary is GPUCRYPTFS_BIN, which the build defines.
+// binary is GPUCRYPTFS_BIN, which the build defines, or GPUCRYPTFS_TEST_BIN when set.
 //
 //   gcfs::test::MountedVault v;
 //   write_file(v.path("a.txt"), "hello");
@@ -34,6 +34,13 @@
 #endif
 
 namespace gcfs::test {
+
+// The binary under test: GPUCRYPTFS_TEST_BIN when set (a binary built elsewhere, e.g. with CUDA
+// for the GPU machine), else the one this build made.
+inline std::string test_binary() {
+  const char* b = std::getenv("GPUCRYPTFS_TEST_BIN");
+  return b && *b ? b : GPUCRYPTFS_BIN;
+}
 
 inline std::string test_engine() {
   const char* e = std::getenv("GPUCRYPTFS_TEST_ENGINE");
@@ -131,7 +138,7 @@ class MountedVault {
     ::mkdir(cipherdir_.c_str(), 0700);
     ::mkdir(mountpoint_.c_str(), 0755);
     write_file(passfile_, opts_.password + "\n");
-    std::string init = std::string(GPUCRYPTFS_BIN) + " init --scrypt-logn 10 --passfile " + shell_quote(passfile_);
+    std::string init = test_binary() + " init --scrypt-logn 10 --passfile " + shell_quote(passfile_);
     if (opts_.chunk_size) init += " --chunk-size " + std::to_string(opts_.chunk_size);
     auto r = run_shell(init + " " + shell_quote(cipherdir_));
     if (r.status != 0) throw std::runtime_error("gpucryptfs init failed: " + r.output);
@@ -146,12 +153,12 @@ class MountedVault {
   const std::string& log_path() const { return log_; }
   std::string log() const { return read_file(log_); }
   std::string path(const std::string& rel) const { return mountpoint_ + "/" + rel; }
-  std::string binary() const { return GPUCRYPTFS_BIN; }
+  std::string binary() const { return test_binary(); }
   bool mounted() const { return mounted_; }
 
   // The mount command line, so tests can vary it.
   std::string mount_command() const {
-    std::string cmd = std::string(GPUCRYPTFS_BIN) + " mount --passfile " + shell_quote(passfile_) + " --engine " +
+    std::string cmd = test_binary() + " mount --passfile " + shell_quote(passfile_) + " --engine " +
                       opts_.engine + " --log " + shell_quote(log_);
     for (const auto& a : opts_.mount_args) cmd += " " + a;
     return cmd + " " + shell_quote(cipherdir_) + " " + shell_quote(mountpoint_);
