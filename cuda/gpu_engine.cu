@@ -361,8 +361,8 @@ class GpuEngine final : public ChunkEngine {
       b.offsets.resize(b.ops.size());
       for (std::size_t i = 0, off = 0; i < b.ops.size(); off += padded_len(b.ops[i]->len), ++i) b.offsets[i] = off;
       unsigned char* in_data = s.h_in.get() + b.plan.data_offset;
-      for_each_op(b, [&](std::size_t i) {
-        if (b.ops[i]->len) std::memcpy(in_data + b.offsets[i], b.ops[i]->in, b.ops[i]->len);
+      copy_ranges(b, [&](std::size_t i, std::size_t from, std::size_t n) {
+        std::memcpy(in_data + b.offsets[i] + from, b.ops[i]->in + from, n);
       });
 
       const cudaStream_t st = s.stream.get();
@@ -420,19 +420,15 @@ class GpuEngine final : public ChunkEngine {
       const auto* tags = s.h_out.get<Block128>();
       const auto* ok = reinterpret_cast<const std::uint32_t*>(s.h_out.get() + n * sizeof(Block128));
       const unsigned char* data = s.h_out.get() + b.out_data_offset;
-      for_each_op(b, [&](std::size_t i) {
+      for (std::size_t i = 0; i < n; ++i) {
         ChunkOp& op = *b.ops[i];
-        const std::size_t off = b.offsets[i];
-        if (b.seal) {
-          if (op.len) std::memcpy(op.out, data + off, op.len);
-          std::memcpy(op.tag.data(), tags[i].w, kChunkTagBytes);
-          op.ok = true;
-        } else {
-          op.ok = ok[i] == 1;
-          if (!op.len) return;
-          if (op.ok) std::memcpy(op.out, data + off, op.len);
-          else std::memset(op.out, 0, op.len);  // the GPU zeroed it too; never trust a copy for that
-        }
+        if (b.seal) std::memcpy(op.tag.data(), tags[i].w, kChunkTagBytes);
+        op.ok = b.seal || ok[i] == 1;
+      }
+      copy_ranges(b, [&](std::size_t i, std::size_t from, std::size_t len) {
+        ChunkOp& op = *b.ops[i];
+        if (op.ok) std::memcpy(op.out + from, data + b.offsets[i] + from, len);
+        else std::memset(op.out + from, 0, len);  // the GPU zeroed it too; never trust a copy for that
       });
       return true;
     } catch (const std::exception& e) {
@@ -441,15 +437,27 @@ class GpuEngine final : public ChunkEngine {
     }
   }
 
-  // Large batches copy in and out of the pinned buffers on several threads: one core's memcpy is
-  // far slower than the PCIe link.
+  // Copies in and out of the pinned buffers run on several threads once a batch is large enough
+  // to repay waking them (measured: from 128 KiB it cost a mounted daemon CPU time and a 1 MiB
+  // request latency): one core's memcpy is far slower than the PCIe link. Ops are cut into
+  // pieces of at most 32 KiB so that a few large chunks still spread. f(op, offset, length).
   template <class F>
-  void for_each_op(const Batch& b, F&& f) {
-    if (!copy_pool_ || b.plan.data_bytes < (512u << 10) || b.ops.size() < 2) {
-      for (std::size_t i = 0; i < b.ops.size(); ++i) f(i);
+  void copy_ranges(const Batch& b, F&& f) {
+    constexpr std::size_t kPiece = 32u << 10;
+    if (!copy_pool_ || b.plan.data_bytes < (512u << 10)) {
+      for (std::size_t i = 0; i < b.ops.size(); ++i)
+        if (b.ops[i]->len) f(i, 0, b.ops[i]->len);
       return;
     }
-    copy_pool_->parallel_for(b.ops.size(), f);
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> pieces;  // (op, piece index)
+    for (std::size_t i = 0; i < b.ops.size(); ++i)
+      for (std::size_t p = 0; p * kPiece < b.ops[i]->len; ++p)
+        pieces.emplace_back(static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(p));
+    copy_pool_->parallel_for(pieces.size(), [&](std::size_t k) {
+      const auto [i, p] = pieces[k];
+      const std::size_t from = std::size_t{p} * kPiece;
+      f(i, from, std::min(kPiece, b.ops[i]->len - from));
+    });
   }
 
   void fail(Slot& s, const std::string& what) {
@@ -510,8 +518,12 @@ std::vector<GpuInfo> list_gpus(std::string* why_none) {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {
-    if (why_none)
-      *why_none = std::string("no usable CUDA driver or device (") + cudaGetErrorString(e) + ")";
+    if (why_none) {
+      if (e == cudaErrorNoDevice) *why_none = "no NVIDIA GPU is visible to this process";
+      else if (e == cudaErrorInsufficientDriver)
+        *why_none = "no NVIDIA driver new enough for this build (CUDA 13 needs driver 580 or later) is installed";
+      else *why_none = std::string("the CUDA driver cannot be used (") + cudaGetErrorString(e) + ")";
+    }
     return out;
   }
   for (int i = 0; i < count; ++i) {

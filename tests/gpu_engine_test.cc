@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -13,6 +14,7 @@
 #include "crypto/cpu_engine.h"
 #include "crypto/errors.h"
 #include "cuda/gpu_engine.h"
+#include "fs/engine_factory.h"
 
 namespace gcfs {
 namespace {
@@ -243,6 +245,49 @@ TEST(GpuEngineAvailability, KernelVariantsAreNamed) {
   const auto v = gpu_kernel_variants();
   EXPECT_NE(std::find(v.begin(), v.end(), "coarse"), v.end());
   EXPECT_NE(std::find(v.begin(), v.end(), "fine"), v.end());
+}
+
+}  // namespace
+}  // namespace gcfs
+
+// The engine factory as the filesystem uses it: --engine gpu and --engine auto (which measures
+// its crossover at start) must seal exactly like the cpu engine; without a GPU, gpu refuses with
+// the reason and auto says it falls back.
+namespace gcfs {
+namespace {
+
+TEST(EngineFactory, GpuAndAutoSealLikeTheCpuEngine) {
+  std::string why;
+  if (list_gpus(&why).empty()) GTEST_SKIP() << "no GPU: " << why;
+  for (const char* name : {"gpu", "auto"}) {
+    EngineOptions o;
+    o.name = name;
+    EngineSet set(o);
+    std::printf("--engine %s: %s\n", name, set.description().c_str());
+    EXPECT_NE(set.description().find(std::string(name) == "gpu" ? "gpu engine" : "auto:"), std::string::npos);
+    Batch b({65536, 65536, 4096, 17, 0, 1u << 20}, 2);
+    CpuEngine cpu(1);
+    cpu.seal(b.ref_ops);
+    set.engine().seal(b.ops);
+    b.expect_same_seal();
+  }
+}
+
+TEST(EngineFactory, WithoutAGpuGpuRefusesAndAutoFallsBack) {
+  std::string why;
+  if (!list_gpus(&why).empty()) GTEST_SKIP() << "a GPU is present; this test covers machines without one";
+  EngineOptions o;
+  o.name = "gpu";
+  try {
+    EngineSet set(o);
+    FAIL() << "--engine gpu started without a GPU";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("gpu engine"), std::string::npos) << e.what();
+  }
+  o.name = "auto";
+  EngineSet set(o);
+  EXPECT_NE(set.description().find("no usable GPU"), std::string::npos) << set.description();
+  EXPECT_EQ(set.engine().name(), "cpu");
 }
 
 }  // namespace
