@@ -3,12 +3,14 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <optional>
+#include <thread>
 
 #include "fs/log.h"
 #include "mount/fuse_api.h"
@@ -79,6 +81,23 @@ void report(int fd, const std::optional<Failure>& f) {
   ::close(fd);
 }
 
+// Raises the mount's readahead window through its backing-device entry in sysfs. Runs on its own
+// thread once the loop serves, since finding the device means a stat of the mountpoint, which
+// this very process answers.
+void raise_read_ahead(const std::string& mountpoint, unsigned kb) {
+  if (kb == 0 || ::geteuid() != 0) return;
+  std::thread([mountpoint, kb] {
+    struct stat st {};
+    if (::stat(mountpoint.c_str(), &st) != 0) return;
+    const std::string path = "/sys/class/bdi/" + std::to_string(major(st.st_dev)) + ":" +
+                             std::to_string(minor(st.st_dev)) + "/read_ahead_kb";
+    int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return;  // no sysfs (some containers): the kernel's default stays
+    write_all(fd, std::to_string(kb));
+    ::close(fd);
+  }).detach();
+}
+
 void detach_stdio() {
   int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
   if (null < 0) return;
@@ -122,6 +141,7 @@ std::optional<Failure> serve(const MountOptions& o, const std::function<FuseFile
       if (::chdir("/") != 0) { /* only matters for unmounting the cwd's filesystem */ }
     }
     log::info("mounted on " + o.mountpoint);
+    raise_read_ahead(o.mountpoint, o.read_ahead_kb);
     fuse_loop_config* cfg = fuse_loop_cfg_create();
     fuse_loop_cfg_set_clone_fd(cfg, 0);
     fuse_loop_cfg_set_max_threads(cfg, o.max_threads);

@@ -30,6 +30,10 @@ struct MountOptions {
   std::string fsname;                      // shown in /proc/mounts (the backing path)
   std::string subtype = "gpucryptfs";      // /proc/mounts type is fuse.<subtype>
   unsigned max_threads = 16;
+  // The kernel reads ahead at most this much per FUSE request (its default is 128 KiB); larger
+  // requests give the engines larger batches. Set through sysfs once mounted (root only); 0 leaves
+  // the kernel's default.
+  unsigned read_ahead_kb = 1024;
 };
 
 // What setup hands the runner: the operations and the pointer fuse_req_userdata() returns.
