@@ -148,6 +148,7 @@ TEST_F(FaultCli, FsckExitStatusOutputAndRepair) {
   Result r = run("fsck --passfile " + (tmp / "pw") + " " + v.dir());
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("no problems"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("fsck: 100%"), std::string::npos) << "no progress on stderr:\n" << r.output;
 
   // One damaged chunk and one file whose header is gone.
   v.write_file("/docs/lost", testing::pattern_bytes(100, 2));
