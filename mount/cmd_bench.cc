@@ -19,8 +19,9 @@
 #include "mount/bench_plan.h"
 #include "mount/bench_progress.h"
 #include "mount/bench_report.h"
+#include "mount/byte_size.h"
 #include "mount/commands.h"
-#include "mount/volume_cli.h"
+#include "mount/exit_status.h"
 
 namespace po = boost::program_options;
 
@@ -252,6 +253,6 @@ int run_bench(int argc, char** argv) {
 
 }  // namespace
 
-int cmd_bench(int argc, char** argv) { return run_reporting("bench", [&] { return run_bench(argc, argv); }); }
+int cmd_bench(int argc, char** argv) { return run_command("bench", [&] { return run_bench(argc, argv); }); }
 
 }  // namespace gcfs::cli

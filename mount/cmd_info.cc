@@ -4,6 +4,7 @@
 
 #include "cuda/gpu_engine.h"
 #include "fs/vault.h"
+#include "mount/cli_options.h"
 #include "mount/commands.h"
 #include "mount/exit_status.h"
 
@@ -34,19 +35,7 @@ int cmd_info(int argc, char** argv) {
                                  "Shows a vault's format parameters (no password needed) and the GPUs "
                                  "this build can use; without CIPHERDIR, just the GPUs.\n\noptions");
     opts.add_options()("help,h", "show this help");
-    po::options_description hidden;
-    hidden.add_options()("cipherdir", po::value(&cipherdir));
-    po::positional_options_description pos;
-    pos.add("cipherdir", 1);
-    po::options_description all;
-    all.add(opts).add(hidden);
-    po::variables_map vm;
-    po::store(po::command_line_parser(argc, argv).options(all).positional(pos).run(), vm);
-    if (vm.count("help")) {
-      std::cout << opts << "\n";
-      return kExitOk;
-    }
-    po::notify(vm);
+    if (!parse_command_line(argc, argv, opts, {{"CIPHERDIR", &cipherdir, false}})) return kExitOk;
     if (!cipherdir.empty()) {
       VaultConfig c = Vault::load_config(cipherdir);
       std::cout << "Vault:        " << cipherdir << "\n"

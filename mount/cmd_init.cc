@@ -4,6 +4,7 @@
 
 #include "crypto/errors.h"
 #include "fs/vault.h"
+#include "mount/cli_options.h"
 #include "mount/commands.h"
 #include "mount/exit_status.h"
 #include "mount/password.h"
@@ -26,20 +27,7 @@ int cmd_init(int argc, char** argv) {
         "scrypt-logn", po::value(&scrypt_logn)->default_value(scrypt_logn),
         "scrypt cost: N = 2^logn (10..28); lower is faster to unlock and easier to guess")(
         "passfile", po::value(&pw_src.passfile), "read the password from the first line of this file");
-    po::options_description hidden;
-    hidden.add_options()("cipherdir", po::value(&cipherdir));
-    po::positional_options_description pos;
-    pos.add("cipherdir", 1);
-    po::options_description all;
-    all.add(opts).add(hidden);
-    po::variables_map vm;
-    po::store(po::command_line_parser(argc, argv).options(all).positional(pos).run(), vm);
-    if (vm.count("help")) {
-      std::cout << opts << "\n";
-      return kExitOk;
-    }
-    po::notify(vm);
-    if (cipherdir.empty()) throw po::error("CIPHERDIR is missing");
+    if (!parse_command_line(argc, argv, opts, {{"CIPHERDIR", &cipherdir}})) return kExitOk;
     if (!valid_chunk_size(chunk_size))
       throw po::error("--chunk-size must be a power of two from 4096 to 1048576, got " + std::to_string(chunk_size));
     if (scrypt_logn < 10 || scrypt_logn > 28) throw po::error("--scrypt-logn must be from 10 to 28");

@@ -17,6 +17,7 @@
 #include "fs/engine_factory.h"
 #include "fs/log.h"
 #include "fs/vault.h"
+#include "mount/cli_options.h"
 #include "mount/commands.h"
 #include "mount/encrypted_fs.h"
 #include "mount/exit_status.h"
@@ -73,24 +74,12 @@ int cmd_mount(int argc, char** argv) {
         "send every write to gpucryptfs as it happens instead of letting the kernel gather small "
         "writes into pages first (slower for small writes)")(
         "cpu-threads", po::value(&engine.cpu_threads)->default_value(0), "cpu engine threads (0: all cores)");
-    po::options_description hidden;
-    std::vector<std::string> positional;
-    hidden.add_options()("paths", po::value(&positional));
-    po::positional_options_description pos;
-    pos.add("paths", 2);
-    po::options_description all;
-    all.add(opts).add(hidden);
-    po::variables_map vm;
-    po::store(po::command_line_parser(argc, argv).options(all).positional(pos).run(), vm);
-    if (vm.count("help")) {
-      std::cout << opts << "\n";
+    std::string mountpoint;
+    if (!parse_command_line(argc, argv, opts, {{"CIPHERDIR", &cipherdir}, {"MOUNTPOINT", &mountpoint}}))
       return kExitOk;
-    }
-    po::notify(vm);
     fso.writeback_cache = !no_writeback;
-    if (positional.size() != 2) throw po::error("CIPHERDIR and MOUNTPOINT are both needed");
-    cipherdir = absolute(positional[0]);
-    mo.mountpoint = absolute(positional[1]);
+    cipherdir = absolute(cipherdir);
+    mo.mountpoint = absolute(mountpoint);
     mo.fsname = cipherdir;
     if (!log_file.empty()) log_file = absolute(log_file);
 

@@ -5,6 +5,7 @@
 
 #include "crypto/errors.h"
 #include "fs/vault.h"
+#include "mount/cli_options.h"
 #include "mount/commands.h"
 #include "mount/exit_status.h"
 #include "mount/password.h"
@@ -23,20 +24,7 @@ int cmd_passwd(int argc, char** argv) {
                                                    "read the current password from this file")(
         "extpass", po::value(&old_src.extpass), "run this command for the current password")(
         "new-passfile", po::value(&new_src.passfile), "read the new password from this file");
-    po::options_description hidden;
-    hidden.add_options()("cipherdir", po::value(&cipherdir));
-    po::positional_options_description pos;
-    pos.add("cipherdir", 1);
-    po::options_description all;
-    all.add(opts).add(hidden);
-    po::variables_map vm;
-    po::store(po::command_line_parser(argc, argv).options(all).positional(pos).run(), vm);
-    if (vm.count("help")) {
-      std::cout << opts << "\n";
-      return kExitOk;
-    }
-    po::notify(vm);
-    if (cipherdir.empty()) throw po::error("CIPHERDIR is missing");
+    if (!parse_command_line(argc, argv, opts, {{"CIPHERDIR", &cipherdir}})) return kExitOk;
     VaultConfig cfg = Vault::load_config(cipherdir);
     std::string old_pw = read_password(old_src, "Current password: ");
     SecretBytes master = cfg.unlock(old_pw);

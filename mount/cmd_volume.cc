@@ -2,7 +2,6 @@
 #include <sys/stat.h>
 
 #include <boost/program_options.hpp>
-#include <cctype>
 #include <iostream>
 
 #include "crypto/errors.h"
@@ -10,7 +9,9 @@
 #include "fs/volume_container.h"
 #include "mount/commands.h"
 #include "mount/password.h"
-#include "mount/volume_cli.h"
+#include "mount/byte_size.h"
+#include "mount/cli_options.h"
+#include "mount/exit_status.h"
 
 namespace po = boost::program_options;
 
@@ -29,38 +30,19 @@ void volume_usage(std::ostream& out) {
          "SIZE takes the suffixes K, M, G, T (binary). 'gpucryptfs volume SUBCOMMAND --help' lists the options.\n";
 }
 
-// Parses argv with desc and one or more positional names; returns false after printing --help.
-bool parse(int argc, char** argv, po::options_description& desc, const std::vector<const char*>& positional,
-           po::variables_map& vm, const char* usage_line) {
-  po::positional_options_description pos;
-  for (const char* p : positional) pos.add(p, 1);
-  po::store(po::command_line_parser(argc, argv).options(desc).positional(pos).run(), vm);
-  if (vm.count("help")) {
-    std::cout << "usage: " << usage_line << "\n\n" << desc;
-    return false;
-  }
-  for (const char* p : positional) {
-    if (vm.count(p)) continue;
-    std::string name = p;  // as the usage line spells it: CONTAINER
-    for (auto& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    throw po::error("missing " + name + " (usage: " + usage_line + ")");
-  }
-  po::notify(vm);
-  return true;
-}
-
 int volume_create(int argc, char** argv) {
   std::string size_text, chunk_text = std::to_string(kDefaultChunkSize / 1024) + "K", container, passfile;
   int logn = ScryptParams{}.log_n;
-  po::options_description desc("volume create options");
+  po::options_description desc(
+      "usage: gpucryptfs volume create --size SIZE [--chunk-size N] [--scrypt-logn N] [--passfile F] CONTAINER\n\n"
+      "Creates an encrypted volume in the new sparse file CONTAINER.\n\noptions");
   desc.add_options()("help,h", "this help")
       ("size", po::value(&size_text)->required(), "plaintext size of the volume (K, M, G, T suffixes)")
       ("chunk-size", po::value(&chunk_text)->default_value(chunk_text), "bytes per chunk: a power of two, 4K..1M")
       ("scrypt-logn", po::value(&logn)->default_value(logn), "scrypt cost N = 2^logn (10..28)")
-      ("passfile", po::value(&passfile), "read the password from the first line of this file")
-      ("container", po::value(&container)->required(), "the container file to create");
-  po::variables_map vm;
-  if (!parse(argc, argv, desc, {"container"}, vm, "gpucryptfs volume create --size SIZE [options] CONTAINER")) return kExitOk;
+      ("passfile", po::value(&passfile), "read the password from the first line of this file");
+  if (!parse_command_line(argc, argv, desc, {{"CONTAINER", &container}}))
+    return kExitOk;
   if (logn < 10 || logn > 28) throw UserError("--scrypt-logn must be from 10 to 28");
   const std::uint64_t chunk = parse_byte_size(chunk_text);
   if (!valid_chunk_size(chunk))
@@ -88,14 +70,14 @@ int volume_create(int argc, char** argv) {
 
 int volume_resize(int argc, char** argv) {
   std::string size_text, container, passfile, extpass;
-  po::options_description desc("volume resize options");
+  po::options_description desc("usage: gpucryptfs volume resize --size SIZE [--passfile F] [--extpass CMD] CONTAINER\n\n"
+                               "Grows the unmounted volume in CONTAINER.\n\noptions");
   desc.add_options()("help,h", "this help")
       ("size", po::value(&size_text)->required(), "new plaintext size (K, M, G, T suffixes); only growing is supported")
       ("passfile", po::value(&passfile), "read the password from the first line of this file")
-      ("extpass", po::value(&extpass), "run this command and read the password from its output")
-      ("container", po::value(&container)->required(), "the container file (unmounted)");
-  po::variables_map vm;
-  if (!parse(argc, argv, desc, {"container"}, vm, "gpucryptfs volume resize --size SIZE [options] CONTAINER")) return kExitOk;
+      ("extpass", po::value(&extpass), "run this command and read the password from its output");
+  if (!parse_command_line(argc, argv, desc, {{"CONTAINER", &container}}))
+    return kExitOk;
   VolumeContainer vol(container, true);  // exclusive lock: refuses a mounted volume
   const std::uint64_t old_size = vol.config().volume_size;
   const std::uint64_t size = volume_size_for(parse_byte_size(size_text), vol.config().chunk_size);
@@ -122,9 +104,9 @@ int cmd_volume(int argc, char** argv) {
     return argc < 2 ? kExitUsage : kExitOk;
   }
   const std::string sub = argv[1];
-  if (sub == "create") return run_reporting("volume create", [&] { return volume_create(argc - 1, argv + 1); });
-  if (sub == "resize") return run_reporting("volume resize", [&] { return volume_resize(argc - 1, argv + 1); });
-  if (sub == "mount") return run_reporting("volume mount", [&] { return cmd_volume_mount(argc - 1, argv + 1); });
+  if (sub == "create") return run_command("volume create", [&] { return volume_create(argc - 1, argv + 1); });
+  if (sub == "resize") return run_command("volume resize", [&] { return volume_resize(argc - 1, argv + 1); });
+  if (sub == "mount") return run_command("volume mount", [&] { return cmd_volume_mount(argc - 1, argv + 1); });
   std::cerr << "gpucryptfs volume: unknown subcommand '" << sub << "'\n";
   volume_usage(std::cerr);
   return kExitUsage;

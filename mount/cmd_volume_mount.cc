@@ -8,7 +8,8 @@
 #include "mount/commands.h"
 #include "mount/fuse_runner.h"
 #include "mount/password.h"
-#include "mount/volume_cli.h"
+#include "mount/cli_options.h"
+#include "mount/exit_status.h"
 #include "mount/volume_daemon.h"
 
 namespace po = boost::program_options;
@@ -19,7 +20,8 @@ int cmd_volume_mount(int argc, char** argv) {
   std::string container, mountdir, passfile, extpass, engine = "auto", log_file;
   bool foreground = false, read_only = false;
   unsigned threads = 16;
-  po::options_description desc("volume mount options");
+  po::options_description desc("usage: gpucryptfs volume mount [OPTIONS] CONTAINER MOUNTDIR\n\n"
+                               "Mounts the volume in CONTAINER; its plaintext is MOUNTDIR/volume.img.\n\noptions");
   desc.add_options()("help,h", "this help")
       ("passfile", po::value(&passfile), "read the password from the first line of this file")
       ("extpass", po::value(&extpass), "run this command and read the password from its output")
@@ -27,20 +29,9 @@ int cmd_volume_mount(int argc, char** argv) {
       ("foreground,f", po::bool_switch(&foreground), "stay in the foreground, log to stderr")
       ("read-only", po::bool_switch(&read_only), "mount read-only")
       ("log", po::value(&log_file), "append the daemon's log to this file (default: syslog once detached)")
-      ("threads", po::value(&threads)->default_value(threads), "FUSE worker threads (requests served at once)")
-      ("container", po::value(&container)->required(), "the container file")
-      ("mountdir", po::value(&mountdir)->required(), "an empty directory to mount on");
-  po::positional_options_description pos;
-  pos.add("container", 1).add("mountdir", 1);
-  po::variables_map vm;
-  po::store(po::command_line_parser(argc, argv).options(desc).positional(pos).run(), vm);
-  if (vm.count("help")) {
-    std::cout << "usage: gpucryptfs volume mount [options] CONTAINER MOUNTDIR\n\n" << desc;
+      ("threads", po::value(&threads)->default_value(threads), "FUSE worker threads (requests served at once)");
+  if (!parse_command_line(argc, argv, desc, {{"CONTAINER", &container}, {"MOUNTDIR", &mountdir}}))
     return kExitOk;
-  }
-  if (!vm.count("container") || !vm.count("mountdir"))
-    throw po::error("needs CONTAINER and MOUNTDIR (usage: gpucryptfs volume mount [options] CONTAINER MOUNTDIR)");
-  po::notify(vm);
   if (threads < 1 || threads > 256) throw UserError("--threads must be from 1 to 256");
 
   mount::check_mountpoint(mountdir, kExitBadMountpoint);
@@ -67,7 +58,7 @@ int cmd_volume_mount(int argc, char** argv) {
         if (log_file.empty() && !foreground) log::to_syslog();
         return mount::make_volume_filesystem(setup);
       },
-      exit_code_of);
+      exit_code_for);
 }
 
 }  // namespace gcfs::cli

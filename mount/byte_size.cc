@@ -1,13 +1,9 @@
-#include "mount/volume_cli.h"
+#include "mount/byte_size.h"
 
-#include <boost/program_options/errors.hpp>
 #include <cctype>
 #include <cstdio>
-#include <iostream>
 
 #include "crypto/errors.h"
-#include "mount/commands.h"
-#include "mount/fuse_runner.h"
 
 namespace gcfs::cli {
 
@@ -43,23 +39,6 @@ std::string format_byte_size(std::uint64_t bytes) {
   else if (v == static_cast<double>(static_cast<std::uint64_t>(v))) std::snprintf(buf, sizeof buf, "%.0f %s", v, units[u]);
   else std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
   return buf;
-}
-
-int exit_code_of(const std::exception& e) {
-  if (auto* mf = dynamic_cast<const mount::MountFailure*>(&e)) return mf->exit_code;
-  if (dynamic_cast<const WrongPassword*>(&e)) return kExitWrongPassword;
-  if (dynamic_cast<const CorruptData*>(&e)) return kExitBadConfig;
-  if (dynamic_cast<const boost::program_options::error*>(&e)) return kExitUsage;
-  return kExitError;
-}
-
-int run_reporting(const std::string& what, const std::function<int()>& body) {
-  try {
-    return body();
-  } catch (const std::exception& e) {
-    std::cerr << "gpucryptfs " << what << ": " << e.what() << "\n";
-    return exit_code_of(e);
-  }
 }
 
 }  // namespace gcfs::cli

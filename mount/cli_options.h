@@ -1,0 +1,23 @@
+// Command-line parsing shared by every subcommand: named options, positional arguments, --help.
+#pragma once
+
+#include <boost/program_options.hpp>
+#include <initializer_list>
+#include <string>
+
+namespace gcfs::cli {
+
+struct Positional {
+  const char* name;    // as the usage line spells it: CIPHERDIR, MOUNTPOINT, CONTAINER
+  std::string* value;
+  bool required = true;
+};
+
+// Parses argv[1..] against `visible` (what --help prints: its caption carries the usage line) and the positional
+// arguments in order. Returns false after printing the help when --help was given. A missing
+// positional argument, an extra one or a bad option throws boost::program_options::error, which
+// run_command reports as a usage error.
+bool parse_command_line(int argc, char** argv, const boost::program_options::options_description& visible,
+                        std::initializer_list<Positional> positional);
+
+}  // namespace gcfs::cli
