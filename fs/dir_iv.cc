@@ -38,7 +38,7 @@ int create_dir_iv(int dirfd, DirIv* out, const DirIv* given) {
   if (given) iv = *given;
   else random_bytes(iv);
   // A temporary name and a rename: a crash never leaves a short IV file behind.
-  const std::string tmp = std::string(kDirIvFileName) + ".tmp";
+  const std::string tmp = kDirIvTempName;
   ::unlinkat(dirfd, tmp.c_str(), 0);
   int fd = ::openat(dirfd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0440);
   if (fd < 0) return -errno;

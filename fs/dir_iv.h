@@ -7,6 +7,8 @@
 namespace gcfs {
 
 constexpr const char* kDirIvFileName = "gpucryptfs.diriv";
+// Where a new IV is written before its rename; one left by a crash is ours to remove.
+constexpr const char* kDirIvTempName = "gpucryptfs.diriv.tmp";
 
 // Reads dirfd's IV into *iv. Returns 0 or -errno; a file of the wrong size is -EIO (logged,
 // naming `label`, the directory's ciphertext path).

@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 
 #include "fs/dir_iv.h"
 #include "fs/log.h"
@@ -22,25 +23,28 @@ bool entry_exists(int dirfd, const std::string& entry) {
   return ::fstatat(dirfd, entry.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
-// A directory that holds nothing but its IV file counts as empty. 0, -ENOTEMPTY or -errno.
+struct DirStreamClose {
+  void operator()(DIR* d) const { ::closedir(d); }
+};
+
+// A directory that holds nothing but its IV file (and perhaps the IV's temporary file, left by a
+// crash in mkdir) counts as empty. 0, -ENOTEMPTY or -errno.
 int check_only_iv(int dirfd) {
   int fd = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return -errno;
-  DIR* d = ::fdopendir(fd);
+  std::unique_ptr<DIR, DirStreamClose> d(::fdopendir(fd));
   if (!d) {
     int e = errno;
     ::close(fd);
     return -e;
   }
-  int rc = 0;
-  while (dirent* e = ::readdir(d)) {
-    if (!std::strcmp(e->d_name, ".") || !std::strcmp(e->d_name, "..") || !std::strcmp(e->d_name, kDirIvFileName))
+  while (dirent* e = ::readdir(d.get())) {
+    const char* n = e->d_name;
+    if (!std::strcmp(n, ".") || !std::strcmp(n, "..") || !std::strcmp(n, kDirIvFileName) || !std::strcmp(n, kDirIvTempName))
       continue;
-    rc = -ENOTEMPTY;
-    break;
+    return -ENOTEMPTY;
   }
-  ::closedir(d);
-  return rc;
+  return 0;
 }
 
 }  // namespace
@@ -126,6 +130,7 @@ void EncryptedFs::rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
   if (rc == 0) {
     have_iv = read_dir_iv(sub, &iv, label_of(dir) + "/" + dn.entry) == 0;
     if (::unlinkat(sub, kDirIvFileName, 0) != 0 && errno != ENOENT) rc = -errno;
+    if (rc == 0 && ::unlinkat(sub, kDirIvTempName, 0) != 0 && errno != ENOENT) rc = -errno;
   }
   if (rc == 0 && ::unlinkat(dir.fd, dn.entry.c_str(), AT_REMOVEDIR) != 0) {
     rc = -errno;

@@ -91,6 +91,20 @@ TEST_F(FsOps, UnlinkAndRmdir) {
   EXPECT_EQ(errno, ENOENT);
 }
 
+TEST_F(FsOps, RmdirRemovesAnIvTemporaryLeftByACrash) {
+  ASSERT_EQ(::mkdir(v_.path("d").c_str(), 0755), 0);
+  std::set<std::string> before = list_dir(v_.cipherdir());
+  std::string stored;
+  for (const auto& n : before)
+    if (n.find('.') == std::string::npos) stored = n;
+  ASSERT_FALSE(stored.empty()) << "the new directory's stored name";
+  // What a crash between writing a new IV and renaming it into place leaves behind.
+  write_file(v_.cipherdir() + "/" + stored + "/gpucryptfs.diriv.tmp", "0123456789abcdef");
+  EXPECT_TRUE(list_dir(v_.path("d")).empty()) << "the leftover is ours and hidden";
+  EXPECT_EQ(::rmdir(v_.path("d").c_str()), 0) << std::strerror(errno);
+  EXPECT_EQ(list_dir(v_.cipherdir()), (std::set<std::string>{"gpucryptfs.conf", "gpucryptfs.diriv"}));
+}
+
 TEST_F(FsOps, ReadOnlyDirectoryModeStillGetsItsIv) {
   ASSERT_EQ(::mkdir(v_.path("ro").c_str(), 0500), 0);
   struct stat st {};
