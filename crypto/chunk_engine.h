@@ -10,8 +10,11 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <functional>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "crypto/secret.h"
 
@@ -38,6 +41,47 @@ struct ChunkOp {
   bool ok = false;                              // open: true only if the tag matched
 };
 
+// Host memory for chunk data, handed out by an engine (ChunkEngine::allocate_io_buffer). Move-only;
+// frees itself through the release function the engine gave it, which must not depend on the
+// engine still being alive (a thread's buffers can outlive the engine that made them).
+class HostBuffer {
+ public:
+  using Release = std::function<void(std::uint8_t*, std::size_t)>;
+  HostBuffer() = default;
+  HostBuffer(std::uint8_t* data, std::size_t size, Release release, bool pinned)
+      : data_(data), size_(size), release_(std::move(release)), pinned_(pinned) {}
+  HostBuffer(HostBuffer&& o) noexcept { swap(o); }
+  HostBuffer& operator=(HostBuffer&& o) noexcept {
+    HostBuffer tmp(std::move(o));
+    swap(tmp);
+    return *this;
+  }
+  HostBuffer(const HostBuffer&) = delete;
+  HostBuffer& operator=(const HostBuffer&) = delete;
+  ~HostBuffer() {
+    if (data_ && release_) release_(data_, size_);
+  }
+  std::uint8_t* data() const { return data_; }
+  std::size_t size() const { return size_; }
+  // True when the memory is page-locked by the engine (its copy engines reach it directly).
+  bool pinned() const { return pinned_; }
+
+  // Plain heap memory, zero-filled: what the base engine hands out.
+  static HostBuffer plain(std::size_t size) {
+    auto* p = new std::uint8_t[size ? size : 1]();
+    return HostBuffer(p, size, [](std::uint8_t* q, std::size_t) { delete[] q; }, false);
+  }
+
+ private:
+  void swap(HostBuffer& o) noexcept {
+    std::swap(data_, o.data_), std::swap(size_, o.size_), std::swap(release_, o.release_), std::swap(pinned_, o.pinned_);
+  }
+  std::uint8_t* data_ = nullptr;
+  std::size_t size_ = 0;
+  Release release_;
+  bool pinned_ = false;
+};
+
 class ChunkEngine {
  public:
   virtual ~ChunkEngine() = default;
@@ -51,6 +95,12 @@ class ChunkEngine {
   // open: decrypts in -> out and sets ok. For an op whose tag does not match, ok is false and out
   // holds zeros, never unauthenticated plaintext.
   virtual void open(std::span<ChunkOp> ops) = 0;
+
+  // Memory for the caller's chunk data (the ops' in and out), zero-filled. Ops pointing into it
+  // may be processed faster: the gpu engine hands out page-locked memory and copies such ops
+  // straight to and from the GPU instead of through its staging buffers. Any memory stays valid
+  // for ops; this is only the fast kind. Safe from many threads; the buffer may outlive the engine.
+  virtual HostBuffer allocate_io_buffer(std::size_t bytes) { return HostBuffer::plain(bytes); }
 };
 
 }  // namespace gcfs

@@ -184,11 +184,7 @@ __global__ void __launch_bounds__(kCtaThreads, 1) ctr_coarse(BatchView b, const 
 // which it gathers with three shuffles. Four times the threads of the coarse kernel for the same
 // batch: the variant for batches too small to occupy 132 SMs.
 template <int BPT>
-__global__ void __launch_bounds__(kCtaThreads, 1) ctr_fine(BatchView b, const std::uint32_t* __restrict__ te0) {
-  extern __shared__ __align__(16) unsigned char smem[];
-  const std::uint32_t tab = tables_base(smem);
-  fill_tables(tab, te0);
-  __syncthreads();
+__device__ __forceinline__ void ctr_fine_body(const BatchView& b, std::uint32_t tab) {
   const std::uint32_t lane = threadIdx.x & 31, col = lane & 3, grp = lane >> 2, quad = lane & ~3u;
   const std::uint32_t yb = tab | (lane << 2);
   // Each warp takes a contiguous run of tasks, so it searches for its first chunk once and then
@@ -246,6 +242,15 @@ __global__ void __launch_bounds__(kCtaThreads, 1) ctr_fine(BatchView b, const st
   }
 }
 
+template <int BPT>
+__global__ void __launch_bounds__(kCtaThreads, 1) ctr_fine(BatchView b, const std::uint32_t* __restrict__ te0) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const std::uint32_t tab = tables_base(smem);
+  fill_tables(tab, te0);
+  __syncthreads();
+  ctr_fine_body<BPT>(b, tab);
+}
+
 __device__ __forceinline__ Block128 ldg_block(const void* p) {
   const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
   return {{v.x, v.y, v.z, v.w}};
@@ -273,14 +278,22 @@ __device__ __forceinline__ Block128 shfl_down_block(const Block128& v, int delta
            __shfl_down_sync(0xffffffffu, v.w[2], delta), __shfl_down_sync(0xffffffffu, v.w[3], delta)}};
 }
 
+// A coherent load (L2, not the read-only path): for data written earlier in the same launch.
+__device__ __forceinline__ Block128 ldcg_block(const void* p) {
+  const uint4 v = __ldcg(reinterpret_cast<const uint4*>(p));
+  return {{v.x, v.y, v.z, v.w}};
+}
+
 // Block j of a chunk's GHASH input: AAD blocks, ciphertext blocks (the last one zero-padded),
-// then the length block.
+// then the length block. Coherent: the text was written by this same launch (the fused kernel's
+// seal), which the read-only cache path may not serve.
+template <bool Coherent = false>
 __device__ __forceinline__ Block128 ghash_input(const ChunkDesc* d, const unsigned char* text, std::uint32_t aad_blocks,
                                                 std::uint32_t text_blocks, std::uint32_t j) {
   if (j < aad_blocks) return ldg_block(d->aad + 16 * j);
   if (j < aad_blocks + text_blocks) {
     const std::uint32_t i = j - aad_blocks;
-    Block128 x = ldg_block(text + 16 * i);
+    Block128 x = Coherent ? ldcg_block(text + 16 * i) : ldg_block(text + 16 * i);
     const std::uint32_t rem = d->len - 16 * i;
     if (rem < 16) {
 #pragma unroll
@@ -310,7 +323,7 @@ __device__ __forceinline__ Block128 mul_table_shared(const Block128& x, const st
 // masks the hash with E_K(J0) (from the CTR pass) and writes the tag (seal) or the constant-time
 // comparison (open); for a chunk that failed it zeroes the plaintext before it can leave the GPU.
 // mul(x, l) multiplies by H^(2^l) through the key's table l, wherever the tables are.
-template <class Mul>
+template <bool Coherent = false, class Mul>
 __device__ __forceinline__ void ghash_segment(const BatchView& b, std::uint32_t seg, std::uint32_t c,
                                               std::uint32_t lane, Mul mul) {
   const ChunkDesc* d = b.descs + c;
@@ -328,9 +341,9 @@ __device__ __forceinline__ void ghash_segment(const BatchView& b, std::uint32_t 
   Block128 z{{0, 0, 0, 0}};
   std::uint32_t j = begin + lane;
   if (j < end) {
-    z = ghash_input(d, text, aad_blocks, text_blocks, j);
+    z = ghash_input<Coherent>(d, text, aad_blocks, text_blocks, j);
     for (j += 32; j < end; j += 32) {
-      const Block128 x = ghash_input(d, text, aad_blocks, text_blocks, j);
+      const Block128 x = ghash_input<Coherent>(d, text, aad_blocks, text_blocks, j);
       z = xor128(mul(z, 5), x);
     }
   }
@@ -357,7 +370,7 @@ __device__ __forceinline__ void ghash_segment(const BatchView& b, std::uint32_t 
       }
     }
     if (finisher) {
-      const Block128 tag = xor128(a, s->ej0);
+      const Block128 tag = xor128(a, Coherent ? ldcg_block(&s->ej0) : s->ej0);
       if (!b.open) {
         b.tags[c] = tag;
       } else {
@@ -400,6 +413,59 @@ __global__ void __launch_bounds__(32) ghash_kernel_shared(BatchView b) {
   __syncwarp();
   ghash_segment(b, seg, c, lane,
                 [](const Block128& x, int l) { return mul_table_shared(x, tables + l * kNibbleTableWords); });
+}
+
+// The fused form for small batches: CTR (the fine variant) and GHASH in one launch, separated by
+// a grid-wide barrier. Sound only because the launch is cooperative: the runtime refuses it unless
+// every CTA is resident at once, so no CTA can wait on one that never starts. Saves the second
+// launch and the gap between the kernels, which is a visible share of a small request's round trip.
+//
+// The barrier is one-shot: its counter is a word of the batch's zeroed scratch (chunk 0's pad).
+__device__ __forceinline__ void grid_barrier(std::uint32_t* counter) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();  // this CTA's output and tag masks are visible before it is counted
+    atomicAdd(counter, 1u);
+    while (atomicAdd(counter, 0u) < gridDim.x) __nanosleep(64);
+    __threadfence();
+  }
+  __syncthreads();
+}
+
+__global__ void __launch_bounds__(kCtaThreads, 1) fused_small(BatchView b, const std::uint32_t* __restrict__ te0) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const std::uint32_t tab = tables_base(smem);
+  fill_tables(tab, te0);
+  __syncthreads();
+  ctr_fine_body<2>(b, tab);
+  grid_barrier(&b.scratch[0].pad[0]);
+
+  // GHASH: warp w of CTA x takes segments x + (w + 16 k) * gridDim.x, so while there are no more
+  // segments than CTAs each segment has a CTA to itself. The CTA loads the tables of its first
+  // segment's key into shared memory (the AES tables are no longer needed); a segment of another
+  // key reads its tables through L1.
+  if (blockIdx.x >= b.segments) return;
+  const std::uint32_t key0 = b.descs[find_chunk(b.segment_prefix, b.chunks, blockIdx.x)].key;
+  auto* tables = reinterpret_cast<std::uint32_t*>(smem);
+  {
+    const uint4* src = reinterpret_cast<const uint4*>(b.keys[key0].tables);
+    uint4* dst = reinterpret_cast<uint4*>(tables);
+    for (std::uint32_t i = threadIdx.x; i < kPowerTables * kNibbleTableBytes / 16; i += blockDim.x) dst[i] = __ldg(src + i);
+  }
+  __syncthreads();
+  const std::uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  for (std::uint32_t seg = blockIdx.x + warp * gridDim.x; seg < b.segments; seg += warps * gridDim.x) {
+    const std::uint32_t c = find_chunk(b.segment_prefix, b.chunks, seg);
+    const std::uint32_t k = b.descs[c].key;
+    if (k == key0) {
+      ghash_segment<true>(b, seg, c, lane,
+                          [tables](const Block128& x, int l) { return mul_table_shared(x, tables + l * kNibbleTableWords); });
+    } else {
+      const KeyBlob* key = b.keys + k;
+      ghash_segment<true>(b, seg, c, lane,
+                          [key](const Block128& x, int l) { return mul_table_global(x, key->tables[l]); });
+    }
+  }
 }
 
 __global__ void empty_kernel() {}
@@ -452,6 +518,19 @@ std::uint32_t ctr_task_blocks(CtrVariant v, std::uint64_t total_blocks, int sm_c
   return 32;
 }
 
+cudaError_t launch_fused(const BatchView& b, const DeviceTables& t, int sm_count, cudaStream_t stream) {
+  if (b.chunks == 0) return cudaSuccess;
+  const std::uint32_t warps_per_cta = kCtaThreads / 32;
+  const std::uint32_t ctr_ctas = (b.ctr_tasks + warps_per_cta - 1) / warps_per_cta;
+  const std::uint32_t grid =
+      std::max(1u, std::min<std::uint32_t>(static_cast<std::uint32_t>(sm_count), std::max(ctr_ctas, b.segments)));
+  BatchView view = b;
+  const std::uint32_t* te0 = t.te0;
+  void* args[] = {&view, &te0};
+  return cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(fused_small), dim3(grid), dim3(kCtaThreads), args,
+                                     kCtrSmemBytes, stream);
+}
+
 cudaError_t launch_empty_kernel(cudaStream_t stream) {
   empty_kernel<<<1, 32, 0, stream>>>();
   return cudaGetLastError();
@@ -459,7 +538,8 @@ cudaError_t launch_empty_kernel(cudaStream_t stream) {
 
 cudaError_t configure_kernels() {
   const void* kernels[] = {reinterpret_cast<const void*>(ctr_coarse<1>), reinterpret_cast<const void*>(ctr_coarse<2>),
-                           reinterpret_cast<const void*>(ctr_coarse<4>), reinterpret_cast<const void*>(ctr_fine<2>)};
+                           reinterpret_cast<const void*>(ctr_coarse<4>), reinterpret_cast<const void*>(ctr_fine<2>),
+                           reinterpret_cast<const void*>(fused_small)};
   for (const void* k : kernels)
     if (const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kCtrSmemBytes);
         e != cudaSuccess)

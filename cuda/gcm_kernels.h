@@ -50,6 +50,10 @@ cudaError_t launch_seal(const BatchView& b, CtrVariant v, std::uint32_t task_blo
                         int sm_count, cudaStream_t stream);
 cudaError_t launch_open(const BatchView& b, CtrVariant v, std::uint32_t task_blocks, const DeviceTables& t,
                         int sm_count, cudaStream_t stream);
+// Seal or open (b.open) of a small batch in one cooperative launch: the fine CTR pass, a grid-wide
+// barrier, then GHASH. Needs task_blocks == 16 (the fine variant's) and chunk 0's scratch zeroed,
+// as every batch's is. Same results as launch_seal / launch_open.
+cudaError_t launch_fused(const BatchView& b, const DeviceTables& t, int sm_count, cudaStream_t stream);
 // CTR alone (the keystream benchmark).
 cudaError_t launch_ctr_only(const BatchView& b, CtrVariant v, std::uint32_t task_blocks, const DeviceTables& t,
                             int sm_count, cudaStream_t stream);

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -65,6 +66,37 @@ class HostKeyCache {
   static constexpr std::size_t kCapacity = 1024;
   std::mutex mu_;
   std::unordered_map<ChunkKey, std::shared_ptr<const SecretBytes>, KeyHash> map_;
+};
+
+// The page-locked buffers this engine handed out (allocate_io_buffer): an op whose data lies wholly
+// inside one of them is copied by the GPU's copy engines straight from and to the caller's memory,
+// with no CPU copy through the staging buffers. Shared with the buffers' release functions, since a
+// thread's buffers may outlive the engine.
+class PinnedRegistry {
+ public:
+  void add(const std::uint8_t* p, std::size_t n) {
+    std::lock_guard lock(mu_);
+    ranges_[reinterpret_cast<std::uintptr_t>(p)] = n;
+  }
+  void remove(const std::uint8_t* p) {
+    std::lock_guard lock(mu_);
+    ranges_.erase(reinterpret_cast<std::uintptr_t>(p));
+  }
+  // Whether [p, p + n) lies inside one registered buffer. Called for every op of a batch, under
+  // one lock per batch (the caller holds `lock()`): a map lookup, tens of nanoseconds.
+  bool contains_locked(const void* p, std::size_t n) const {
+    if (ranges_.empty() || !p) return false;
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    auto it = ranges_.upper_bound(a);
+    if (it == ranges_.begin()) return false;
+    --it;
+    return a - it->first <= it->second && n <= it->second - (a - it->first);
+  }
+  std::unique_lock<std::mutex> lock() { return std::unique_lock(mu_); }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::uintptr_t, std::size_t> ranges_;  // start -> length
 };
 
 struct DeviceState {
@@ -124,6 +156,10 @@ struct Batch {
   std::vector<Piece> pieces;
   std::vector<ChunkOp*> ops;
   std::vector<std::size_t> offsets;  // of each op's data; kept here, the upload buffer may be write-only
+  // Per op: the GPU copies its input straight from op.in / its output straight to op.out (both in
+  // memory this engine pinned), instead of through the staging buffers.
+  std::vector<char> direct_in, direct_out;
+  bool any_staged_out = true;
   BatchPlan plan;
   std::size_t out_data_offset = 0;
 };
@@ -188,6 +224,26 @@ class GpuEngine final : public ChunkEngine {
   void seal(std::span<ChunkOp> ops) override { run(ops, true); }
   void open(std::span<ChunkOp> ops) override { run(ops, false); }
 
+  // Page-locked (cudaHostAlloc, portable to every GPU) and registered, so ops in it skip staging.
+  // When pinning fails (locked-memory limits), plain memory: slower, never wrong.
+  HostBuffer allocate_io_buffer(std::size_t bytes) override {
+    void* p = nullptr;
+    if (cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return HostBuffer::plain(bytes);
+    }
+    auto* data = static_cast<std::uint8_t*>(p);
+    std::memset(data, 0, bytes);
+    pinned_->add(data, bytes);
+    return HostBuffer(
+        data, bytes,
+        [reg = pinned_](std::uint8_t* q, std::size_t) {
+          reg->remove(q);  // first, so no later batch takes the freed range for pinned
+          cudaFreeHost(q);
+        },
+        true);
+  }
+
  private:
   bool parse_kernel(const std::string& k) {
     if (k == "auto") return auto_kernel_ = true;
@@ -250,10 +306,20 @@ class GpuEngine final : public ChunkEngine {
   void split(std::span<ChunkOp> ops, bool seal, Request& req, std::vector<Piece>& pieces) {
     // A request is cut into about one part per stream (at least 64 KiB each), so that packing one
     // part overlaps the GPU's work on the previous one even for a lone caller.
+    // With no CPU copies to overlap (every op in pinned memory), parts under 256 KiB would only add
+    // launches and driver calls, so such a request is cut more coarsely.
     std::size_t total = 0;
-    for (const auto& op : ops) total += padded_len(op.len);
-    const std::size_t limit =
-        std::clamp<std::size_t>((total + slots_.size() - 1) / slots_.size(), std::size_t{64} << 10, piece_limit_);
+    bool all_direct = true;
+    {
+      auto reg = pinned_->lock();
+      for (const auto& op : ops) {
+        total += padded_len(op.len);
+        all_direct = all_direct && pinned_->contains_locked(op.in, op.len) && pinned_->contains_locked(op.out, op.len);
+      }
+    }
+    const std::size_t min_piece = all_direct ? std::size_t{256} << 10 : std::size_t{64} << 10;
+    const std::size_t limit = std::clamp<std::size_t>((total + slots_.size() - 1) / slots_.size(), min_piece,
+                                                      std::max(min_piece, piece_limit_));
     std::size_t start = 0, bytes = 0, keys = 0;
     const ChunkKey* last_key = nullptr;
     auto flush = [&](std::size_t end) {
@@ -360,10 +426,14 @@ class GpuEngine final : public ChunkEngine {
       b.plan = pack_batch(b.ops, key_index, task_blocks, segment_blocks, !b.seal, s.h_in.get(), /*copy_data=*/false);
       b.offsets.resize(b.ops.size());
       for (std::size_t i = 0, off = 0; i < b.ops.size(); off += padded_len(b.ops[i]->len), ++i) b.offsets[i] = off;
+      classify_direct(b);
+      bool any_staged_in = false;
+      for (std::size_t i = 0; i < b.ops.size(); ++i) any_staged_in |= !b.direct_in[i] && b.ops[i]->len;
       unsigned char* in_data = s.h_in.get() + b.plan.data_offset;
-      copy_ranges(b, [&](std::size_t i, std::size_t from, std::size_t n) {
-        std::memcpy(in_data + b.offsets[i] + from, b.ops[i]->in + from, n);
-      });
+      if (any_staged_in)
+        copy_ranges(b, [&](std::size_t i, std::size_t from, std::size_t n) {
+          if (!b.direct_in[i]) std::memcpy(in_data + b.offsets[i] + from, b.ops[i]->in + from, n);
+        });
 
       const cudaStream_t st = s.stream.get();
       check_cuda(cudaSetDevice(s.dev->device), "cudaSetDevice");
@@ -371,8 +441,22 @@ class GpuEngine final : public ChunkEngine {
         check_cuda(cudaMemcpyAsync(s.d_keys.get() + k * sizeof(KeyBlob), s.h_keys.get() + k * sizeof(KeyBlob),
                                    sizeof(KeyBlob), cudaMemcpyHostToDevice, st),
                    "copying key material to the GPU");
-      check_cuda(cudaMemcpyAsync(s.d_in.get(), s.h_in.get(), b.plan.upload_bytes(), cudaMemcpyHostToDevice, st),
+      // The header always goes through staging; the data area only if some op needs it (a mixed
+      // batch uploads it whole, and the direct copies that follow in stream order overwrite the
+      // direct ops' parts of it).
+      check_cuda(cudaMemcpyAsync(s.d_in.get(), s.h_in.get(), any_staged_in ? b.plan.upload_bytes() : b.plan.data_offset,
+                                 cudaMemcpyHostToDevice, st),
                  "copying the batch to the GPU");
+      unsigned char* d_in_data = s.d_in.get() + b.plan.data_offset;
+      for_each_run(b, b.direct_in, [&](std::size_t i) { return b.ops[i]->in; },
+                   [&](std::size_t i, std::size_t count, std::size_t stride) {
+                     const std::size_t len = b.ops[i]->len, pitch = padded_len(len);
+                     check_cuda(count == 1 ? cudaMemcpyAsync(d_in_data + b.offsets[i], b.ops[i]->in, len,
+                                                             cudaMemcpyHostToDevice, st)
+                                           : cudaMemcpy2DAsync(d_in_data + b.offsets[i], pitch, b.ops[i]->in, stride,
+                                                               len, count, cudaMemcpyHostToDevice, st),
+                                "copying chunks to the GPU");
+                   });
       const std::size_t n = b.ops.size();
       b.out_data_offset = align256(n * (sizeof(Block128) + sizeof(std::uint32_t)));
       BatchView view;
@@ -392,12 +476,26 @@ class GpuEngine final : public ChunkEngine {
       view.scratch = reinterpret_cast<ChunkScratch*>(s.d_in.get() + b.plan.scratch_offset);
       view.open = !b.seal;
       const int sms = s.dev->sm_count;
-      check_cuda(b.seal ? launch_seal(view, v, task_blocks, s.dev->tables, sms, st)
-                        : launch_open(view, v, task_blocks, s.dev->tables, sms, st),
+      // Small fine-grained batches: one cooperative launch instead of the CTR and GHASH kernels.
+      const bool fused = options_.fused && v == CtrVariant::Fine && blocks * 16 < (2u << 20);
+      check_cuda(fused     ? launch_fused(view, s.dev->tables, sms, st)
+                 : b.seal ? launch_seal(view, v, task_blocks, s.dev->tables, sms, st)
+                          : launch_open(view, v, task_blocks, s.dev->tables, sms, st),
                  "launching the AES-GCM kernels");
-      check_cuda(cudaMemcpyAsync(s.h_out.get(), s.d_out.get(), b.out_data_offset + b.plan.data_bytes,
+      check_cuda(cudaMemcpyAsync(s.h_out.get(), s.d_out.get(),
+                                 b.out_data_offset + (b.any_staged_out ? b.plan.data_bytes : 0),
                                  cudaMemcpyDeviceToHost, st),
                  "copying the results from the GPU");
+      const unsigned char* d_out_data = s.d_out.get() + b.out_data_offset;
+      for_each_run(b, b.direct_out, [&](std::size_t i) { return b.ops[i]->out; },
+                   [&](std::size_t i, std::size_t count, std::size_t stride) {
+                     const std::size_t len = b.ops[i]->len, pitch = padded_len(len);
+                     check_cuda(count == 1 ? cudaMemcpyAsync(b.ops[i]->out, d_out_data + b.offsets[i], len,
+                                                             cudaMemcpyDeviceToHost, st)
+                                           : cudaMemcpy2DAsync(b.ops[i]->out, stride, d_out_data + b.offsets[i], pitch,
+                                                               len, count, cudaMemcpyDeviceToHost, st),
+                                "copying chunks from the GPU");
+                   });
       check_cuda(cudaEventRecord(s.done.get(), st), "cudaEventRecord");
       return true;
     } catch (const std::exception& e) {
@@ -425,15 +523,62 @@ class GpuEngine final : public ChunkEngine {
         if (b.seal) std::memcpy(op.tag.data(), tags[i].w, kChunkTagBytes);
         op.ok = b.seal || ok[i] == 1;
       }
-      copy_ranges(b, [&](std::size_t i, std::size_t from, std::size_t len) {
-        ChunkOp& op = *b.ops[i];
-        if (op.ok) std::memcpy(op.out + from, data + b.offsets[i] + from, len);
-        else std::memset(op.out + from, 0, len);  // the GPU zeroed it too; never trust a copy for that
-      });
+      for (std::size_t i = 0; i < n; ++i)  // the GPU zeroed it too; never trust a copy for that
+        if (b.direct_out[i] && !b.ops[i]->ok && b.ops[i]->len) std::memset(b.ops[i]->out, 0, b.ops[i]->len);
+      if (b.any_staged_out)
+        copy_ranges(b, [&](std::size_t i, std::size_t from, std::size_t len) {
+          ChunkOp& op = *b.ops[i];
+          if (b.direct_out[i]) return;
+          if (op.ok) std::memcpy(op.out + from, data + b.offsets[i] + from, len);
+          else std::memset(op.out + from, 0, len);
+        });
       return true;
     } catch (const std::exception& e) {
       fail(s, e.what());
       return false;
+    }
+  }
+
+  // Which ops the GPU copies directly. Output goes direct only when it does not overlap the input:
+  // should the batch fail after the copy back began, the fallback engine redoes it from op.in,
+  // which must still hold the input.
+  void classify_direct(Batch& b) {
+    const std::size_t n = b.ops.size();
+    b.direct_in.assign(n, 0);
+    b.direct_out.assign(n, 0);
+    b.any_staged_out = false;
+    auto reg = pinned_->lock();
+    for (std::size_t i = 0; i < n; ++i) {
+      const ChunkOp& op = *b.ops[i];
+      if (op.len == 0) continue;
+      b.direct_in[i] = pinned_->contains_locked(op.in, op.len);
+      const bool disjoint = op.out + op.len <= op.in || op.in + op.len <= op.out;
+      b.direct_out[i] = disjoint && pinned_->contains_locked(op.out, op.len);
+      b.any_staged_out |= !b.direct_out[i];
+    }
+  }
+
+  // Groups consecutive direct ops of equal length whose host addresses advance by one stride (the
+  // chunks of one request in one scratch buffer) into runs, so a run costs one 2D copy, one driver
+  // call, instead of one per chunk. emit(first op, count, stride); stride is unused for count 1.
+  template <class Ptr, class Emit>
+  static void for_each_run(const Batch& b, const std::vector<char>& direct, Ptr ptr, Emit emit) {
+    const std::size_t n = b.ops.size();
+    for (std::size_t i = 0; i < n;) {
+      if (!direct[i]) {
+        ++i;
+        continue;
+      }
+      const std::size_t len = b.ops[i]->len;
+      std::size_t j = i + 1, stride = 0;
+      for (; j < n && direct[j] && b.ops[j]->len == len; ++j) {
+        const auto a = reinterpret_cast<std::uintptr_t>(ptr(j)), prev = reinterpret_cast<std::uintptr_t>(ptr(j - 1));
+        if (a <= prev || a - prev < len) break;  // the 2D copy needs a forward pitch of at least len
+        if (j == i + 1) stride = a - prev;
+        else if (a - prev != stride) break;
+      }
+      emit(i, j - i, stride);
+      i = j;
     }
   }
 
@@ -498,6 +643,7 @@ class GpuEngine final : public ChunkEngine {
   std::vector<std::unique_ptr<DeviceState>> devices_;
   std::vector<std::unique_ptr<Slot>> slots_;
   HostKeyCache host_keys_;
+  std::shared_ptr<PinnedRegistry> pinned_ = std::make_shared<PinnedRegistry>();
   std::unique_ptr<ThreadPool> copy_pool_;
 
   std::mutex mu_;

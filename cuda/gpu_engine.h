@@ -40,6 +40,8 @@ struct GpuOptions {
   // Where GPU errors are reported (the batch itself is redone on the fallback engine). Empty:
   // stderr. The filesystem passes its log.
   std::function<void(const std::string&)> on_error;
+  // Small batches (under 2 MiB) run CTR and GHASH in one cooperative launch instead of two.
+  bool fused = true;
   // Threads that copy large batches into and out of the pinned staging buffers (0: up to 8).
   int copy_threads = 0;
   // Tests only: the n-th batch (1-based) fails as if the GPU had, to exercise the fallback path.

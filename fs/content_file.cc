@@ -16,12 +16,27 @@ namespace gcfs {
 namespace {
 
 // Per-thread scratch buffers: a FUSE worker reuses them for every request instead of allocating
-// up to a few MiB each time.
-std::vector<std::uint8_t>& scratch(int which, std::size_t n) {
-  thread_local std::vector<std::uint8_t> bufs[3];
-  auto& b = bufs[which];
-  if (b.size() < n) b.resize(n);
-  return b;
+// up to a few MiB each time. They come from the engine, so that with the gpu engine they are
+// page-locked and the chunks in them travel to and from the GPU without a staging copy. Grown in
+// powers of two (pinning is slow, so it should happen a few times per thread, not per request);
+// freed with the thread. A buffer from another engine is replaced (any memory would be correct,
+// but only the engine's own is the fast kind).
+HostBuffer& scratch(ChunkEngine& engine, int which, std::size_t n) {
+  struct Slot {
+    const ChunkEngine* owner = nullptr;
+    HostBuffer buf;
+  };
+  thread_local Slot bufs[3];
+  auto& s = bufs[which];
+  if (s.owner != &engine || s.buf.size() < n) {
+    std::size_t size = std::size_t{64} << 10;
+    while (size < n) size *= 2;
+    HostBuffer fresh = engine.allocate_io_buffer(size);
+    if (s.buf.data() && s.buf.size()) std::memcpy(fresh.data(), s.buf.data(), std::min(s.buf.size(), size));
+    s.buf = std::move(fresh);
+    s.owner = &engine;
+  }
+  return s.buf;
 }
 
 bool all_zero(const std::uint8_t* p, std::size_t n) {
@@ -139,7 +154,7 @@ int ContentFile::open_chunks_locked(ChunkRange r, std::uint8_t* out) {
       std::min(layout_.disk_offset(r.last + 1), layout_.base_offset() + layout_.cipher_size(size_));
   if (disk_end <= disk_begin) return corrupt("internal: read past the end of the file");
   const std::size_t disk_len = disk_end - disk_begin;
-  auto& ct = scratch(0, disk_len);
+  auto& ct = scratch(engine_, 0, disk_len);
   ssize_t n = pread_full(fd(), ct.data(), disk_len, disk_begin);
   if (n < 0) return static_cast<int>(n);
   if (static_cast<std::size_t>(n) != disk_len)
@@ -197,7 +212,7 @@ ssize_t ContentFile::read(std::uint64_t off, std::size_t len, std::uint8_t* out)
   const ChunkRange r = layout_.chunks_for(off, len);
   auto guard = chunk_locks_.lock(r.first, r.last, false);
   const std::uint64_t C = layout_.chunk_size();
-  auto& plain = scratch(1, r.count() * C);
+  auto& plain = scratch(engine_, 1, r.count() * C);
   int rc = open_chunks_locked(r, plain.data());
   if (rc < 0) return rc;
   std::memcpy(out, plain.data() + (off - r.first * C), len);
@@ -212,7 +227,7 @@ int ContentFile::seal_and_write_locked(ChunkRange r, const std::uint8_t* plain, 
 
   const std::uint64_t last_len = layout_.chunk_plain_len(r.last, new_size);
   const std::size_t disk_len = (r.count() - 1) * D + last_len + kChunkOverhead;
-  auto& ct = scratch(2, disk_len);
+  auto& ct = scratch(engine_, 2, disk_len);
   std::vector<ChunkOp> ops(r.count());
   std::vector<std::array<std::uint8_t, kChunkAadBytes>> aads(r.count());
   // One call to the generator for every nonce of the batch.
@@ -268,7 +283,7 @@ ssize_t ContentFile::write_locked(std::uint64_t off, const std::uint8_t* in, std
   const std::uint64_t end = off + len;
   const std::uint64_t new_size = std::max(size_, end);
   const ChunkRange r = layout_.chunks_for(off, len);
-  auto& plain = scratch(1, r.count() * C);
+  auto& plain = scratch(engine_, 1, r.count() * C);
 
   // The old bytes of an edge chunk are needed where the write leaves part of it unchanged.
   auto needs_old = [&](std::uint64_t k) {
@@ -344,7 +359,7 @@ int ContentFile::truncate_locked(std::uint64_t new_size) {
     size_ = 0;
     return 0;
   }
-  auto& plain = scratch(1, C);
+  auto& plain = scratch(engine_, 1, C);
   std::optional<std::uint64_t> resealed;  // the chunk already rewritten for the new size
   if (new_size < size_) {
     const std::uint64_t k = layout_.chunk_of(new_size);
@@ -418,7 +433,7 @@ int ContentFile::punch_hole(std::uint64_t off, std::uint64_t len) {
   const std::uint64_t end = std::min(size_, off + len);
   const std::uint64_t C = layout_.chunk_size();
   const ChunkRange r = layout_.chunks_for(off, end - off);
-  auto& plain = scratch(1, C);
+  auto& plain = scratch(engine_, 1, C);
   // Consecutive whole chunks are punched as one disk range: punched one by one, the filesystem
   // block that straddles each chunk boundary would stay allocated.
   std::uint64_t run_begin = 0, run_end = 0;

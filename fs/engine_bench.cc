@@ -31,11 +31,15 @@ double process_cpu_seconds() {
 // engine, not allocation. For Open, the input is sealed once up front (by the engine under test).
 class RequestSet {
  public:
-  RequestSet(std::size_t request_bytes, std::size_t chunk_size, std::size_t aad_bytes,
-             const std::vector<ChunkKey>& keys, std::size_t key_index)
-      : in_(request_bytes), out_(request_bytes), aad_(std::min(aad_bytes, kMaxChunkAadBytes)) {
+  // engine_buffers: in and out come from engine.allocate_io_buffer, as the filesystem's scratch
+  // buffers do (pinned, zero-copy with the gpu engine); otherwise plain heap memory (staged).
+  RequestSet(ChunkEngine& engine, bool engine_buffers, std::size_t request_bytes, std::size_t chunk_size,
+             std::size_t aad_bytes, const std::vector<ChunkKey>& keys, std::size_t key_index)
+      : in_(engine_buffers ? engine.allocate_io_buffer(request_bytes) : HostBuffer::plain(request_bytes)),
+        out_(engine_buffers ? engine.allocate_io_buffer(request_bytes) : HostBuffer::plain(request_bytes)),
+        aad_(std::min(aad_bytes, kMaxChunkAadBytes)) {
     if (chunk_size == 0) throw std::invalid_argument("benchmark: chunk size must be positive");
-    random_bytes(in_);
+    random_bytes(std::span<std::uint8_t>(in_.data(), in_.size()));
     random_bytes(aad_);
     const ChunkKey* key = &keys[key_index % keys.size()];
     for (std::size_t off = 0; off < request_bytes || (request_bytes == 0 && ops_.empty());
@@ -72,7 +76,8 @@ class RequestSet {
   }
 
  private:
-  std::vector<std::uint8_t> in_, out_, aad_;
+  HostBuffer in_, out_;
+  std::vector<std::uint8_t> aad_;
   std::vector<ChunkOp> ops_;
 };
 
@@ -98,7 +103,7 @@ ThroughputResult measure_throughput(ChunkEngine& engine, const ThroughputConfig&
   const auto keys = random_keys(c.distinct_keys);
   std::vector<std::unique_ptr<RequestSet>> sets;
   for (int t = 0; t < c.concurrency; ++t) {
-    sets.push_back(std::make_unique<RequestSet>(c.request_bytes, c.chunk_size, c.aad_bytes, keys, t));
+    sets.push_back(std::make_unique<RequestSet>(engine, c.engine_buffers, c.request_bytes, c.chunk_size, c.aad_bytes, keys, t));
     if (c.op == BenchOp::Open) sets.back()->prepare_open(engine);
     sets.back()->run(engine, c.op);  // warm-up: first-use costs stay out of the numbers
   }
@@ -150,7 +155,7 @@ ThroughputResult measure_throughput(ChunkEngine& engine, const ThroughputConfig&
 
 LatencyResult measure_latency(ChunkEngine& engine, const LatencyConfig& c) {
   const auto keys = random_keys(1);
-  RequestSet set(c.request_bytes, c.chunk_size, 24, keys, 0);
+  RequestSet set(engine, c.engine_buffers, c.request_bytes, c.chunk_size, 24, keys, 0);
   if (c.op == BenchOp::Open) set.prepare_open(engine);
   for (std::size_t i = 0; i < c.warmup; ++i) set.run(engine, c.op);
   std::vector<double> us;

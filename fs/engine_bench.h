@@ -30,6 +30,9 @@ struct ThroughputConfig {
   std::size_t min_requests = 8;
   std::size_t distinct_keys = 4;  // chunks of one request share a key, as one file's chunks do
   std::size_t aad_bytes = 24;     // file ID and chunk number, as the vault format uses
+  // Request buffers from engine.allocate_io_buffer (as the filesystem's scratch buffers are:
+  // pinned and zero-copy with the gpu engine); false: plain heap memory (staged copies).
+  bool engine_buffers = true;
 };
 
 struct ThroughputResult {
@@ -52,6 +55,7 @@ struct LatencyConfig {
   std::size_t request_bytes = 128 * 1024;
   std::size_t repeats = 200;      // after `warmup` untimed requests
   std::size_t warmup = 20;
+  bool engine_buffers = true;     // as in ThroughputConfig
 };
 
 struct LatencyResult {

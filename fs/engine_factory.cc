@@ -21,6 +21,8 @@ class HybridEngine final : public ChunkEngine {
   std::string name() const override { return "auto"; }
   void seal(std::span<ChunkOp> ops) override { pick(ops).seal(ops); }
   void open(std::span<ChunkOp> ops) override { pick(ops).open(ops); }
+  // The gpu engine's kind: its pinned memory serves the cpu engine as well as any other.
+  HostBuffer allocate_io_buffer(std::size_t bytes) override { return gpu_.allocate_io_buffer(bytes); }
 
  private:
   ChunkEngine& pick(std::span<ChunkOp> ops) {

@@ -39,8 +39,9 @@ std::string kib(std::size_t b) {
 }
 
 void throughput(ChunkEngine& e, const std::string& label, std::size_t chunk, std::size_t request, int conc,
-                BenchOp op, double secs) {
+                BenchOp op, double secs, bool engine_buffers = true) {
   ThroughputConfig c;
+  c.engine_buffers = engine_buffers;
   c.op = op;
   c.chunk_size = chunk;
   c.request_bytes = request;
@@ -52,8 +53,10 @@ void throughput(ChunkEngine& e, const std::string& label, std::size_t chunk, std
         r.cpu_seconds_per_gb});
 }
 
-void latency(ChunkEngine& e, const std::string& label, std::size_t request, std::size_t chunk) {
+void latency(ChunkEngine& e, const std::string& label, std::size_t request, std::size_t chunk,
+             bool engine_buffers = true) {
   LatencyConfig c;
+  c.engine_buffers = engine_buffers;
   c.request_bytes = request;
   c.chunk_size = std::min(chunk, request);
   c.repeats = request >= (16u << 20) ? 30 : 300;
@@ -107,7 +110,10 @@ int main(int argc, char** argv) {
   }
 
   CpuEngine cpu1(1), cpu_all(0);
-  std::unique_ptr<ChunkEngine> gpu, gpu_coarse, gpu_nospin;
+  // Unless a label says "staged", request buffers come from the engine (pinned: zero-copy), as the
+  // filesystem's do; "gpu/staged" is plain memory copied through the staging buffers (the earlier
+  // path), "gpu/unfused" the separate CTR and GHASH launches for small batches.
+  std::unique_ptr<ChunkEngine> gpu, gpu_coarse, gpu_nospin, gpu_unfused;
   CpuEngine fallback(0);
   if (!gpus.empty()) {
     GpuOptions o;
@@ -117,7 +123,11 @@ int main(int argc, char** argv) {
     o.kernel = "auto";
     o.spin = std::chrono::microseconds(0);  // sleep on the GPU's signal at once: least CPU, more latency
     gpu_nospin = make_gpu_engine(o, fallback);
-    for (ChunkEngine* e : {gpu.get(), gpu_coarse.get(), gpu_nospin.get()}) verify_engine_against_cpu(*e, 65536);
+    GpuOptions u;
+    u.fused = false;
+    gpu_unfused = make_gpu_engine(u, fallback);
+    for (ChunkEngine* e : {gpu.get(), gpu_coarse.get(), gpu_nospin.get(), gpu_unfused.get()})
+      verify_engine_against_cpu(*e, 65536);
     std::printf("gpu engines verified against the cpu engine\n");
   }
 
@@ -130,6 +140,7 @@ int main(int argc, char** argv) {
     if (gpu) {
       throughput(*gpu, "gpu", chunk, 16u << 20, 1, op, secs);
       throughput(*gpu, "gpu", chunk, 16u << 20, 4, op, secs);
+      throughput(*gpu, "gpu/staged", chunk, 16u << 20, 4, op, secs, false);
       throughput(*gpu, "gpu", chunk, 16u << 20, 8, op, secs);
       throughput(*gpu, "gpu", chunk, 1u << 20, 16, op, secs);
       throughput(*gpu, "gpu", chunk, 128u << 10, 32, op, secs);
@@ -145,6 +156,8 @@ int main(int argc, char** argv) {
     latency(cpu1, "cpu/1thread", req, chunk);
     latency(cpu_all, "cpu/" + std::to_string(cores) + "threads", req, chunk);
     if (gpu) latency(*gpu, "gpu", req, chunk);
+    if (gpu && req <= (1u << 20)) latency(*gpu, "gpu/staged", req, chunk, false);
+    if (gpu && req <= (1u << 20)) latency(*gpu_unfused, "gpu/unfused", req, chunk);
     if (gpu && req <= (1u << 20)) latency(*gpu_coarse, "gpu/coarse", req, chunk);
     if (gpu && req <= (1u << 20)) latency(*gpu_nospin, "gpu/nospin", req, chunk);
   }

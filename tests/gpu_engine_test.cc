@@ -92,6 +92,7 @@ class GpuEngineTest : public ::testing::TestWithParam<std::string> {
     if (list_gpus(&why).empty()) GTEST_SKIP() << "no GPU: " << why;
     GpuOptions o;
     o.kernel = GetParam();
+    if (o.kernel == "auto-unfused") o.kernel = "auto", o.fused = false;  // two launches for small batches too
     o.on_error = [this](const std::string& m) { errors_.push_back(m); };
     gpu_ = make_gpu_engine(o, cpu_);
   }
@@ -190,7 +191,175 @@ TEST_P(GpuEngineTest, ConcurrentCallersGetTheirOwnResults) {
   EXPECT_EQ(failures.load(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, GpuEngineTest, ::testing::Values("auto", "coarse", "fine"));
+// Zero-copy: ops whose data lies in the engine's own (pinned) buffers travel to and from the GPU
+// without the staging copies. Chunks are laid out as the filesystem lays them out, with a stride
+// (nonce and tag between chunks on disk), so that runs of them go as one 2D copy.
+struct PinnedLayout {
+  static constexpr std::size_t kGap = 28;  // nonce + tag, as between chunks on disk
+  std::vector<std::size_t> lengths;
+  std::size_t stride = 0;
+  HostBuffer buf;
+  PinnedLayout(ChunkEngine& e, std::vector<std::size_t> l, std::size_t gap = kGap) : lengths(std::move(l)) {
+    for (auto n : lengths) stride = std::max(stride, n + gap);
+    buf = e.allocate_io_buffer(stride * lengths.size());
+  }
+  std::uint8_t* at(std::size_t i) const { return buf.data() + i * stride; }
+};
+
+TEST_P(GpuEngineTest, ZeroCopySealAndOpenMatchOpenssl) {
+  std::vector<std::size_t> lengths(9, 65536);
+  lengths.back() = 1000;  // the last chunk of a file is shorter: a run of 8, then one
+  for (int round = 0; round < 2; ++round) {
+    Batch b(lengths, 1);
+    PinnedLayout in(*gpu_, lengths), ct(*gpu_, lengths), back(*gpu_, lengths, 0);
+    ASSERT_TRUE(in.buf.pinned());
+    for (std::size_t i = 0; i < lengths.size(); ++i) {
+      std::memcpy(in.at(i), b.plain[i].data(), lengths[i]);
+      b.ops[i].in = in.at(i);
+      b.ops[i].out = ct.at(i);
+    }
+    cpu_.seal(b.ref_ops);
+    gpu_->seal(b.ops);
+    for (std::size_t i = 0; i < lengths.size(); ++i) {
+      ASSERT_EQ(0, std::memcmp(ct.at(i), b.ref[i].data(), lengths[i])) << "chunk " << i;
+      ASSERT_EQ(b.ops[i].tag, b.ref_ops[i].tag) << "chunk " << i;
+      b.ops[i].in = ct.at(i);
+      b.ops[i].out = back.at(i);
+    }
+    gpu_->open(b.ops);
+    for (std::size_t i = 0; i < lengths.size(); ++i) {
+      EXPECT_TRUE(b.ops[i].ok) << "chunk " << i;
+      EXPECT_EQ(0, std::memcmp(back.at(i), b.plain[i].data(), lengths[i])) << "chunk " << i;
+    }
+  }
+  EXPECT_TRUE(errors_.empty());
+}
+
+TEST_P(GpuEngineTest, ZeroCopyInPlace) {
+  std::vector<std::size_t> lengths = {4096, 4096, 4096, 17, 65536, 0};
+  Batch b(lengths, 2);
+  PinnedLayout buf(*gpu_, lengths);
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    std::memcpy(buf.at(i), b.plain[i].data(), lengths[i]);
+    b.ops[i].in = b.ops[i].out = buf.at(i);
+  }
+  cpu_.seal(b.ref_ops);
+  gpu_->seal(b.ops);
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    ASSERT_EQ(0, std::memcmp(buf.at(i), b.ref[i].data(), lengths[i])) << "chunk " << i;
+    ASSERT_EQ(b.ops[i].tag, b.ref_ops[i].tag) << "chunk " << i;
+  }
+  gpu_->open(b.ops);
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    EXPECT_TRUE(b.ops[i].ok) << "chunk " << i;
+    EXPECT_EQ(0, std::memcmp(buf.at(i), b.plain[i].data(), lengths[i])) << "chunk " << i;
+  }
+}
+
+TEST_P(GpuEngineTest, ZeroCopyMixedWithOrdinaryMemoryInOneBatch) {
+  std::vector<std::size_t> lengths = {65536, 65536, 4096, 4095, 65536, 65536, 32, 65536};
+  Batch b(lengths, 3);
+  PinnedLayout in(*gpu_, lengths), out(*gpu_, lengths);
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    // i % 4: both pinned, only in pinned, only out pinned, neither (the Batch's own vectors).
+    if (i % 4 == 0 || i % 4 == 1) {
+      std::memcpy(in.at(i), b.plain[i].data(), lengths[i]);
+      b.ops[i].in = in.at(i);
+    }
+    if (i % 4 == 0 || i % 4 == 2) b.ops[i].out = out.at(i);
+  }
+  cpu_.seal(b.ref_ops);
+  gpu_->seal(b.ops);
+  std::vector<std::vector<std::uint8_t>> back(lengths.size());
+  PinnedLayout back_pinned(*gpu_, lengths);
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    ASSERT_EQ(0, std::memcmp(b.ops[i].out, b.ref[i].data(), lengths[i])) << "chunk " << i;
+    ASSERT_EQ(b.ops[i].tag, b.ref_ops[i].tag) << "chunk " << i;
+    b.ops[i].in = b.ops[i].out;
+    back[i].assign(lengths[i], 0xEE);
+    b.ops[i].out = i % 3 == 0 ? back_pinned.at(i) : back[i].data();
+  }
+  gpu_->open(b.ops);
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    EXPECT_TRUE(b.ops[i].ok) << "chunk " << i;
+    EXPECT_EQ(0, std::memcmp(b.ops[i].out, b.plain[i].data(), lengths[i])) << "chunk " << i;
+  }
+}
+
+TEST_P(GpuEngineTest, ZeroCopyTamperedChunksFailAndAreZeroed) {
+  std::vector<std::size_t> lengths(6, 65536);
+  lengths[4] = 33;
+  Batch b(lengths, 1);
+  PinnedLayout in(*gpu_, lengths), ct(*gpu_, lengths), back(*gpu_, lengths, 0);
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    std::memcpy(in.at(i), b.plain[i].data(), lengths[i]);
+    b.ops[i].in = in.at(i);
+    b.ops[i].out = ct.at(i);
+  }
+  gpu_->seal(b.ops);
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    b.ops[i].in = ct.at(i);
+    b.ops[i].out = back.at(i);
+    std::memset(back.at(i), 0xEE, lengths[i]);
+  }
+  ct.at(1)[100] ^= 0x01;     // ciphertext bit
+  b.ops[2].tag[0] ^= 0x01;   // tag bit
+  ct.at(4)[32] ^= 0x40;      // last byte of a partial chunk
+  gpu_->open(b.ops);
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    const bool tampered = i == 1 || i == 2 || i == 4;
+    EXPECT_EQ(b.ops[i].ok, !tampered) << "chunk " << i;
+    if (tampered) EXPECT_EQ(std::vector<std::uint8_t>(back.at(i), back.at(i) + lengths[i]), std::vector<std::uint8_t>(lengths[i], 0)) << "chunk " << i << " not zeroed";
+    else EXPECT_EQ(0, std::memcmp(back.at(i), b.plain[i].data(), lengths[i])) << "chunk " << i;
+  }
+}
+
+TEST_P(GpuEngineTest, ZeroCopyLargeRequestAcrossStreams) {
+  std::vector<std::size_t> lengths(64, 65536);  // 4 MiB: cut into parts on several streams
+  Batch b(lengths, 1);
+  PinnedLayout in(*gpu_, lengths), ct(*gpu_, lengths);
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    std::memcpy(in.at(i), b.plain[i].data(), lengths[i]);
+    b.ops[i].in = in.at(i);
+    b.ops[i].out = ct.at(i);
+  }
+  cpu_.seal(b.ref_ops);
+  gpu_->seal(b.ops);
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    ASSERT_EQ(0, std::memcmp(ct.at(i), b.ref[i].data(), lengths[i])) << "chunk " << i;
+    ASSERT_EQ(b.ops[i].tag, b.ref_ops[i].tag) << "chunk " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, GpuEngineTest, ::testing::Values("auto", "coarse", "fine", "auto-unfused"));
+
+// A buffer may outlive the engine that made it (a FUSE thread's scratch buffers do).
+TEST(GpuEngineBuffers, BufferOutlivesItsEngine) {
+  std::string why;
+  if (list_gpus(&why).empty()) GTEST_SKIP() << "no GPU: " << why;
+  CpuEngine cpu(1);
+  HostBuffer keep;
+  {
+    auto gpu = make_gpu_engine(GpuOptions{}, cpu);
+    keep = gpu->allocate_io_buffer(1u << 20);
+    EXPECT_TRUE(keep.pinned());
+  }
+  keep.data()[12345] = 7;
+  keep = HostBuffer();
+}
+
+// Every engine hands out zero-filled memory; the base (cpu) engine's is plain.
+TEST(EngineBuffers, CpuEngineHandsOutPlainZeroedMemory) {
+  CpuEngine cpu(1);
+  HostBuffer b = cpu.allocate_io_buffer(4096);
+  ASSERT_NE(b.data(), nullptr);
+  EXPECT_EQ(b.size(), 4096u);
+  EXPECT_FALSE(b.pinned());
+  EXPECT_EQ(std::vector<std::uint8_t>(b.data(), b.data() + 4096), std::vector<std::uint8_t>(4096, 0));
+  HostBuffer moved = std::move(b);
+  EXPECT_EQ(b.data(), nullptr);
+  EXPECT_EQ(moved.size(), 4096u);
+}
 
 TEST(GpuEngineFallback, FailedBatchIsRedoneOnTheFallbackAndReported) {
   std::string why;
@@ -270,6 +439,8 @@ TEST(EngineFactory, GpuAndAutoSealLikeTheCpuEngine) {
     cpu.seal(b.ref_ops);
     set.engine().seal(b.ops);
     b.expect_same_seal();
+    // Both hand out the gpu engine's pinned memory (auto too: its gpu side then skips staging).
+    EXPECT_TRUE(set.engine().allocate_io_buffer(4096).pinned()) << name;
   }
 }
 
