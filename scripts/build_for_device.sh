@@ -7,13 +7,28 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build-device
 cmake -S . -B "$build" -DGPUCRYPTFS_STATIC=ON -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
-cmake --build "$build" -j"${JOBS:-2}" --target gpu_math_test gpu_engine_test gpu_engine_bench gpucryptfs
+# The mounted-vault integration suites too: the device run drives them with --engine gpu.
+integration="integration_fs_ops_test integration_programs_test integration_random_ops_test integration_tamper_test
+             integration_cli_test integration_concurrency_test"
+cmake --build "$build" -j"${JOBS:-2}" --target gpu_math_test gpu_engine_test gpu_engine_bench gpucryptfs $integration
 rm -rf "$build/carry"
 mkdir -p "$build/carry"
 cp "$build/tests/gpu_math_test" "$build/tests/gpu_engine_test" "$build/tests/gpu_engine_bench" \
    "$build/mount/gpucryptfs" "$build/carry/"
+for t in $integration; do cp "$build/tests/$t" "$build/carry/"; done
 strip --strip-debug "$build"/carry/* || true
+# The suites are only linked against GoogleTest and the C++ runtime (they run the gpucryptfs
+# binary); whatever shared libraries they need beyond libc travel in carry/lib (the device run
+# sets LD_LIBRARY_PATH for them).
+mkdir -p "$build/carry/lib"
+for t in $integration; do
+  ldd "$build/carry/$t" | awk '/=> \// { print $3 }' |
+    grep -v -E '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*)\.so' |
+    while read -r lib; do cp -L -n "$lib" "$build/carry/lib/"; done
+done
 for f in "$build"/carry/*; do
+  [ -f "$f" ] || continue
+  case "$(basename "$f")" in integration_*) continue ;; esac
   extra=$(ldd "$f" | grep -v -E 'linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so' || true)
   if [ -n "$extra" ]; then
     echo "warning: $f needs more than libc at run time:" >&2

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Runs ON the GPU device machine, from the repository root, with the binaries that
 # scripts/build_for_device.sh left in build-device/carry (carry that folder with the run).
-# Runs the GPU tests, the benchmarks, and a real mount with the gpu and cpu engines (write, read,
-# verify, daemon CPU time per GB). Everything goes under $OUT (a handful of files); a short table
-# is printed last.
+# Runs the GPU tests, the mounted-vault integration suites with the gpu engine (in parallel with
+# the GPU tests, before any timing), the benchmarks, and a real mount with the gpu and cpu engines
+# (write, read, verify, daemon CPU time per GB). Everything goes under $OUT (at most 8 files come
+# back: env, sass, tests, integration, bench, mount, summary, and the bench folder's files); a
+# short table is printed last. Timeouts keep the whole run under the device's 10-minute limit.
 #
 #   usage: scripts/gpu_device_run.sh [--quick]
+#   BENCH_ARGS: arguments for `gpucryptfs bench` (default --quick, which fits the time limit)
 set -uo pipefail
 BIN=${BIN:-build-device/carry}
 OUT=${OUT:-$PWD/gpu-run-out}
@@ -41,17 +44,41 @@ else
   echo "cuobjdump not found" | tee "$OUT/sass.txt"
 fi
 
-section "tests"
+section "tests (GPU tests, and the mount suites with --engine gpu alongside)"
+# The integration suites drive a real mount through tests/support/mounted_vault.h, which reads
+# GPUCRYPTFS_TEST_ENGINE and GPUCRYPTFS_TEST_BIN; they run in parallel (each in its own temporary
+# folders), while the GPU tests run, so they cost no extra wall time. No timing happens meanwhile.
+integ_dir=/tmp/gcfs-integration; rm -rf "$integ_dir"; mkdir -p "$integ_dir"
+integ_pids=()
+if [ -e /dev/fuse ]; then
+  for t in "$BIN"/integration_*_test; do
+    [ -x "$t" ] || continue
+    ( GPUCRYPTFS_TEST_ENGINE=gpu GPUCRYPTFS_TEST_BIN="$PWD/$BIN/gpucryptfs" LD_LIBRARY_PATH="$PWD/$BIN/lib" \
+        timeout 170 "$t" > "$integ_dir/$(basename "$t").log" 2>&1; echo "exit $?" >> "$integ_dir/$(basename "$t").log" ) &
+    integ_pids+=($!)
+  done
+fi
 {
-  timeout 120 "$BIN/gpu_math_test" 2>&1 | tail -5
-  timeout 400 "$BIN/gpu_engine_test" 2>&1
+  timeout 60 "$BIN/gpu_math_test" 2>&1 | tail -5
+  timeout 170 "$BIN/gpu_engine_test" 2>&1
 } > "$OUT/tests.txt"
 grep -E '^\[  (PASSED|FAILED|SKIPPED) |FAILED|tests ran' "$OUT/tests.txt"
+for p in "${integ_pids[@]}"; do wait "$p"; done
+{
+  echo "fusermount3: $(command -v fusermount3 || echo "absent (the fixture unmounts with umount)")"
+  for f in "$integ_dir"/*.log; do
+    [ -e "$f" ] || { echo "no integration suites ran (no /dev/fuse, or none carried)"; break; }
+    echo "== $(basename "$f" .log): $(grep -E '^\[  (PASSED|FAILED) ' "$f" | tr '\n' ' ') $(tail -1 "$f")"
+    grep -E '^\[  FAILED  \]' "$f" | head -20
+  done
+  for f in "$integ_dir"/*.log; do [ -e "$f" ] && { echo; echo "#### $(basename "$f")"; grep -v -E '^\[ +(OK|RUN) ' "$f" | tail -60; }; done
+} > "$OUT/integration.txt" 2>&1
+grep -E '^== |^fusermount3|^no integration' "$OUT/integration.txt"
 
 section "benchmarks"
-timeout 400 "$BIN/gpu_engine_bench" $QUICK > "$OUT/bench.txt" 2>&1
+timeout 170 "$BIN/gpu_engine_bench" $QUICK > "$OUT/bench.txt" 2>&1
 echo "bench exit: $?"
-mkdir -p "$OUT/bench"; timeout 500 "$BIN/gpucryptfs" bench $QUICK --out "$OUT/bench" > "$OUT/bench/table.txt" 2> "$OUT/bench/progress.txt"; echo "gpucryptfs bench exit: $? (table, CSV, bench.gp in \$OUT/bench)"
+mkdir -p "$OUT/bench"; timeout 120 "$BIN/gpucryptfs" bench ${BENCH_ARGS:---quick} --out "$OUT/bench" > "$OUT/bench/table.txt" 2> "$OUT/bench/progress.txt"; echo "gpucryptfs bench exit: $? (table, CSV, bench.gp in \$OUT/bench)"
 
 section "mount with the gpu and cpu engines"
 mount_run() {  # engine size_mib
@@ -99,7 +126,18 @@ section "summary"
 {
   head -3 "$OUT/env.txt"
   grep -E '^\[  (PASSED|FAILED) ' "$OUT/tests.txt"
+  grep -E '^== ' "$OUT/integration.txt"
   sed -n '/^what /,$p' "$OUT/bench.txt"
   grep '^mount_' "$OUT/mount.txt"
 } > "$OUT/summary.txt"
 cat "$OUT/summary.txt"
+
+# At most 8 files come back from the device machine: one log with every section, the summary, and
+# the bench folder's table, CSV, plot script and (where gnuplot exists) its two PNGs.
+for f in env sass tests integration bench mount; do
+  [ -e "$OUT/$f.txt" ] && { echo "######## $f.txt"; cat "$OUT/$f.txt"; }
+done > "$OUT/run.log"
+[ -e "$OUT/bench/progress.txt" ] && { echo "######## bench/progress.txt"; cat "$OUT/bench/progress.txt"; } >> "$OUT/run.log"
+rm -f "$OUT"/env.txt "$OUT"/sass.txt "$OUT"/tests.txt "$OUT"/integration.txt "$OUT"/bench.txt "$OUT"/mount.txt \
+      "$OUT"/bench/progress.txt
+ls -R "$OUT"

@@ -173,22 +173,30 @@ class MountedVault {
     daemon_pid_ = pid_from_log();
   }
 
+  // fusermount3 where it is installed; otherwise umount (a machine without the fuse3 tools, where
+  // the suites run as root, as on the GPU machine).
+  static std::string unmount_command(bool lazy) {
+    static const bool have_fusermount = run_shell("command -v fusermount3 >/dev/null 2>&1").status == 0;
+    if (have_fusermount) return lazy ? "fusermount3 -u -z " : "fusermount3 -u ";
+    return lazy ? "umount -l " : "umount ";
+  }
+
   // Unmounts; never throws. Waits for the daemon to exit, so a following mount sees every write.
   void unmount() {
     if (!mounted_) return;
     mounted_ = false;
     bool done = false;
     for (int attempt = 0; attempt < 50 && !done; ++attempt) {
-      done = !in_mount_table() || run_shell("fusermount3 -u " + shell_quote(mountpoint_)).status == 0;
+      done = !in_mount_table() || run_shell(unmount_command(false) + shell_quote(mountpoint_)).status == 0;
       if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    if (!done) run_shell("fusermount3 -u -z " + shell_quote(mountpoint_));
+    if (!done) run_shell(unmount_command(true) + shell_quote(mountpoint_));
     if (daemon_pid_ > 0) {
       for (int i = 0; i < 200 && alive(daemon_pid_); ++i)
         std::this_thread::sleep_for(std::chrono::milliseconds(25));
       if (alive(daemon_pid_)) {  // stuck: a test must never leave a daemon behind
         ::kill(daemon_pid_, SIGKILL);
-        run_shell("fusermount3 -u -z " + shell_quote(mountpoint_));
+        run_shell(unmount_command(true) + shell_quote(mountpoint_));
       }
     }
     daemon_pid_ = -1;
