@@ -14,6 +14,7 @@
 #include "fs/engine_factory.h"
 #include "fs/vault.h"
 #include "fs/vault_check.h"
+#include "mount/cli_options.h"
 #include "mount/commands.h"
 #include "mount/exit_status.h"
 #include "mount/password.h"
@@ -78,20 +79,7 @@ int cmd_fsck(int argc, char** argv) {
         "repair", po::bool_switch(&repair),
         "move items that cannot be read at all (names that do not decrypt, damaged headers, files none\n"
         "of whose chunks read) into CIPHERDIR/gpucryptfs.lost+found; nothing is deleted");
-    po::options_description hidden;
-    hidden.add_options()("cipherdir", po::value(&cipherdir));
-    po::positional_options_description pos;
-    pos.add("cipherdir", 1);
-    po::options_description all;
-    all.add(opts).add(hidden);
-    po::variables_map vm;
-    po::store(po::command_line_parser(argc, argv).options(all).positional(pos).run(), vm);
-    if (vm.count("help")) {
-      std::cout << opts << "\n";
-      return static_cast<int>(kExitOk);
-    }
-    po::notify(vm);
-    if (cipherdir.empty()) throw po::error("CIPHERDIR is missing");
+    if (!parse_command_line(argc, argv, opts, {{"CIPHERDIR", &cipherdir}})) return static_cast<int>(kExitOk);
     while (cipherdir.size() > 1 && cipherdir.back() == '/') cipherdir.pop_back();
 
     VaultConfig cfg = Vault::load_config(cipherdir);
