@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "fs/log.h"
+#include "mount/fd_limit.h"
 #include "mount/fuse_api.h"
 
 namespace gcfs::mount {
@@ -112,6 +113,7 @@ void detach_stdio() {
 std::optional<Failure> serve(const MountOptions& o, const std::function<FuseFilesystem()>& setup,
                              const std::function<int(const std::exception&)>& error_code_of, int report_fd,
                              int* loop_status) {
+  const rlim_t open_files = raise_open_file_limit();
   FuseFilesystem fs;
   try {
     fs = setup();
@@ -140,7 +142,7 @@ std::optional<Failure> serve(const MountOptions& o, const std::function<FuseFile
       detach_stdio();
       if (::chdir("/") != 0) { /* only matters for unmounting the cwd's filesystem */ }
     }
-    log::info("mounted on " + o.mountpoint);
+    log::info("mounted on " + o.mountpoint + " (up to " + std::to_string(open_files) + " open files)");
     raise_read_ahead(o.mountpoint, o.read_ahead_kb);
     fuse_loop_config* cfg = fuse_loop_cfg_create();
     fuse_loop_cfg_set_clone_fd(cfg, 0);

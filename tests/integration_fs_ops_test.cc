@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <sys/stat.h>
+#include <sys/resource.h>
 #include <sys/statvfs.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -357,6 +359,33 @@ TEST_F(FsOps, ManyEntriesList) {
   EXPECT_EQ(list_dir(v_.mountpoint()).size(), 300u);
   auto r = v_.sh("rm -r ./* && ls -A | wc -l");
   EXPECT_EQ(r.output, "0\n");
+}
+
+// The daemon keeps a descriptor for every inode the kernel remembers, so a tree with more entries
+// than the descriptor limit it was started with (1024 is the usual soft limit; unpacking a source
+// tree passes it easily) must still be created, listed and removed.
+TEST(ManyEntries, TreeLargerThanTheStartingDescriptorLimit) {
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  if (saved.rlim_max != RLIM_INFINITY && saved.rlim_max < 4096) GTEST_SKIP() << "hard descriptor limit below 4096";
+  rlimit low{256, saved.rlim_max};
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::unique_ptr<MountedVault> v;
+  try {
+    v = std::make_unique<MountedVault>();  // the daemon starts with a soft limit of 256
+  } catch (...) {
+    ::setrlimit(RLIMIT_NOFILE, &saved);
+    throw;
+  }
+  ::setrlimit(RLIMIT_NOFILE, &saved);
+  auto made = v->sh("for d in $(seq 8); do mkdir d$d && for f in $(seq 150); do echo $d.$f > d$d/f$f || exit 1; done; done");
+  ASSERT_EQ(made.status, 0) << made.output;
+  auto listed = v->sh("ls -lR . | grep -c '^-'");
+  EXPECT_EQ(listed.status, 0) << listed.output;
+  EXPECT_EQ(listed.output, "1200\n");
+  auto removed = v->sh("rm -rf d*");
+  EXPECT_EQ(removed.status, 0) << removed.output;
+  EXPECT_TRUE(list_dir(v->mountpoint()).empty());
 }
 
 }  // namespace
