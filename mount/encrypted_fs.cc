@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 
 #include "fs/dir_iv.h"
 #include "fs/log.h"
@@ -89,10 +90,25 @@ int EncryptedFs::plain_attr(Inode& inode, struct stat* st) {
   return 0;
 }
 
+void EncryptedFs::warn_descriptor_limit() {
+  // The kernel decides how many inodes it remembers, and we hold a descriptor for each; say once
+  // what the user can do instead of failing lookups with a bare EMFILE.
+  static std::once_flag once;
+  std::call_once(once, [] {
+    log::error("out of file descriptors: the daemon holds one per inode the kernel has cached. Raise the "
+               "hard limit for the mount (ulimit -Hn, or LimitNOFILE= for a service) and mount again; "
+               "'echo 2 > /proc/sys/vm/drop_caches' makes the kernel release cached inodes meanwhile");
+  });
+}
+
 int EncryptedFs::make_entry(Inode& dir, const std::string& entry, fuse_entry_param* e) {
   std::memset(e, 0, sizeof *e);
   int fd = ::openat(dir.fd, entry.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return -errno;
+  if (fd < 0) {
+    const int err = errno;
+    if (err == EMFILE || err == ENFILE) warn_descriptor_limit();
+    return -err;
+  }
   struct stat st {};
   if (::fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
     int err = errno;

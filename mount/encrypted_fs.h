@@ -83,6 +83,7 @@ class EncryptedFs {
   int disk_name(Inode& dir, const char* name, DiskName* out);
   // Opens and stats entry in dir, and makes it an inode counted as looked up; fills e.
   int make_entry(Inode& dir, const std::string& entry, fuse_entry_param* e);
+  void warn_descriptor_limit();
   // Plaintext attributes of an inode: sizes of regular files and symlinks translated. An
   // impossible ciphertext size is logged and -EIO, with st_size set to 0.
   int plain_attr(Inode& inode, struct stat* st);

@@ -388,5 +388,15 @@ TEST(ManyEntries, TreeLargerThanTheStartingDescriptorLimit) {
   EXPECT_TRUE(list_dir(v->mountpoint()).empty());
 }
 
+// Where even the hard limit is too low, lookups fail, and the log says why and what to do.
+TEST(ManyEntries, RunningOutOfDescriptorsIsExplainedInTheLog) {
+  VaultOptions o;
+  o.shell_prefix = "ulimit -n 200 && ";  // soft and hard: the daemon cannot raise it
+  MountedVault v(o);
+  auto made = v.sh("for f in $(seq 400); do echo $f > f$f 2>/dev/null; done; ls -l >/dev/null 2>&1; true");
+  EXPECT_EQ(made.status, 0) << made.output;
+  EXPECT_NE(v.log().find("out of file descriptors"), std::string::npos) << v.log();
+}
+
 }  // namespace
 }  // namespace gcfs::test

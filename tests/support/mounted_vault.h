@@ -125,6 +125,7 @@ struct VaultOptions {
   unsigned chunk_size = 0;                // 0: the default
   std::vector<std::string> mount_args = test_mount_args();  // extra arguments for `gpucryptfs mount`
   bool mount = true;                      // mount in the constructor
+  std::string shell_prefix;               // run before `gpucryptfs mount` in its shell (ulimit, env)
   std::string password = "correct horse battery staple";
 };
 
@@ -158,7 +159,7 @@ class MountedVault {
 
   // The mount command line, so tests can vary it.
   std::string mount_command() const {
-    std::string cmd = test_binary() + " mount --passfile " + shell_quote(passfile_) + " --engine " +
+    std::string cmd = opts_.shell_prefix + test_binary() + " mount --passfile " + shell_quote(passfile_) + " --engine " +
                       opts_.engine + " --log " + shell_quote(log_);
     for (const auto& a : opts_.mount_args) cmd += " " + a;
     return cmd + " " + shell_quote(cipherdir_) + " " + shell_quote(mountpoint_);
