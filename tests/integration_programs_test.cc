@@ -65,6 +65,7 @@ TEST_F(Programs, GitInitCommitLog) {
 }
 
 TEST_F(Programs, Sqlite) {
+  GCFS_REQUIRE_PROGRAM("sqlite3");
   auto r = v_.sh(
       "sqlite3 db.sqlite 'PRAGMA journal_mode=WAL; CREATE TABLE t(k INTEGER PRIMARY KEY, v TEXT);' >/dev/null && "
       "for i in $(seq 1 20); do echo \"INSERT INTO t(v) VALUES (hex(randomblob(3000)));\"; done | sqlite3 db.sqlite && "
@@ -78,6 +79,7 @@ TEST_F(Programs, Sqlite) {
 }
 
 TEST_F(Programs, RsyncBothWays) {
+  GCFS_REQUIRE_PROGRAM("rsync");
   make_tree(plain_.path());
   auto r = run_shell("rsync -aHX " + shell_quote(plain_.path() + "/") + " " + shell_quote(v_.path("r/")) +
                      " && echo more >> " + shell_quote(plain_.path() + "/a/b/c/deep.txt") + " && rsync -aHX --delete " +

@@ -164,6 +164,7 @@ TEST(Tamper, MissingDirIvAndForgedSymlinkGiveEioAndAreLogged) {
 }
 
 TEST(Leak, CipherdirNeverHoldsPlaintext) {
+  GCFS_REQUIRE_PROGRAM("setfattr");
   MountedVault v;
   const std::string marker = "PlainMarker7d1e";
   const std::string long_name = marker + std::string(220, 'q');

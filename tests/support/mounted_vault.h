@@ -76,6 +76,14 @@ inline CommandResult run_shell(const std::string& script, const std::string& dir
   return r;
 }
 
+// Outside CI (on the GPU machine, say) a program a test drives may be missing: such a test skips
+// and says so instead of failing with "command not found". CI installs them all.
+inline bool have_program(const std::string& name) {
+  return run_shell("command -v " + shell_quote(name) + " >/dev/null 2>&1").status == 0;
+}
+#define GCFS_REQUIRE_PROGRAM(name) \
+  if (!::gcfs::test::have_program(name)) GTEST_SKIP() << (name) << " is not installed on this machine"
+
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream ss;
