@@ -142,7 +142,8 @@ std::optional<Failure> serve(const MountOptions& o, const std::function<FuseFile
       detach_stdio();
       if (::chdir("/") != 0) { /* only matters for unmounting the cwd's filesystem */ }
     }
-    log::info("mounted on " + o.mountpoint + " (up to " + std::to_string(open_files) + " open files)");
+    log::info("mounted on " + o.mountpoint);
+    log::info("up to " + std::to_string(open_files) + " open files (one per inode the kernel caches)");
     raise_read_ahead(o.mountpoint, o.read_ahead_kb);
     fuse_loop_config* cfg = fuse_loop_cfg_create();
     fuse_loop_cfg_set_clone_fd(cfg, 0);

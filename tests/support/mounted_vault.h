@@ -180,6 +180,9 @@ class MountedVault {
                                                 "\nlog:\n" + log());
     mounted_ = true;
     daemon_pid_ = pid_from_log();
+    // Without the pid, unmount() could not wait for the daemon to finish, and a following mount
+    // would race the old one: fail loudly if the log line it comes from ever changes.
+    if (daemon_pid_ <= 0) throw std::runtime_error("mounted, but the log names no daemon pid:\n" + log());
   }
 
   // fusermount3 where it is installed; otherwise umount (a machine without the fuse3 tools, where
