@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -84,6 +85,10 @@ class EncryptedFs {
   // Opens and stats entry in dir, and makes it an inode counted as looked up; fills e.
   int make_entry(Inode& dir, const std::string& entry, fuse_entry_param* e);
   void warn_descriptor_limit();
+  // The shared path of mknod, symlink and link: store the name (and any long-name file), make
+  // the entry with `make` (0 or an errno), give a new node to the caller, reply with the entry.
+  void add_entry(fuse_req_t req, Inode& dir, const char* name, bool new_node,
+                 const std::function<int(int dirfd, const char* entry)>& make);
   // Plaintext attributes of an inode: sizes of regular files and symlinks translated. An
   // impossible ciphertext size is logged and -EIO, with st_size set to 0.
   int plain_attr(Inode& inode, struct stat* st);

@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <memory>
 
 #include "fs/dir_iv.h"
@@ -49,21 +50,26 @@ int check_only_iv(int dirfd) {
 
 }  // namespace
 
-void EncryptedFs::mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
-  Inode& dir = inode(parent);
+void EncryptedFs::add_entry(fuse_req_t req, Inode& dir, const char* name, bool new_node,
+                            const std::function<int(int dirfd, const char* entry)>& make) {
   DiskName dn;
   int rc = disk_name(dir, name, &dn);
   if (rc == 0) rc = NameMapping::write_name_file(dir.fd, dn);
   if (rc < 0) return (void)fuse_reply_err(req, -rc);
-  if (::mknodat(dir.fd, dn.entry.c_str(), mode, rdev) != 0) {
-    int err = errno;
+  if (const int err = make(dir.fd, dn.entry.c_str()); err != 0) {
+    // EEXIST: the name file belongs to the entry that is already there.
     if (err != EEXIST) NameMapping::remove_name_file(dir.fd, dn);
     return (void)fuse_reply_err(req, err);
   }
-  give_to_caller(req, dir.fd, dn.entry);
+  if (new_node) give_to_caller(req, dir.fd, dn.entry);
   fuse_entry_param e{};
   rc = make_entry(dir, dn.entry, &e);
   reply_entry_or_err(req, rc, e);
+}
+
+void EncryptedFs::mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
+  add_entry(req, inode(parent), name, true,
+            [&](int dirfd, const char* entry) { return ::mknodat(dirfd, entry, mode, rdev) == 0 ? 0 : errno; });
 }
 
 void EncryptedFs::mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
@@ -143,38 +149,18 @@ void EncryptedFs::rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
 }
 
 void EncryptedFs::symlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char* name) {
-  Inode& dir = inode(parent);
-  DiskName dn;
-  int rc = disk_name(dir, name, &dn);
-  if (rc == 0) rc = NameMapping::write_name_file(dir.fd, dn);
-  if (rc < 0) return (void)fuse_reply_err(req, -rc);
   const std::string stored = vault_.names().encrypt_symlink(link);
-  if (::symlinkat(stored.c_str(), dir.fd, dn.entry.c_str()) != 0) {
-    int err = errno;
-    if (err != EEXIST) NameMapping::remove_name_file(dir.fd, dn);
-    return (void)fuse_reply_err(req, err);
-  }
-  give_to_caller(req, dir.fd, dn.entry);
-  fuse_entry_param e{};
-  rc = make_entry(dir, dn.entry, &e);
-  reply_entry_or_err(req, rc, e);
+  add_entry(req, inode(parent), name, true, [&](int dirfd, const char* entry) {
+    return ::symlinkat(stored.c_str(), dirfd, entry) == 0 ? 0 : errno;
+  });
 }
 
 void EncryptedFs::link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
-  Inode& target = inode(ino);
-  Inode& dir = inode(newparent);
-  DiskName dn;
-  int rc = disk_name(dir, newname, &dn);
-  if (rc == 0) rc = NameMapping::write_name_file(dir.fd, dn);
-  if (rc < 0) return (void)fuse_reply_err(req, -rc);
-  if (::linkat(AT_FDCWD, proc_path(target).c_str(), dir.fd, dn.entry.c_str(), AT_SYMLINK_FOLLOW) != 0) {
-    int err = errno;
-    if (err != EEXIST) NameMapping::remove_name_file(dir.fd, dn);
-    return (void)fuse_reply_err(req, err);
-  }
-  fuse_entry_param e{};
-  rc = make_entry(dir, dn.entry, &e);
-  reply_entry_or_err(req, rc, e);
+  const std::string target = proc_path(inode(ino));
+  // A new name for an existing node: it keeps its owner.
+  add_entry(req, inode(newparent), newname, false, [&](int dirfd, const char* entry) {
+    return ::linkat(AT_FDCWD, target.c_str(), dirfd, entry, AT_SYMLINK_FOLLOW) == 0 ? 0 : errno;
+  });
 }
 
 void EncryptedFs::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent,
