@@ -51,7 +51,7 @@ Bytes to_bytes(const C& c) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// AES-256-GCM: McGrew & Viega, "The Galois/Counter Mode of Operation (GCM)", test cases 13-18.
+// AES-256-GCM: the GCM specification ("The Galois/Counter Mode of Operation (GCM)"), test cases 13-18.
 
 struct GcmVector {
   const char* name;
