@@ -8,9 +8,16 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install_deps.sh"
 "$root/scripts/build.sh"
 build=${BUILD_DIR:-$root/build}
-(cd "$build" && ctest --output-on-failure --timeout 600 -j2)
+summary=$(mktemp)
+trap 'rm -f "$summary"' EXIT
+(cd "$build" && ctest --output-on-failure --timeout 600 -j2) | tee "$summary"
 if [[ ${GPUCRYPTFS_QUICK_TESTS:-0} != 1 ]]; then
   [[ -x "$root/scripts/sanitize.sh" ]] && "$root/scripts/sanitize.sh"
   [[ -x "$root/scripts/fuzz.sh" ]] && "$root/scripts/fuzz.sh"
 fi
-echo "all test stages passed"
+# One closing line for whoever reads the log last: ctest's counts, skipped tests apart (they are
+# the GPU tests on a machine without a GPU, each with its reason above).
+total=$(sed -n 's/.*tests failed out of \([0-9]*\).*/\1/p' "$summary" | tail -n 1)
+failed=$(sed -n 's/.*tests passed, \([0-9]*\) tests failed out of.*/\1/p' "$summary" | tail -n 1)
+skipped=$(grep -c '\*\*\*Skipped' "$summary" || true)
+echo "ctest: $((total - failed - skipped)) passed, $failed failed, $skipped skipped"
