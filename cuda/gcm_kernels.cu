@@ -118,19 +118,13 @@ __device__ __forceinline__ void tag_mask_block(const BatchView& b, std::uint32_t
   if (valid) b.scratch[c].ej0 = Block128{{s[0], s[1], s[2], s[3]}};
 }
 
-// One thread per AES block, BPT blocks per thread in flight together (independent lookups hide
-// the shared-memory latency). A warp task is 32*BPT consecutive blocks of one chunk, lane l taking
-// blocks l, l+32, ...: every load and store is a coalesced 16-byte access.
-template <int BPT>
-__global__ void __launch_bounds__(kCtaThreads, 1) ctr_coarse(BatchView b, const std::uint32_t* __restrict__ te0) {
-  extern __shared__ __align__(16) unsigned char smem[];
-  const std::uint32_t tab = tables_base(smem);
-  fill_tables(tab, te0);
-  __syncthreads();
+// The CTR tasks of the calling warp: tag-mask tasks run here, data tasks go to body(chunk, index of
+// the task within its chunk). Each warp takes a contiguous run of tasks, so it searches for its
+// first chunk once and then walks forward instead of searching (a dozen dependent loads) for
+// every task.
+template <class Body>
+__device__ __forceinline__ void for_each_ctr_task(const BatchView& b, std::uint32_t yb, Body&& body) {
   const std::uint32_t lane = threadIdx.x & 31;
-  const std::uint32_t yb = tab | (lane << 2);
-  // Each warp takes a contiguous run of tasks, so it searches for its first chunk once and then
-  // walks forward instead of searching (a dozen dependent loads) for every task.
   const std::uint32_t warps = gridDim.x * (blockDim.x / 32);
   const std::uint32_t warp = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
   const std::uint32_t per_warp = (b.ctr_tasks + warps - 1) / warps;
@@ -146,9 +140,25 @@ __global__ void __launch_bounds__(kCtaThreads, 1) ctr_coarse(BatchView b, const 
       next_chunk_task = __ldg(b.ctr_task_prefix + c + 1);
     }
     while (task >= next_chunk_task) next_chunk_task = __ldg(b.ctr_task_prefix + (++c) + 1);
+    body(c, task - __ldg(b.ctr_task_prefix + c));
+  }
+}
+
+// One thread per AES block, BPT blocks per thread in flight together (independent lookups hide
+// the shared-memory latency). A warp task is 32*BPT consecutive blocks of one chunk, lane l taking
+// blocks l, l+32, ...: every load and store is a coalesced 16-byte access.
+template <int BPT>
+__global__ void __launch_bounds__(kCtaThreads, 1) ctr_coarse(BatchView b, const std::uint32_t* __restrict__ te0) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const std::uint32_t tab = tables_base(smem);
+  fill_tables(tab, te0);
+  __syncthreads();
+  const std::uint32_t lane = threadIdx.x & 31;
+  const std::uint32_t yb = tab | (lane << 2);
+  for_each_ctr_task(b, yb, [&](std::uint32_t c, std::uint32_t task_in_chunk) {
     const ChunkDesc* d = b.descs + c;
     const std::uint32_t nblocks = blocks_of(d->len);
-    const std::uint32_t first = (task - __ldg(b.ctr_task_prefix + c)) * (32 * BPT);
+    const std::uint32_t first = task_in_chunk * (32 * BPT);
     const uint4* src = reinterpret_cast<const uint4*>(b.in + d->data_offset);
     uint4* dst = reinterpret_cast<uint4*>(b.out + d->data_offset);
     const uint4* rk = reinterpret_cast<const uint4*>(b.keys[d->key].round_keys);
@@ -177,7 +187,7 @@ __global__ void __launch_bounds__(kCtaThreads, 1) ctr_coarse(BatchView b, const 
       if (blk < nblocks)
         dst[blk] = make_uint4(x[k].x ^ s[k][0], x[k].y ^ s[k][1], x[k].z ^ s[k][2], x[k].w ^ s[k][3]);
     }
-  }
+  });
 }
 
 // Four threads per AES block, thread q computing column q of each round from the whole state,
@@ -187,26 +197,10 @@ template <int BPT>
 __device__ __forceinline__ void ctr_fine_body(const BatchView& b, std::uint32_t tab) {
   const std::uint32_t lane = threadIdx.x & 31, col = lane & 3, grp = lane >> 2, quad = lane & ~3u;
   const std::uint32_t yb = tab | (lane << 2);
-  // Each warp takes a contiguous run of tasks, so it searches for its first chunk once and then
-  // walks forward instead of searching (a dozen dependent loads) for every task.
-  const std::uint32_t warps = gridDim.x * (blockDim.x / 32);
-  const std::uint32_t warp = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-  const std::uint32_t per_warp = (b.ctr_tasks + warps - 1) / warps;
-  const std::uint32_t task_end = min(b.ctr_tasks, (warp + 1) * per_warp);
-  std::uint32_t c = 0, next_chunk_task = 0;
-  for (std::uint32_t task = warp * per_warp; task < task_end; ++task) {
-    if (task >= b.ctr_data_tasks) {
-      tag_mask_block(b, (task - b.ctr_data_tasks) * kMaskTaskChunks + lane, yb);
-      continue;
-    }
-    if (task == warp * per_warp) {
-      c = find_chunk(b.ctr_task_prefix, b.chunks, task);
-      next_chunk_task = __ldg(b.ctr_task_prefix + c + 1);
-    }
-    while (task >= next_chunk_task) next_chunk_task = __ldg(b.ctr_task_prefix + (++c) + 1);
+  for_each_ctr_task(b, yb, [&](std::uint32_t c, std::uint32_t task_in_chunk) {
     const ChunkDesc* d = b.descs + c;
     const std::uint32_t nblocks = blocks_of(d->len);
-    const std::uint32_t first = (task - __ldg(b.ctr_task_prefix + c)) * (8 * BPT);
+    const std::uint32_t first = task_in_chunk * (8 * BPT);
     const std::uint32_t* src = reinterpret_cast<const std::uint32_t*>(b.in + d->data_offset);
     std::uint32_t* dst = reinterpret_cast<std::uint32_t*>(b.out + d->data_offset);
     const std::uint32_t* rk = b.keys[d->key].round_keys;
@@ -239,7 +233,7 @@ __device__ __forceinline__ void ctr_fine_body(const BatchView& b, std::uint32_t 
       const std::uint32_t blk = first + grp + 8 * k;
       if (blk < nblocks) dst[blk * 4 + col] = x[k] ^ s[k];
     }
-  }
+  });
 }
 
 template <int BPT>
