@@ -15,6 +15,7 @@
 #include "mount/commands.h"
 #include "mount/process_hardening.h"
 #include "tests/fault_support.h"
+#include "tests/support/mounted_vault.h"
 
 namespace gcfs {
 namespace {
@@ -22,23 +23,10 @@ namespace {
 using testing::TempDir;
 using testing::TestVault;
 
-struct Result {
-  int status = -1;
-  std::string output;  // stdout and stderr
-};
+using Result = test::CommandResult;
 
-Result run(const std::string& args) {
-  Result r;
-  const std::string cmd = std::string(GPUCRYPTFS_BIN) + " " + args + " 2>&1 </dev/null";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-  int st = ::pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return r;
-}
+// The gpucryptfs binary with args, stdin closed so no password prompt can wait for a terminal.
+Result run(const std::string& args) { return test::run_shell(std::string(GPUCRYPTFS_BIN) + " " + args + " </dev/null"); }
 
 class FaultCli : public ::testing::Test {
  protected:
