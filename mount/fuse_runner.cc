@@ -137,13 +137,15 @@ std::optional<Failure> serve(const MountOptions& o, const std::function<FuseFile
   }
   {
     MountedSession mounted(se.get());
+    // Logged before the parent hears "ok": whoever ran `mount` finds the serving pid in the log
+    // as soon as the command returns.
+    log::info("mounted on " + o.mountpoint);
+    log::info("up to " + std::to_string(open_files) + " open files (one per inode the kernel caches)");
     if (report_fd >= 0) {
       report(report_fd, std::nullopt);
       detach_stdio();
       if (::chdir("/") != 0) { /* only matters for unmounting the cwd's filesystem */ }
     }
-    log::info("mounted on " + o.mountpoint);
-    log::info("up to " + std::to_string(open_files) + " open files (one per inode the kernel caches)");
     raise_read_ahead(o.mountpoint, o.read_ahead_kb);
     fuse_loop_config* cfg = fuse_loop_cfg_create();
     fuse_loop_cfg_set_clone_fd(cfg, 0);
