@@ -16,7 +16,7 @@ std::size_t header_capacity(std::size_t chunks) {
 
 BatchPlan pack_batch(std::span<ChunkOp* const> ops, std::span<const std::uint32_t> key_index,
                      std::uint32_t task_blocks, std::uint32_t segment_blocks, bool open, unsigned char* buffer,
-                     bool copy_data) {
+                     bool copy_data, bool host_pointers) {
   BatchPlan plan;
   const std::size_t n = ops.size();
   plan.chunks = static_cast<std::uint32_t>(n);
@@ -43,6 +43,8 @@ BatchPlan pack_batch(std::span<ChunkOp* const> ops, std::span<const std::uint32_
     d.len = static_cast<std::uint32_t>(op.len);
     d.aad_len = static_cast<std::uint32_t>(op.aad_len);
     d.reserved = 0;
+    d.host_in = host_pointers ? reinterpret_cast<std::uint64_t>(op.in) : 0;
+    d.host_out = host_pointers ? reinterpret_cast<std::uint64_t>(op.out) : 0;
     std::memset(d.aad, 0, sizeof d.aad);
     if (op.aad_len) std::memcpy(d.aad, op.aad, op.aad_len);
     if (open) std::memcpy(d.expected_tag.w, op.tag.data(), kChunkTagBytes);

@@ -35,9 +35,10 @@ inline std::size_t padded_len(std::size_t len) { return (len + 15) & ~std::size_
 // Lays out one upload in `buffer`: descriptors, prefix sums, zeroed scratch, then the data area
 // (every chunk 16-byte aligned). key_index[i] is where op i's key sits in the device key array.
 // For open, the expected tags go into the descriptors. With copy_data false the data area is left
-// for the caller to fill (in parallel) at descs[i].data_offset.
+// for the caller to fill (in parallel) at descs[i].data_offset. With host_pointers the descriptors
+// also carry each op's in and out addresses, for a direct batch (the kernel moves the data itself).
 BatchPlan pack_batch(std::span<ChunkOp* const> ops, std::span<const std::uint32_t> key_index,
                      std::uint32_t task_blocks, std::uint32_t segment_blocks, bool open, unsigned char* buffer,
-                     bool copy_data = true);
+                     bool copy_data = true, bool host_pointers = false);
 
 }  // namespace gcfs::gpu

@@ -190,19 +190,41 @@ __global__ void __launch_bounds__(kCtaThreads, 1) ctr_coarse(BatchView b, const 
   });
 }
 
+// Word col of block blk of a chunk of len bytes in host memory, reading none of the bytes past
+// len (the caller's buffer may end there). The chunk starts 4-byte aligned.
+__device__ __forceinline__ std::uint32_t load_host_word(const std::uint8_t* p, std::uint32_t len, std::uint32_t byte) {
+  if (byte + 4 <= len) return *reinterpret_cast<const std::uint32_t*>(p + byte);
+  std::uint32_t w = 0;
+  for (std::uint32_t i = 0; byte + i < len && i < 4; ++i) w |= std::uint32_t(p[byte + i]) << (8 * i);
+  return w;
+}
+__device__ __forceinline__ void store_host_word(std::uint8_t* p, std::uint32_t len, std::uint32_t byte, std::uint32_t w) {
+  if (byte + 4 <= len) {
+    *reinterpret_cast<std::uint32_t*>(p + byte) = w;
+    return;
+  }
+  for (std::uint32_t i = 0; byte + i < len && i < 4; ++i) p[byte + i] = std::uint8_t(w >> (8 * i));
+}
+
 // Four threads per AES block, thread q computing column q of each round from the whole state,
 // which it gathers with three shuffles. Four times the threads of the coarse kernel for the same
 // batch: the variant for batches too small to occupy 132 SMs.
-template <int BPT>
+//
+// Direct: the data comes from and goes to the caller's host memory (descriptor host_in/host_out)
+// with no copy calls, and the ciphertext (sealed output, or opened input) also goes to the device
+// data area, where GHASH reads it without a second trip over the bus.
+template <int BPT, bool Direct = false>
 __device__ __forceinline__ void ctr_fine_body(const BatchView& b, std::uint32_t tab) {
   const std::uint32_t lane = threadIdx.x & 31, col = lane & 3, grp = lane >> 2, quad = lane & ~3u;
   const std::uint32_t yb = tab | (lane << 2);
   for_each_ctr_task(b, yb, [&](std::uint32_t c, std::uint32_t task_in_chunk) {
     const ChunkDesc* d = b.descs + c;
-    const std::uint32_t nblocks = blocks_of(d->len);
+    const std::uint32_t len = d->len, nblocks = blocks_of(len);
     const std::uint32_t first = task_in_chunk * (8 * BPT);
     const std::uint32_t* src = reinterpret_cast<const std::uint32_t*>(b.in + d->data_offset);
     std::uint32_t* dst = reinterpret_cast<std::uint32_t*>(b.out + d->data_offset);
+    const auto* host_in = reinterpret_cast<const std::uint8_t*>(d->host_in);
+    auto* host_out = reinterpret_cast<std::uint8_t*>(d->host_out);
     const std::uint32_t* rk = b.keys[d->key].round_keys;
     const std::uint32_t nonce = col == 0 ? d->nonce[0] : col == 1 ? d->nonce[1] : d->nonce[2];
 
@@ -210,7 +232,8 @@ __device__ __forceinline__ void ctr_fine_body(const BatchView& b, std::uint32_t 
 #pragma unroll
     for (int k = 0; k < BPT; ++k) {
       const std::uint32_t blk = first + grp + 8 * k;
-      x[k] = blk < nblocks ? src[blk * 4 + col] : 0;
+      if (Direct) x[k] = blk < nblocks ? load_host_word(host_in, len, blk * 16 + col * 4) : 0;
+      else x[k] = blk < nblocks ? src[blk * 4 + col] : 0;
       s[k] = (col == 3 ? bswap32(blk + 2) : nonce) ^ __ldg(rk + col);
     }
 #pragma unroll
@@ -231,7 +254,14 @@ __device__ __forceinline__ void ctr_fine_body(const BatchView& b, std::uint32_t 
 #pragma unroll
     for (int k = 0; k < BPT; ++k) {
       const std::uint32_t blk = first + grp + 8 * k;
-      if (blk < nblocks) dst[blk * 4 + col] = x[k] ^ s[k];
+      if (blk >= nblocks) continue;
+      const std::uint32_t y = x[k] ^ s[k];
+      if (Direct) {
+        store_host_word(host_out, len, blk * 16 + col * 4, y);
+        dst[blk * 4 + col] = b.open ? x[k] : y;  // the ciphertext, for GHASH
+      } else {
+        dst[blk * 4 + col] = y;
+      }
     }
   });
 }
@@ -330,15 +360,26 @@ __device__ __forceinline__ void ghash_segment(const BatchView& b, std::uint32_t 
   segment_range(total, nseg, u, b.segment_blocks, &begin, &end);
   const std::uint32_t m = end - begin;
   const KeyBlob* key = b.keys + d->key;
-  const unsigned char* text = (b.open ? b.in : b.out) + d->data_offset;
+  const unsigned char* text = (b.open && !b.direct ? b.in : b.out) + d->data_offset;
 
+  // Horner over the lane's blocks j = begin + lane + 32 i. The loads of kPrefetch blocks are issued
+  // together before their multiplies: the chain then waits on memory once per group instead of
+  // once per block (each wait is a trip to L2, as long as a multiply or more).
+  constexpr int kPrefetch = 4;
   Block128 z{{0, 0, 0, 0}};
-  std::uint32_t j = begin + lane;
-  if (j < end) {
-    z = ghash_input<Coherent>(d, text, aad_blocks, text_blocks, j);
-    for (j += 32; j < end; j += 32) {
-      const Block128 x = ghash_input<Coherent>(d, text, aad_blocks, text_blocks, j);
-      z = xor128(mul(z, 5), x);
+  bool started = false;
+  for (std::uint32_t j0 = begin + lane; j0 < end; j0 += 32 * kPrefetch) {
+    Block128 x[kPrefetch];
+#pragma unroll
+    for (int q = 0; q < kPrefetch; ++q) {
+      const std::uint32_t j = j0 + 32 * q;
+      x[q] = j < end ? ghash_input<Coherent>(d, text, aad_blocks, text_blocks, j) : Block128{{0, 0, 0, 0}};
+    }
+#pragma unroll
+    for (int q = 0; q < kPrefetch; ++q) {
+      if (j0 + 32 * q >= end) break;
+      z = started ? xor128(mul(z, 5), x[q]) : x[q];
+      started = true;
     }
   }
   // Lane q takes the partial sum whose blocks need H^(q+1) more, then a tree over lanes.
@@ -379,8 +420,13 @@ __device__ __forceinline__ void ghash_segment(const BatchView& b, std::uint32_t 
   finisher = __shfl_sync(0xffffffffu, finisher, 0);
   ok = __shfl_sync(0xffffffffu, ok, 0);
   if (b.open && finisher && !ok) {
-    uint4* plain = reinterpret_cast<uint4*>(b.out + d->data_offset);
-    for (std::uint32_t i = lane; i < text_blocks; i += 32) plain[i] = make_uint4(0, 0, 0, 0);
+    if (b.direct) {  // the caller's buffer: exactly len bytes
+      auto* plain = reinterpret_cast<std::uint8_t*>(d->host_out);
+      for (std::uint32_t i = lane; i < (d->len + 3) / 4; i += 32) store_host_word(plain, d->len, 4 * i, 0);
+    } else {
+      uint4* plain = reinterpret_cast<uint4*>(b.out + d->data_offset);
+      for (std::uint32_t i = lane; i < text_blocks; i += 32) plain[i] = make_uint4(0, 0, 0, 0);
+    }
   }
 }
 
@@ -426,12 +472,13 @@ __device__ __forceinline__ void grid_barrier(std::uint32_t* counter) {
   __syncthreads();
 }
 
+template <bool Direct>
 __global__ void __launch_bounds__(kCtaThreads, 1) fused_small(BatchView b, const std::uint32_t* __restrict__ te0) {
   extern __shared__ __align__(16) unsigned char smem[];
   const std::uint32_t tab = tables_base(smem);
   fill_tables(tab, te0);
   __syncthreads();
-  ctr_fine_body<2>(b, tab);
+  ctr_fine_body<2, Direct>(b, tab);
   grid_barrier(&b.scratch[0].pad[0]);
 
   // GHASH: warp w of CTA x takes segments x + (w + 16 k) * gridDim.x, so while there are no more
@@ -521,8 +568,9 @@ cudaError_t launch_fused(const BatchView& b, const DeviceTables& t, int sm_count
   BatchView view = b;
   const std::uint32_t* te0 = t.te0;
   void* args[] = {&view, &te0};
-  return cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(fused_small), dim3(grid), dim3(kCtaThreads), args,
-                                     kCtrSmemBytes, stream);
+  const void* kernel = b.direct ? reinterpret_cast<const void*>(fused_small<true>)
+                                : reinterpret_cast<const void*>(fused_small<false>);
+  return cudaLaunchCooperativeKernel(kernel, dim3(grid), dim3(kCtaThreads), args, kCtrSmemBytes, stream);
 }
 
 cudaError_t launch_empty_kernel(cudaStream_t stream) {
@@ -533,7 +581,8 @@ cudaError_t launch_empty_kernel(cudaStream_t stream) {
 cudaError_t configure_kernels() {
   const void* kernels[] = {reinterpret_cast<const void*>(ctr_coarse<1>), reinterpret_cast<const void*>(ctr_coarse<2>),
                            reinterpret_cast<const void*>(ctr_coarse<4>), reinterpret_cast<const void*>(ctr_fine<2>),
-                           reinterpret_cast<const void*>(fused_small)};
+                           reinterpret_cast<const void*>(fused_small<false>),
+                           reinterpret_cast<const void*>(fused_small<true>)};
   for (const void* k : kernels)
     if (const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kCtrSmemBytes);
         e != cudaSuccess)

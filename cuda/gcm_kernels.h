@@ -33,6 +33,11 @@ struct BatchView {
   std::uint32_t* ok = nullptr;      // open: written (1 = tag matched)
   ChunkScratch* scratch = nullptr;  // zeroed before the launch (uploaded with the descriptors)
   bool open = false;
+  // Direct (fused kernel only): the kernel reads each chunk from its descriptor's host_in and
+  // writes it to host_out, page-locked host memory it reaches over the bus, so a small request
+  // costs no copy calls at all; `out` then receives a device copy of every chunk's ciphertext
+  // (sealed output or opened input) for GHASH to read, and `tags` / `ok` may be host memory too.
+  bool direct = false;
 };
 
 // Static device state: the Te0 table the kernels expand into shared memory.

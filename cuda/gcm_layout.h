@@ -43,10 +43,14 @@ struct ChunkDesc {
   std::uint32_t len;
   std::uint32_t aad_len;
   std::uint32_t reserved;
+  // Direct batches only (BatchView::direct): the caller's page-locked input and output, which the
+  // kernel reads and writes itself over the bus (4-byte aligned; exactly len bytes are touched).
+  std::uint64_t host_in;
+  std::uint64_t host_out;
   Block128 expected_tag;      // open only
   std::uint8_t aad[kMaxAadBytes];  // zero-padded
 };
-static_assert(sizeof(ChunkDesc) == 112);
+static_assert(sizeof(ChunkDesc) == 128);
 
 // Per-chunk scratch, uploaded as zeros with the descriptors: the CTR kernel leaves E_K(J0) (the
 // tag mask, counter 1) in ej0, the GHASH kernel accumulates its segments in acc.

@@ -160,6 +160,8 @@ struct Batch {
   // memory this engine pinned), instead of through the staging buffers.
   std::vector<char> direct_in, direct_out;
   bool any_staged_out = true;
+  // Every op direct both ways and 4-byte aligned: the kernel can move the data itself.
+  bool all_direct = false;
   BatchPlan plan;
   std::size_t out_data_offset = 0;
 };
@@ -423,10 +425,15 @@ class GpuEngine final : public ChunkEngine {
       const std::uint32_t task_blocks = ctr_task_blocks(v, blocks, s.dev->sm_count);
       // Short GHASH segments for small batches: a lone request waits on the longest serial chain.
       const std::uint32_t segment_blocks = blocks * 16 < (2u << 20) ? kSegmentBlocksSmall : kSegmentBlocksLarge;
-      b.plan = pack_batch(b.ops, key_index, task_blocks, segment_blocks, !b.seal, s.h_in.get(), /*copy_data=*/false);
+      // Small fine-grained batches: one cooperative launch instead of the CTR and GHASH kernels;
+      // with every op in engine memory, the launch moves the data itself (no copy calls).
+      const bool fused = options_.fused && v == CtrVariant::Fine && blocks * 16 < (2u << 20);
+      classify_direct(b);
+      const bool mapped = fused && options_.direct && b.all_direct;
+      b.plan = pack_batch(b.ops, key_index, task_blocks, segment_blocks, !b.seal, s.h_in.get(), /*copy_data=*/false,
+                          /*host_pointers=*/mapped);
       b.offsets.resize(b.ops.size());
       for (std::size_t i = 0, off = 0; i < b.ops.size(); off += padded_len(b.ops[i]->len), ++i) b.offsets[i] = off;
-      classify_direct(b);
       bool any_staged_in = false;
       for (std::size_t i = 0; i < b.ops.size(); ++i) any_staged_in |= !b.direct_in[i] && b.ops[i]->len;
       unsigned char* in_data = s.h_in.get() + b.plan.data_offset;
@@ -448,6 +455,7 @@ class GpuEngine final : public ChunkEngine {
                                  cudaMemcpyHostToDevice, st),
                  "copying the batch to the GPU");
       unsigned char* d_in_data = s.d_in.get() + b.plan.data_offset;
+      if (!mapped)
       for_each_run(b, b.direct_in, [&](std::size_t i) { return b.ops[i]->in; },
                    [&](std::size_t i, std::size_t count, std::size_t stride) {
                      const std::size_t len = b.ops[i]->len, pitch = padded_len(len);
@@ -475,13 +483,20 @@ class GpuEngine final : public ChunkEngine {
       view.ok = reinterpret_cast<std::uint32_t*>(s.d_out.get() + n * sizeof(Block128));
       view.scratch = reinterpret_cast<ChunkScratch*>(s.d_in.get() + b.plan.scratch_offset);
       view.open = !b.seal;
+      if (mapped) {  // results straight into the pinned result area that complete() reads
+        view.direct = true;
+        view.tags = s.h_out.get<Block128>();
+        view.ok = reinterpret_cast<std::uint32_t*>(s.h_out.get() + n * sizeof(Block128));
+      }
       const int sms = s.dev->sm_count;
-      // Small fine-grained batches: one cooperative launch instead of the CTR and GHASH kernels.
-      const bool fused = options_.fused && v == CtrVariant::Fine && blocks * 16 < (2u << 20);
       check_cuda(fused     ? launch_fused(view, s.dev->tables, sms, st)
                  : b.seal ? launch_seal(view, v, task_blocks, s.dev->tables, sms, st)
                           : launch_open(view, v, task_blocks, s.dev->tables, sms, st),
                  "launching the AES-GCM kernels");
+      if (mapped) {
+        check_cuda(cudaEventRecord(s.done.get(), st), "cudaEventRecord");
+        return true;
+      }
       check_cuda(cudaMemcpyAsync(s.h_out.get(), s.d_out.get(),
                                  b.out_data_offset + (b.any_staged_out ? b.plan.data_bytes : 0),
                                  cudaMemcpyDeviceToHost, st),
@@ -547,6 +562,7 @@ class GpuEngine final : public ChunkEngine {
     b.direct_in.assign(n, 0);
     b.direct_out.assign(n, 0);
     b.any_staged_out = false;
+    b.all_direct = true;
     auto reg = pinned_->lock();
     for (std::size_t i = 0; i < n; ++i) {
       const ChunkOp& op = *b.ops[i];
@@ -555,6 +571,8 @@ class GpuEngine final : public ChunkEngine {
       const bool disjoint = op.out + op.len <= op.in || op.in + op.len <= op.out;
       b.direct_out[i] = disjoint && pinned_->contains_locked(op.out, op.len);
       b.any_staged_out |= !b.direct_out[i];
+      const bool aligned = ((reinterpret_cast<std::uintptr_t>(op.in) | reinterpret_cast<std::uintptr_t>(op.out)) & 3) == 0;
+      b.all_direct = b.all_direct && b.direct_in[i] && b.direct_out[i] && aligned;
     }
   }
 

@@ -42,6 +42,10 @@ struct GpuOptions {
   std::function<void(const std::string&)> on_error;
   // Small batches (under 2 MiB) run CTR and GHASH in one cooperative launch instead of two.
   bool fused = true;
+  // A fused batch whose ops all lie in memory from allocate_io_buffer (and do not overlap) is
+  // direct: the kernel reads and writes that host memory itself over the bus, so the request
+  // costs one small header copy and the launch, no data copies. False: such batches are copied.
+  bool direct = true;
   // Threads that copy large batches into and out of the pinned staging buffers (0: up to 8).
   int copy_threads = 0;
   // Tests only: the n-th batch (1-based) fails as if the GPU had, to exercise the fallback path.

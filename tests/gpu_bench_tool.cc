@@ -112,8 +112,9 @@ int main(int argc, char** argv) {
   CpuEngine cpu1(1), cpu_all(0);
   // Unless a label says "staged", request buffers come from the engine (pinned: zero-copy), as the
   // filesystem's do; "gpu/staged" is plain memory copied through the staging buffers (the earlier
-  // path), "gpu/unfused" the separate CTR and GHASH launches for small batches.
-  std::unique_ptr<ChunkEngine> gpu, gpu_coarse, gpu_nospin, gpu_unfused;
+  // path), "gpu/unfused" the separate CTR and GHASH launches for small batches, "gpu/copied" one
+  // fused launch with the data moved by copy calls instead of by the kernel itself (direct off).
+  std::unique_ptr<ChunkEngine> gpu, gpu_coarse, gpu_nospin, gpu_unfused, gpu_copied;
   CpuEngine fallback(0);
   if (!gpus.empty()) {
     GpuOptions o;
@@ -126,7 +127,10 @@ int main(int argc, char** argv) {
     GpuOptions u;
     u.fused = false;
     gpu_unfused = make_gpu_engine(u, fallback);
-    for (ChunkEngine* e : {gpu.get(), gpu_coarse.get(), gpu_nospin.get(), gpu_unfused.get()})
+    GpuOptions c;
+    c.direct = false;  // fused, with the data copied by copy calls instead of moved by the kernel
+    gpu_copied = make_gpu_engine(c, fallback);
+    for (ChunkEngine* e : {gpu.get(), gpu_coarse.get(), gpu_nospin.get(), gpu_unfused.get(), gpu_copied.get()})
       verify_engine_against_cpu(*e, 65536);
     std::printf("gpu engines verified against the cpu engine\n");
   }
@@ -158,6 +162,7 @@ int main(int argc, char** argv) {
     if (gpu) latency(*gpu, "gpu", req, chunk);
     if (gpu && req <= (1u << 20)) latency(*gpu, "gpu/staged", req, chunk, false);
     if (gpu && req <= (1u << 20)) latency(*gpu_unfused, "gpu/unfused", req, chunk);
+    if (gpu && req <= (1u << 20)) latency(*gpu_copied, "gpu/copied", req, chunk);
     if (gpu && req <= (1u << 20)) latency(*gpu_coarse, "gpu/coarse", req, chunk);
     if (gpu && req <= (1u << 20)) latency(*gpu_nospin, "gpu/nospin", req, chunk);
   }

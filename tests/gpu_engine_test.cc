@@ -93,6 +93,7 @@ class GpuEngineTest : public ::testing::TestWithParam<std::string> {
     GpuOptions o;
     o.kernel = GetParam();
     if (o.kernel == "auto-unfused") o.kernel = "auto", o.fused = false;  // two launches for small batches too
+    if (o.kernel == "auto-copied") o.kernel = "auto", o.direct = false;  // fused, but data copied, not mapped
     o.on_error = [this](const std::string& m) { errors_.push_back(m); };
     gpu_ = make_gpu_engine(o, cpu_);
   }
@@ -331,7 +332,65 @@ TEST_P(GpuEngineTest, ZeroCopyLargeRequestAcrossStreams) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, GpuEngineTest, ::testing::Values("auto", "coarse", "fine", "auto-unfused"));
+// Direct batches (the kernel reads and writes the caller's pinned memory itself) must touch exactly
+// each op's bytes: the bytes around them, even inside the same 4-byte word, keep their canary, for
+// sealing, opening, and opening chunks that fail. An op at an odd address is not direct; it must
+// come out right all the same.
+TEST_P(GpuEngineTest, DirectBatchesTouchOnlyTheirOwnBytes) {
+  const std::vector<std::size_t> lengths = {1, 15, 17, 33, 4095, 4097, 65535, 2};
+  constexpr std::uint8_t kCanary = 0xA5;
+  Batch b(lengths, 2);
+  std::vector<std::size_t> at(lengths.size());
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    at[i] = total + (i == 3 ? 1 : 0);  // op 3 starts at an odd address
+    total = (at[i] + lengths[i] + 3) / 4 * 4 + 4;
+  }
+  HostBuffer in = gpu_->allocate_io_buffer(total), ct = gpu_->allocate_io_buffer(total),
+             back = gpu_->allocate_io_buffer(total);
+  std::memset(in.data(), kCanary, total);
+  std::memset(ct.data(), kCanary, total);
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    std::memcpy(in.data() + at[i], b.plain[i].data(), lengths[i]);
+    b.ops[i].in = in.data() + at[i];
+    b.ops[i].out = ct.data() + at[i];
+  }
+  auto outside_is_canary = [&](const HostBuffer& buf) {
+    std::vector<char> inside(total, 0);
+    for (std::size_t i = 0; i < lengths.size(); ++i) std::fill_n(inside.begin() + at[i], lengths[i], 1);
+    for (std::size_t k = 0; k < total; ++k)
+      if (!inside[k] && buf.data()[k] != kCanary) return ::testing::AssertionFailure() << "byte " << k << " was written";
+    return ::testing::AssertionSuccess();
+  };
+  cpu_.seal(b.ref_ops);
+  gpu_->seal(b.ops);
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    ASSERT_EQ(0, std::memcmp(ct.data() + at[i], b.ref[i].data(), lengths[i])) << "chunk " << i;
+    ASSERT_EQ(b.ops[i].tag, b.ref_ops[i].tag) << "chunk " << i;
+  }
+  EXPECT_TRUE(outside_is_canary(ct));
+  for (int tamper = 0; tamper < 2; ++tamper) {
+    std::memset(back.data(), kCanary, total);
+    for (std::size_t i = 0; i < lengths.size(); ++i) {
+      b.ops[i].in = ct.data() + at[i];
+      b.ops[i].out = back.data() + at[i];
+    }
+    if (tamper) ct.data()[at[2] + 16] ^= 0x80, ct.data()[at[6]] ^= 0x01;
+    gpu_->open(b.ops);
+    for (std::size_t i = 0; i < lengths.size(); ++i) {
+      const bool bad = tamper && (i == 2 || i == 6);
+      EXPECT_EQ(b.ops[i].ok, !bad) << "chunk " << i;
+      if (bad) EXPECT_EQ(std::vector<std::uint8_t>(back.data() + at[i], back.data() + at[i] + lengths[i]),
+                         std::vector<std::uint8_t>(lengths[i], 0)) << "chunk " << i << " not zeroed";
+      else EXPECT_EQ(0, std::memcmp(back.data() + at[i], b.plain[i].data(), lengths[i])) << "chunk " << i;
+    }
+    EXPECT_TRUE(outside_is_canary(back));
+  }
+  EXPECT_TRUE(errors_.empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, GpuEngineTest,
+                         ::testing::Values("auto", "coarse", "fine", "auto-unfused", "auto-copied"));
 
 // A buffer may outlive the engine that made it (a FUSE thread's scratch buffers do).
 TEST(GpuEngineBuffers, BufferOutlivesItsEngine) {
