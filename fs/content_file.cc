@@ -71,8 +71,14 @@ ssize_t pwrite_full(int fd, const void* buf, std::size_t len, std::uint64_t off)
   return static_cast<ssize_t>(done);
 }
 
-ContentFile::ContentFile(int fd, const ChunkLayout& layout, ChunkEngine& engine, const KeyRing& keys, std::string label)
-    : fd_(fd), layout_(layout), engine_(engine), keys_(keys), label_(std::move(label)) {}
+ContentFile::ContentFile(int fd, const ChunkLayout& layout, ChunkEngine& engine, const KeyRing& keys, std::string label,
+                         ChunkJournal* journal)
+    : fd_(fd), layout_(layout), engine_(engine), keys_(keys), label_(std::move(label)), journal_(journal) {}
+
+void ContentFile::mark_durable() {
+  std::shared_lock lk(size_mu_);
+  if (size_valid_) durable_size_.store(size_);
+}
 
 int ContentFile::corrupt(const std::string& what) {
   log::error(label_ + ": " + what);
@@ -93,6 +99,7 @@ int ContentFile::load_size_locked() {
   }
   size_ = *plain;
   size_valid_ = true;
+  durable_size_.store(size_);  // everything there at open may be relied on
   return 0;
 }
 
@@ -267,14 +274,59 @@ int ContentFile::seal_and_write_locked(ChunkRange r, const std::uint8_t* plain, 
     log::warning(label_ + (err == EFBIG ? ": write refused: file too large" : ": write refused: disk full"));
     return -err;
   }
+  // Chunks that may hold durable data get their pre-image journaled first; the record stays
+  // valid until `pending` goes out of scope, after the pwrite below has returned.
+  ChunkJournal::Pending pending;
+  std::vector<std::uint8_t>* pre_image = nullptr;
+  std::uint64_t pre_first = 0;
+  if (int prc = protect_locked(r, std::max(old_cipher, disk_off + disk_len), &pending, &pre_image, &pre_first); prc < 0)
+    return prc;
   ssize_t w = pwrite_full(fd(), ct.data(), disk_len, disk_off);
   if (w < 0) {
+    // A rewrite that failed part-way (EIO, say) may have left a torn mix: put the old chunks back.
+    if (pre_image) (void)pwrite_full(fd(), pre_image->data(), pre_image->size(), layout_.disk_offset(pre_first));
     // Cut off whatever part of the new chunks landed, so the file keeps a valid size.
     if (extends)
       (void)::ftruncate(fd(), static_cast<off_t>(std::max(old_cipher, layout_.base_offset() + kFileHeaderBytes)));
     if (w == -ENOSPC || w == -EDQUOT) log::warning(label_ + ": write failed: disk full");
     return static_cast<int>(w);
   }
+  return 0;
+}
+
+int ContentFile::protect_locked(ChunkRange r, std::uint64_t new_cipher, ChunkJournal::Pending* pending,
+                                std::vector<std::uint8_t>** pre_image, std::uint64_t* pre_first) {
+  *pre_image = nullptr;
+  if (!journal_) return 0;
+  const std::uint64_t C = layout_.chunk_size();
+  // Only chunks whose bytes exist on disk and may hold durable data. Fresh chunks past the old
+  // end, and chunks written only since the last fsync, are not journaled: sequential appends
+  // with periodic fsync journal about one chunk (the partial last one) per fsync.
+  const std::uint64_t limit = std::min(durable_size_.load(), size_);
+  if (r.first * C >= limit) return 0;
+  const ChunkRange run{r.first, std::min(r.last, (limit - 1) / C)};
+  const std::uint64_t begin = layout_.disk_offset(run.first);
+  const std::uint64_t end = layout_.disk_offset(run.last) + layout_.chunk_plain_len(run.last, size_) + kChunkOverhead;
+  thread_local std::vector<std::uint8_t> buf;
+  buf.resize(end - begin);
+  ssize_t n = pread_full(fd(), buf.data(), buf.size(), begin);  // normally a page-cache hit
+  if (n < 0) return static_cast<int>(n);
+  if (static_cast<std::size_t>(n) != buf.size())
+    return corrupt("file is shorter than its size says (truncated underneath the mount?)");
+  const std::uint64_t old_cipher = layout_.base_offset() + layout_.cipher_size(size_);
+  int rc = journal_->record(header_->id, run.first, static_cast<std::uint32_t>(run.count()), layout_.base_offset(),
+                            old_cipher, new_cipher, journal_->hint_for_fd(fd()), buf.data(), buf.size(), pending);
+  if (rc < 0) {
+    // A full disk under the journal must not stop rewrites that need no new space: go on
+    // without the record, and say so (once per process).
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true))
+      log::warning(label_ + ": crash journal: cannot write a record (" + std::strerror(-rc) +
+                   "); rewrites go on unprotected against the daemon dying while that lasts");
+    return 0;
+  }
+  *pre_image = &buf;
+  *pre_first = run.first;
   return 0;
 }
 
@@ -357,6 +409,7 @@ int ContentFile::truncate_locked(std::uint64_t new_size) {
     std::lock_guard hl(header_mu_);
     header_.reset();  // the next write starts a new file ID, hence a new key
     size_ = 0;
+    durable_size_.store(0);
     return 0;
   }
   auto& plain = scratch(engine_, 1, C);
@@ -395,6 +448,7 @@ int ContentFile::truncate_locked(std::uint64_t new_size) {
     return err;
   }
   size_ = new_size;
+  if (durable_size_.load() > new_size) durable_size_.store(new_size);
   return 0;
 }
 

@@ -16,9 +16,11 @@
 #include <optional>
 #include <shared_mutex>
 #include <string>
+#include <vector>
 
 #include "crypto/chunk_engine.h"
 #include "crypto/key_ring.h"
+#include "fs/chunk_journal.h"
 #include "fs/chunk_layout.h"
 #include "fs/file_header.h"
 #include "fs/range_lock.h"
@@ -29,7 +31,10 @@ class ContentFile {
  public:
   // fd: the ciphertext file, open for reading (and for writing, for the calls that write); not
   // owned. label: how the log names this file (its ciphertext path).
-  ContentFile(int fd, const ChunkLayout& layout, ChunkEngine& engine, const KeyRing& keys, std::string label);
+  // journal: where rewrites of chunks that may hold durable data write their pre-images first
+  // (chunk_journal.h); null leaves rewrites unprotected against the daemon dying (volumes).
+  ContentFile(int fd, const ChunkLayout& layout, ChunkEngine& engine, const KeyRing& keys, std::string label,
+              ChunkJournal* journal = nullptr);
 
   // Re-reads the ciphertext size; call after the file was changed other than through this object.
   // Returns -EIO (logged) for an impossible size.
@@ -53,6 +58,12 @@ class ContentFile {
   int punch_hole(std::uint64_t off, std::uint64_t len);
   const std::string& label() const { return label_; }
 
+  // Call after fsync/fdatasync of the file succeeded: everything up to the current size is now
+  // durable, so a later rewrite of those chunks journals their pre-image first.
+  void mark_durable();
+  // The plaintext size below which chunks count as durable (tests).
+  std::uint64_t durable_size() const { return durable_size_.load(); }
+
  private:
   int load_size_locked();
   int ensure_header_locked(bool create);
@@ -65,18 +76,28 @@ class ContentFile {
   // Makes a disk range read as zeros, by punching it or, where that is unsupported, writing zeros.
   int punch_disk_range_locked(std::uint64_t disk_off, std::uint64_t disk_len);
   int corrupt(const std::string& what);
+  // Journals the pre-image of the chunks of r that may hold durable data (a contiguous run at the
+  // start of r) before seal_and_write_locked overwrites them. 0, or -errno from reading them;
+  // a journal that cannot take the record leaves the write unprotected (logged).
+  int protect_locked(ChunkRange r, std::uint64_t new_cipher, ChunkJournal::Pending* pending,
+                     std::vector<std::uint8_t>** pre_image, std::uint64_t* pre_first);
 
   std::atomic<int> fd_;
   const ChunkLayout& layout_;
   ChunkEngine& engine_;
   const KeyRing& keys_;
   std::string label_;
+  ChunkJournal* journal_;
 
   // Shared by requests that stay inside the current size; exclusive for those that change it.
   std::shared_mutex size_mu_;
   RangeLock chunk_locks_;
   std::uint64_t size_ = 0;
   bool size_valid_ = false;
+  // Plaintext bytes that someone may rely on: the size at load (all that existed when the file
+  // was opened), raised to the size by mark_durable(), lowered by truncation. Chunks below it
+  // are journaled before an in-place rewrite; chunks written only since the last fsync are not.
+  std::atomic<std::uint64_t> durable_size_{0};
 
   std::mutex header_mu_;
   std::optional<FileHeader> header_;

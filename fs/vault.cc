@@ -9,6 +9,8 @@
 #include <cstring>
 
 #include "fs/dir_iv.h"
+#include "fs/journal_recovery.h"
+#include "fs/log.h"
 
 namespace gcfs {
 namespace {
@@ -67,6 +69,31 @@ VaultConfig Vault::load_config(const std::string& cipherdir) {
 std::unique_ptr<Vault> Vault::open(const std::string& cipherdir, const VaultConfig& config, std::string_view password) {
   SecretBytes master = config.unlock(password);
   return std::unique_ptr<Vault>(new Vault(cipherdir, config, master));
+}
+
+std::string Vault::journal_path() const { return cipherdir_ + "/" + kJournalFileName; }
+
+std::size_t Vault::open_journal(ChunkEngine& engine) {
+  std::string error;
+  bool busy = false;
+  // Taking the journal's lock first: recovery must never run while another daemon writes.
+  auto j = ChunkJournal::open(journal_path(), cipherdir_, config_.chunk_size, kJournalDefaultSlots, &error, &busy);
+  if (!j) {
+    log::warning("crash journal: " + error + (busy ? "; this mount neither recovers nor journals"
+                                                    : "; rewrites of this mount are not protected against the daemon dying"));
+    return 0;
+  }
+  const auto records = ChunkJournal::read_records(journal_path(), config_.chunk_size);
+  std::size_t restored = 0;
+  if (!records.empty()) {
+    restored = recover_from_journal(cipherdir_, records, layout_, keys_, engine);
+    if (int rc = ChunkJournal::invalidate_records(journal_path(), config_.chunk_size, records); rc < 0)
+      log::warning("crash journal: cannot clear the records recovery has dealt with: " + std::string(std::strerror(-rc)));
+    log::info("crash journal: " + std::to_string(records.size()) + " record(s) of interrupted writes checked, " +
+              std::to_string(restored) + " chunk(s) restored");
+  }
+  journal_ = std::move(j);
+  return restored;
 }
 
 Vault::Vault(std::string cipherdir, VaultConfig config, const SecretBytes& master)

@@ -8,9 +8,11 @@
 #include <string>
 #include <string_view>
 
+#include "crypto/chunk_engine.h"
 #include "crypto/errors.h"
 #include "crypto/key_ring.h"
 #include "crypto/vault_config.h"
+#include "fs/chunk_journal.h"
 #include "fs/chunk_layout.h"
 #include "fs/name_mapping.h"
 
@@ -45,6 +47,17 @@ class Vault {
   const ChunkLayout& layout() const { return layout_; }
   const NameMapping& names() const { return names_; }
 
+  // For a read-write mount: restores the chunks that a daemon killed in the middle of a rewrite
+  // left torn (journal_recovery.h), then opens CIPHERDIR/gpucryptfs.journal for the writes of
+  // this mount. When the journal cannot be had (another process holds it, CIPHERDIR refuses the
+  // file), logs a warning and leaves journal() null: the mount then runs unprotected, as before.
+  // Returns the number of chunks restored.
+  std::size_t open_journal(ChunkEngine& engine);
+  // The crash journal that ContentFiles of this vault write their pre-images to; null when not
+  // opened (fsck, read-only mounts).
+  ChunkJournal* journal() const { return journal_.get(); }
+  std::string journal_path() const;
+
  private:
   Vault(std::string cipherdir, VaultConfig config, const SecretBytes& master);
   std::string cipherdir_;
@@ -52,6 +65,7 @@ class Vault {
   KeyRing keys_;
   ChunkLayout layout_;
   NameMapping names_;
+  std::unique_ptr<ChunkJournal> journal_;
 };
 
 std::string config_path(const std::string& cipherdir);

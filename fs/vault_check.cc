@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -11,12 +12,15 @@
 #include <climits>
 #include <cstring>
 #include <optional>
+#include <map>
 #include <set>
 #include <utility>
 
+#include "fs/chunk_journal.h"
 #include "fs/content_file.h"
 #include "fs/dir_iv.h"
 #include "fs/file_header.h"
+#include "fs/journal_recovery.h"
 #include "fs/log.h"
 
 namespace gcfs {
@@ -35,6 +39,13 @@ class Fd {
   }
   int get() const { return fd_; }
   explicit operator bool() const { return fd_ >= 0; }
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) {
+      if (fd_ >= 0) ::close(fd_);
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
 
  private:
   int fd_;
@@ -100,7 +111,16 @@ bool is_leftover_temp(std::string_view name) {
 class Checker {
  public:
   Checker(const Vault& vault, ChunkEngine& engine, const FsckOptions& options)
-      : vault_(vault), engine_(engine), options_(options), names_(vault.keys().names_key()) {}
+      : vault_(vault), engine_(engine), options_(options), names_(vault.keys().names_key()) {
+    // The crash journal's valid records: pre-images of rewrites a killed daemon may have torn.
+    journal_ = ChunkJournal::read_records(vault.journal_path(), vault.config().chunk_size);
+    for (const auto& r : journal_) journal_by_id_[r.file_id].push_back(&r);
+    if (options_.repair && !journal_.empty()) {
+      // Restoring takes the journal's lock, as a mount does: never while a daemon writes.
+      journal_lock_ = Fd(::open(vault.journal_path().c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
+      if (journal_lock_ && ::flock(journal_lock_.get(), LOCK_EX | LOCK_NB) != 0) journal_lock_ = Fd();
+    }
+  }
 
   FsckReport run() {
     Fd root(::open(vault_.cipherdir().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -112,6 +132,8 @@ class Checker {
     progress_.done_entries = progress_.total_entries;
     report_progress(true);
     if (options_.repair) repair();
+    if (journal_lock_ && ChunkJournal::invalidate_records(vault_.journal_path(), vault_.config().chunk_size, journal_) == 0)
+      journal_.clear();  // dealt with: what was restorable is restored
     return std::move(report_);
   }
 
@@ -121,7 +143,8 @@ class Checker {
     auto names = list_dir(dirfd);
     if (!names) return;
     for (const auto& n : *names) {
-      if ((is_root && (n == kLostFoundDirName || n == kConfigFileName)) || n == kDirIvFileName || is_leftover_temp(n))
+      if ((is_root && (n == kLostFoundDirName || n == kConfigFileName || n == kJournalFileName)) || n == kDirIvFileName ||
+          is_leftover_temp(n))
         continue;
       struct stat st {};
       if (::fstatat(dirfd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
@@ -167,7 +190,7 @@ class Checker {
     std::size_t named = 0;
     for (const std::string& name : *listed) {
       const std::string cpath = join(crel, name);
-      if (crel.empty() && (name == kConfigFileName || name == kLostFoundDirName)) continue;
+      if (crel.empty() && (name == kConfigFileName || name == kLostFoundDirName || name == kJournalFileName)) continue;
       if (name == kDirIvFileName || is_leftover_temp(name)) continue;
       ++progress_.done_entries;
       report_progress();
@@ -332,7 +355,42 @@ class Checker {
     }
   }
 
-  void check_content(int fd, std::uint64_t size, const std::string& cpath, const std::optional<std::string>& plain) {
+  // Chunks of a file that fail (or a size that is impossible) which the crash journal can put
+  // back. With --repair (and the journal's lock) they are restored and the file is checked
+  // again: returns true, all is reported. Otherwise returns false and sets *note to append to
+  // the problem ("" when the journal cannot help).
+  bool try_journal(int fd, const FileId& id, const std::string& cpath, const std::optional<std::string>& plain,
+                   std::string* note) {
+    auto it = journal_by_id_.find(id);
+    if (it == journal_by_id_.end()) return false;
+    const RestorePlan plan = restore_from_records(fd, id, it->second, vault_.layout(), vault_.keys(), engine_, false);
+    if (plan.chunks.empty()) return false;
+    if (journal_lock_) {
+      Fd rw(::open((vault_.cipherdir() + "/" + cpath).c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
+      if (rw) {
+        const RestorePlan done =
+            restore_from_records(rw.get(), id, it->second, vault_.layout(), vault_.keys(), engine_, true);
+        for (std::uint64_t k : done.chunks) {
+          report_.restored.push_back("restored chunk " + std::to_string(k) + " of " + cpath + " from the crash journal");
+          log::warning("restored chunk " + std::to_string(k) + " of " + vault_.cipherdir() + "/" + cpath +
+                       " from the crash journal");
+        }
+        struct stat st {};
+        if (done.error == 0 && ::fstat(rw.get(), &st) == 0) {
+          check_content(rw.get(), static_cast<std::uint64_t>(st.st_size), cpath, plain, /*after_restore=*/true);
+          return true;
+        }
+      }
+    }
+    *note = std::string("; ") + (plan.chunks.size() == 1 ? "chunk " : "chunks ") + describe_runs(plan.chunks) +
+            (plan.chunks.size() == 1 ? " is" : " are") +
+            " recoverable from the crash journal: mount the vault or run fsck --repair to restore " +
+            (plan.chunks.size() == 1 ? "it" : "them");
+    return false;
+  }
+
+  void check_content(int fd, std::uint64_t size, const std::string& cpath, const std::optional<std::string>& plain,
+                     bool after_restore = false) {
     const ChunkLayout& layout = vault_.layout();
     if (size == 0) return;  // an empty plaintext file
     if (size < kFileHeaderBytes) {
@@ -415,13 +473,17 @@ class Checker {
     }
     progress_.done_bytes += size - accounted;  // the header and a torn tail
     report_.bytes += size;
+    std::string journal_note;
+    if ((size_bad || !bad.empty()) && !after_restore && try_journal(fd, header->id, cpath, plain, &journal_note)) return;
+    const bool recoverable = !journal_note.empty();
     if (size_bad) {
       const std::uint64_t tail = (size - kFileHeaderBytes) % D;
       problem(cpath, plain,
               "ciphertext size " + std::to_string(size) + " is impossible (the last chunk has " + std::to_string(tail) +
                   " bytes, at most its nonce and tag): the file was truncated or appended to; the mount refuses to read it" +
-                  (bad.empty() ? std::string() : "; also chunks " + describe_runs(bad) + " fail authentication"),
-              true);
+                  (bad.empty() ? std::string() : "; also chunks " + describe_runs(bad) + " fail authentication") +
+                  journal_note,
+              !recoverable);
       return;
     }
     if (bad.empty()) return;
@@ -433,7 +495,8 @@ class Checker {
       what += ": every chunk fails, so the header was probably replaced or the file comes from another vault";
     else
       what += ": reading them gives EIO, the other chunks read";
-    problem(cpath, plain, what, all_bad);  // a file none of whose chunks read is moved aside by --repair
+    // A file none of whose chunks read is moved aside by --repair, unless the journal can restore it.
+    problem(cpath, plain, what + journal_note, all_bad && !recoverable);
   }
 
   // --repair: moves every unreadable item into CIPHERDIR/gpucryptfs.lost+found, parents before
@@ -491,6 +554,9 @@ class Checker {
   std::uint64_t calls_ = 0;
   std::set<std::pair<dev_t, ino_t>> seen_;
   std::set<std::string> long_siblings_;
+  std::vector<JournalRecord> journal_;
+  std::map<FileId, std::vector<const JournalRecord*>> journal_by_id_;
+  Fd journal_lock_;  // held while --repair restores from the journal
 };
 
 }  // namespace

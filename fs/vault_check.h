@@ -5,7 +5,8 @@
 //
 // It changes nothing unless asked to repair, and repairing only ever moves items that cannot be
 // read at all into CIPHERDIR/gpucryptfs.lost+found/ (FORMAT.md): it never deletes and never
-// rewrites ciphertext.
+// rewrites ciphertext, except that it puts back a chunk that fails authentication from an
+// authentic pre-image in the crash journal (chunk_journal.h), which restores, never destroys.
 #pragma once
 
 #include <cstdint>
@@ -49,6 +50,8 @@ struct FsckReport {
   std::uint64_t directories = 0, files = 0, symlinks = 0, others = 0;
   std::uint64_t chunks = 0, holes = 0, xattrs = 0;
   std::uint64_t bytes = 0;  // ciphertext bytes of regular files read
+  // --repair: one line per chunk put back from the crash journal ("restored chunk K of PATH ...").
+  std::vector<std::string> restored;
   bool clean() const { return problems.empty(); }
 };
 

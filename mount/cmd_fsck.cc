@@ -2,7 +2,8 @@
 // symlink target and extended attribute of a directory vault, list each problem with its
 // ciphertext path (and its plaintext path where the names decrypt), and exit 0 only when the
 // vault is clean. --repair moves items that cannot be read at all into
-// CIPHERDIR/gpucryptfs.lost+found; nothing is ever deleted or rewritten.
+// CIPHERDIR/gpucryptfs.lost+found and restores torn chunks from the crash journal (only chunks
+// that fail authentication, from pre-images that pass it); nothing is ever deleted.
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
@@ -78,7 +79,8 @@ int cmd_fsck(int argc, char** argv) {
         "engine", po::value(&engine)->default_value(engine), "cipher engine: auto, cpu or gpu")(
         "repair", po::bool_switch(&repair),
         "move items that cannot be read at all (names that do not decrypt, damaged headers, files none\n"
-        "of whose chunks read) into CIPHERDIR/gpucryptfs.lost+found; nothing is deleted");
+        "of whose chunks read) into CIPHERDIR/gpucryptfs.lost+found, and put back chunks torn by a\n"
+        "killed daemon from the crash journal; nothing is deleted");
     if (!parse_command_line(argc, argv, opts, {{"CIPHERDIR", &cipherdir}})) return static_cast<int>(kExitOk);
     while (cipherdir.size() > 1 && cipherdir.back() == '/') cipherdir.pop_back();
 
@@ -103,6 +105,7 @@ int cmd_fsck(int argc, char** argv) {
     FsckReport rep = check_vault(*vault, engines.engine(), fo);
     bar.finish();
 
+    for (const auto& line : rep.restored) std::cout << line << "\n";
     std::size_t unreadable = 0, moved = 0;
     for (const auto& p : rep.problems) {
       std::cout << "problem: " << p.what << "\n"

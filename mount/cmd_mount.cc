@@ -110,6 +110,9 @@ int cmd_mount(int argc, char** argv) {
       }
       rv->engines = std::make_unique<EngineSet>(engine);
       log::info(rv->engines->description());
+      // Before serving: put back chunks that a killed daemon's torn rewrites left failing, and
+      // journal this mount's rewrites. A read-only mount writes nothing, the journal included.
+      if (!mo.read_only) rv->vault->open_journal(rv->engines->engine());
       rv->fs = std::make_unique<mount::EncryptedFs>(*rv->vault, rv->engines->engine(), root_fd, fso);
       mount::FuseFilesystem f;
       f.ops = &mount::EncryptedFs::operations();

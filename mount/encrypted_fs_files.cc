@@ -34,7 +34,7 @@ int EncryptedFs::acquire_content(Inode& in, bool writable, std::shared_ptr<Conte
     int fd = fd_in >= 0 ? fd_in : open_backing(proc_path(in), writable);
     if (fd < 0) return fd;
     const bool rw = fd_in >= 0 || (::fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDWR;
-    in.content = std::make_shared<ContentFile>(fd, vault_.layout(), engine_, vault_.keys(), label_of(in));
+    in.content = std::make_shared<ContentFile>(fd, vault_.layout(), engine_, vault_.keys(), label_of(in), vault_.journal());
     in.content_fds.push_back(fd);
     in.content_writable = rw;
   } else {
@@ -175,9 +175,13 @@ void EncryptedFs::release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
 }
 
 void EncryptedFs::fsync(fuse_req_t req, fuse_ino_t, int datasync, fuse_file_info* fi) {
-  const int fd = handle_of(fi)->content->fd();
+  ContentFile& c = *handle_of(fi)->content;
+  const int fd = c.fd();
   int r = datasync ? ::fdatasync(fd) : ::fsync(fd);
-  fuse_reply_err(req, r == 0 ? 0 : errno);
+  const int err = r == 0 ? 0 : errno;
+  // From here on the caller relies on these bytes: later rewrites of them are journaled first.
+  if (r == 0) c.mark_durable();
+  fuse_reply_err(req, err);
 }
 
 void EncryptedFs::fallocate(fuse_req_t req, fuse_ino_t, int mode, off_t offset, off_t length, fuse_file_info* fi) {

@@ -87,8 +87,8 @@ TEST_F(FsOps, UnlinkAndRmdir) {
   ASSERT_EQ(::unlink(v_.path("d/f").c_str()), 0);
   EXPECT_EQ(::rmdir(v_.path("d").c_str()), 0) << "a directory holding only its IV file is empty";
   EXPECT_TRUE(list_dir(v_.mountpoint()).empty());
-  // Only the vault's own files remain in CIPHERDIR.
-  EXPECT_EQ(list_dir(v_.cipherdir()), (std::set<std::string>{"gpucryptfs.conf", "gpucryptfs.diriv"}));
+  // Only the vault's own files remain in CIPHERDIR (the crash journal is created by a read-write mount).
+  EXPECT_EQ(list_dir(v_.cipherdir()), (std::set<std::string>{"gpucryptfs.conf", "gpucryptfs.diriv", "gpucryptfs.journal"}));
   EXPECT_EQ(::unlink(v_.path("nothing").c_str()), -1);
   EXPECT_EQ(errno, ENOENT);
 }
@@ -104,7 +104,7 @@ TEST_F(FsOps, RmdirRemovesAnIvTemporaryLeftByACrash) {
   write_file(v_.cipherdir() + "/" + stored + "/gpucryptfs.diriv.tmp", "0123456789abcdef");
   EXPECT_TRUE(list_dir(v_.path("d")).empty()) << "the leftover is ours and hidden";
   EXPECT_EQ(::rmdir(v_.path("d").c_str()), 0) << std::strerror(errno);
-  EXPECT_EQ(list_dir(v_.cipherdir()), (std::set<std::string>{"gpucryptfs.conf", "gpucryptfs.diriv"}));
+  EXPECT_EQ(list_dir(v_.cipherdir()), (std::set<std::string>{"gpucryptfs.conf", "gpucryptfs.diriv", "gpucryptfs.journal"}));
 }
 
 TEST_F(FsOps, ReadOnlyDirectoryModeStillGetsItsIv) {
@@ -171,7 +171,7 @@ TEST_F(FsOps, LongNamesAtTheBoundaryCreateRenameAndUnlink) {
   ASSERT_EQ(::rmdir(v_.path(n255).c_str()), 0);
   ASSERT_EQ(::unlink(v_.path("s").c_str()), 0);
   // No .name file is left behind.
-  EXPECT_EQ(list_dir(v_.cipherdir()), (std::set<std::string>{"gpucryptfs.conf", "gpucryptfs.diriv"}));
+  EXPECT_EQ(list_dir(v_.cipherdir()), (std::set<std::string>{"gpucryptfs.conf", "gpucryptfs.diriv", "gpucryptfs.journal"}));
   EXPECT_EQ(::open(v_.path(std::string(256, 'x')).c_str(), O_CREAT | O_WRONLY, 0644), -1);
   EXPECT_EQ(errno, ENAMETOOLONG);
 }

@@ -1,0 +1,180 @@
+#include "fs/journal_recovery.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "fs/content_file.h"
+#include "fs/file_header.h"
+#include "fs/log.h"
+
+namespace gcfs {
+namespace {
+
+bool all_zero(const std::uint8_t* p, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i)
+    if (p[i]) return false;
+  return true;
+}
+
+// True when the on-disk form of chunk k (nonce | ciphertext | tag, `bytes` long) authenticates
+// under key, or is a hole (all zeros).
+bool authentic(const std::uint8_t* src, std::size_t bytes, const ChunkKey& key, const FileId& id, std::uint64_t k,
+               ChunkEngine& engine) {
+  if (bytes < kChunkOverhead) return false;
+  if (all_zero(src, bytes)) return true;
+  const std::size_t len = bytes - kChunkOverhead;
+  std::vector<std::uint8_t> plain(len ? len : 1);
+  const auto aad = chunk_aad(id, k);
+  ChunkOp op;
+  op.key = &key;
+  std::copy(src, src + kChunkNonceOnDisk, op.nonce.begin());
+  op.aad = aad.data();
+  op.aad_len = aad.size();
+  op.in = src + kChunkNonceOnDisk;
+  op.out = plain.data();
+  op.len = len;
+  std::copy(src + kChunkNonceOnDisk + len, src + bytes, op.tag.begin());
+  std::vector<ChunkOp> ops{op};
+  engine.open(ops);
+  secure_wipe(plain.data(), plain.size());
+  return ops[0].ok;
+}
+
+enum class DiskChunk { Absent, Good, Bad };
+
+// Chunk k as the mount would read it from a file of ciphertext size S.
+DiskChunk disk_chunk(int fd, std::uint64_t S, std::uint64_t k, const ChunkLayout& layout, const ChunkKey& key,
+                     const FileId& id, ChunkEngine& engine) {
+  const std::uint64_t off = layout.disk_offset(k), D = layout.disk_chunk_size();
+  if (S <= off) return DiskChunk::Absent;
+  const auto plain = S >= layout.base_offset() ? layout.plain_size(S - layout.base_offset()) : std::nullopt;
+  std::uint64_t len;
+  if (plain) {
+    len = layout.chunk_plain_len(k, *plain);
+    if (len == 0) return DiskChunk::Absent;
+  } else if (off + D <= S) {
+    len = layout.chunk_size();
+  } else {
+    return DiskChunk::Bad;  // the torn tail of a file whose size is impossible
+  }
+  std::vector<std::uint8_t> ct(len + kChunkOverhead);
+  if (pread_full(fd, ct.data(), ct.size(), off) != static_cast<ssize_t>(ct.size())) return DiskChunk::Bad;
+  return authentic(ct.data(), ct.size(), key, id, k, engine) ? DiskChunk::Good : DiskChunk::Bad;
+}
+
+std::string hex(const FileId& id) {
+  static const char* digits = "0123456789abcdef";
+  std::string s;
+  for (auto b : id) s += digits[b >> 4], s += digits[b & 15];
+  return s;
+}
+
+}  // namespace
+
+RestorePlan restore_from_records(int fd, const FileId& id, const std::vector<const JournalRecord*>& records,
+                                 const ChunkLayout& layout, const KeyRing& keys, ChunkEngine& engine, bool apply) {
+  RestorePlan plan;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    plan.error = -errno;
+    return plan;
+  }
+  const std::uint64_t S = static_cast<std::uint64_t>(st.st_size);
+  const std::uint64_t D = layout.disk_chunk_size();
+  const ChunkKey key = keys.content_key(id);
+  std::vector<const JournalRecord*> recs = records;
+  std::sort(recs.begin(), recs.end(), [](auto* a, auto* b) { return a->sequence > b->sequence; });
+  std::set<std::uint64_t> decided;
+  std::uint64_t cut_to = std::numeric_limits<std::uint64_t>::max();
+  for (const JournalRecord* r : recs) {
+    if (r->file_id != id || r->chunk_size != layout.chunk_size() || r->base_offset != layout.base_offset()) continue;
+    // The file grew past what this write could have made it: the record is stale (its write
+    // finished and something later changed the file), so it says nothing about the file now.
+    if (S > std::max(r->old_cipher_size, r->new_cipher_size)) continue;
+    bool restored_any = false;
+    for (std::uint32_t i = 0; i < r->chunk_count; ++i) {
+      const std::uint64_t k = r->first_chunk + i;
+      if (decided.count(k)) continue;
+      const std::uint64_t pre_off = std::uint64_t{i} * D;
+      if (pre_off >= r->payload.size()) break;
+      const std::size_t pre_len = static_cast<std::size_t>(std::min<std::uint64_t>(D, r->payload.size() - pre_off));
+      const std::uint8_t* pre = r->payload.data() + pre_off;
+      const DiskChunk now = disk_chunk(fd, S, k, layout, key, id, engine);
+      if (now != DiskChunk::Bad) {
+        decided.insert(k);  // intact (or gone): never touched
+        continue;
+      }
+      if (!authentic(pre, pre_len, key, id, k, engine)) continue;  // an older record may hold a good one
+      decided.insert(k);
+      if (apply) {
+        ssize_t w = pwrite_full(fd, pre, pre_len, layout.disk_offset(k));
+        if (w < 0) {
+          plan.error = static_cast<int>(w);
+          continue;
+        }
+      }
+      plan.chunks.push_back(k);
+      restored_any = true;
+    }
+    // A torn write that had extended the file: everything past the old size is that write's
+    // unacknowledged data (growing writes run alone on a file); the restored chunk is the old end.
+    if (restored_any && S > r->old_cipher_size) cut_to = std::min(cut_to, r->old_cipher_size);
+  }
+  std::sort(plan.chunks.begin(), plan.chunks.end());
+  if (cut_to != std::numeric_limits<std::uint64_t>::max()) {
+    plan.truncated = true;
+    if (apply && ::ftruncate(fd, static_cast<off_t>(cut_to)) != 0) plan.error = -errno;
+  }
+  if (apply && !plan.chunks.empty() && ::fsync(fd) != 0) plan.error = -errno;
+  return plan;
+}
+
+std::size_t recover_from_journal(const std::string& cipherdir, const std::vector<JournalRecord>& records,
+                                 const ChunkLayout& layout, const KeyRing& keys, ChunkEngine& engine) {
+  std::map<std::pair<std::string, FileId>, std::vector<const JournalRecord*>> by_file;
+  for (const auto& r : records) by_file[{r.path, r.file_id}].push_back(&r);
+  std::size_t restored = 0;
+  for (const auto& [key, recs] : by_file) {
+    const auto& [rel, id] = key;
+    if (rel.empty()) {
+      log::warning("crash journal: a record for file ID " + hex(id) + " has no path; skipped");
+      continue;
+    }
+    const std::string path = cipherdir + "/" + rel;
+    int fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+      log::warning("crash journal: a record for " + path + " is skipped: cannot open the file (" + std::strerror(errno) +
+                   "); it was removed or renamed since");
+      continue;
+    }
+    std::array<std::uint8_t, kFileHeaderBytes> raw{};
+    const bool have = pread_full(fd, raw.data(), raw.size(), layout.base_offset()) == static_cast<ssize_t>(raw.size());
+    const auto header = have ? FileHeader::decode(raw) : std::nullopt;
+    if (!header || header->id != id) {
+      log::warning("crash journal: a record for " + path + " is skipped: the file there now has another file ID");
+      ::close(fd);
+      continue;
+    }
+    const RestorePlan plan = restore_from_records(fd, id, recs, layout, keys, engine, true);
+    ::close(fd);
+    for (std::uint64_t k : plan.chunks)
+      log::warning("restored chunk " + std::to_string(k) + " of " + path + " from the crash journal");
+    if (plan.truncated && !plan.chunks.empty())
+      log::warning(path + ": cut back to its size before the interrupted write");
+    if (plan.error)
+      log::error("crash journal: restoring " + path + " failed: " + std::strerror(-plan.error));
+    restored += plan.chunks.size();
+  }
+  return restored;
+}
+
+}  // namespace gcfs

@@ -1,0 +1,450 @@
+// The crash journal (fs/chunk_journal.h) and its recovery (fs/journal_recovery.h) on real files:
+// records written, read back, checksummed, invalidated and their slots reused; which rewrites
+// ContentFile journals; and the tear a SIGKILL leaves, simulated exactly: the record stays valid
+// (its invalidation never happened) and the chunk on disk is a mix of new and old pages. Reopening
+// the vault restores the chunk, never touches a chunk that authenticates, and ignores torn records.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fs/chunk_journal.h"
+#include "fs/content_file.h"
+#include "fs/file_header.h"
+#include "fs/journal_recovery.h"
+#include "fs/log.h"
+#include "fs/vault_check.h"
+#include "tests/fault_support.h"
+
+namespace gcfs {
+namespace {
+
+using Bytes = std::vector<std::uint8_t>;
+using testing::TempDir;
+using testing::TestVault;
+
+constexpr std::uint32_t C = TestVault::kChunk;
+constexpr std::uint64_t D = C + kChunkOverhead;
+
+FileId some_id(std::uint8_t seed) {
+  FileId id{};
+  for (std::size_t i = 0; i < id.size(); ++i) id[i] = static_cast<std::uint8_t>(seed + i);
+  return id;
+}
+
+Bytes read_range(const std::string& path, std::uint64_t off, std::size_t n) {
+  Bytes b(n);
+  int fd = ::open(path.c_str(), O_RDONLY);
+  EXPECT_GE(fd, 0);
+  const ssize_t got = pread_full(fd, b.data(), n, off);
+  ::close(fd);
+  b.resize(got < 0 ? 0 : static_cast<std::size_t>(got));
+  return b;
+}
+
+void write_range(const std::string& path, std::uint64_t off, const Bytes& b) {
+  int fd = ::open(path.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(pwrite_full(fd, b.data(), b.size(), off), static_cast<ssize_t>(b.size()));
+  ::close(fd);
+}
+
+std::uint64_t file_size(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(::stat(path.c_str(), &st), 0);
+  return static_cast<std::uint64_t>(st.st_size);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Records.
+
+class JournalRecords : public ::testing::Test {
+ protected:
+  std::unique_ptr<ChunkJournal> open_journal(bool* busy = nullptr) {
+    std::string err;
+    auto j = ChunkJournal::open(path, tmp.path(), C, 8, &err, busy);
+    if (!busy) {
+      EXPECT_TRUE(j) << err;
+    }
+    return j;
+  }
+  std::vector<JournalRecord> records() { return ChunkJournal::read_records(path, C); }
+
+  TempDir tmp{"gcfs-journal"};
+  std::string path = tmp / kJournalFileName;
+};
+
+TEST_F(JournalRecords, RecordReadsBackWithEveryFieldUntilInvalidated) {
+  auto j = open_journal();
+  ASSERT_TRUE(j);
+  EXPECT_EQ(file_size(path), 8 * ChunkJournal::slot_bytes(C)) << "the slots are laid out (sparse) at creation";
+  const Bytes payload = testing::pattern_bytes(D + 1000 + kChunkOverhead, 1);  // a whole chunk, then a partial one
+  ChunkJournal::Pending p;
+  ASSERT_EQ(j->record(some_id(7), 5, 2, 0, 123456, 130000, "dir/file", payload.data(), payload.size(), &p), 0);
+  EXPECT_TRUE(p.active());
+  EXPECT_EQ(j->slots_in_use(), 1u);
+
+  auto recs = records();
+  ASSERT_EQ(recs.size(), 1u);
+  const JournalRecord& r = recs[0];
+  EXPECT_EQ(r.file_id, some_id(7));
+  EXPECT_EQ(r.first_chunk, 5u);
+  EXPECT_EQ(r.chunk_count, 2u);
+  EXPECT_EQ(r.chunk_size, C);
+  EXPECT_EQ(r.base_offset, 0u);
+  EXPECT_EQ(r.old_cipher_size, 123456u);
+  EXPECT_EQ(r.new_cipher_size, 130000u);
+  EXPECT_EQ(r.path, "dir/file");
+  EXPECT_TRUE(r.payload == payload);
+  EXPECT_GT(r.sequence, 0u);
+
+  p.release();  // the in-place write is done
+  EXPECT_TRUE(records().empty()) << "an invalidated record must not read back";
+  EXPECT_EQ(j->slots_in_use(), 0u);
+  // Invalidation zeros the magic and nothing else.
+  EXPECT_TRUE(read_range(path, 0, 8) == Bytes(8, 0));
+}
+
+TEST_F(JournalRecords, TornOrDamagedRecordsAreIgnored) {
+  auto j = open_journal();
+  ASSERT_TRUE(j);
+  const Bytes payload = testing::pattern_bytes(2 * D, 2);
+  ChunkJournal::Pending p;
+  ASSERT_EQ(j->record(some_id(1), 0, 2, 0, 0, 0, "f", payload.data(), payload.size(), &p), 0);
+  ASSERT_EQ(records().size(), 1u);
+  // A record whose payload the kill cut short: the second half still holds what was there before.
+  const Bytes saved = read_range(path, kJournalHeaderBlock + D, D);
+  write_range(path, kJournalHeaderBlock + D, Bytes(D, 0));
+  EXPECT_TRUE(records().empty()) << "a torn payload must fail the checksum";
+  write_range(path, kJournalHeaderBlock + D, saved);
+  ASSERT_EQ(records().size(), 1u);
+  // A damaged header field (here: the first chunk index).
+  Bytes b = read_range(path, 47, 1);
+  b[0] ^= 1;
+  write_range(path, 47, b);
+  EXPECT_TRUE(records().empty()) << "a damaged header must fail the checksum";
+  b[0] ^= 1;
+  write_range(path, 47, b);
+  EXPECT_EQ(records().size(), 1u);
+}
+
+TEST_F(JournalRecords, SlotsAreReusedAndConcurrentWritesGetTheirOwn) {
+  auto j = open_journal();
+  ASSERT_TRUE(j);
+  const Bytes payload = testing::pattern_bytes(D, 3);
+  std::uint64_t last_seq = 0;
+  for (int i = 0; i < 3; ++i) {
+    ChunkJournal::Pending p;
+    ASSERT_EQ(j->record(some_id(2), static_cast<std::uint64_t>(i), 1, 0, 0, 0, "f", payload.data(), payload.size(), &p), 0);
+    auto recs = records();
+    ASSERT_EQ(recs.size(), 1u);
+    EXPECT_EQ(recs[0].slot, 0u) << "a freed slot is taken again first";
+    EXPECT_GT(recs[0].sequence, last_seq);
+    last_seq = recs[0].sequence;
+  }
+  ChunkJournal::Pending a, b;
+  ASSERT_EQ(j->record(some_id(3), 0, 1, 0, 0, 0, "a", payload.data(), payload.size(), &a), 0);
+  ASSERT_EQ(j->record(some_id(4), 0, 1, 0, 0, 0, "b", payload.data(), payload.size(), &b), 0);
+  auto recs = records();
+  ASSERT_EQ(recs.size(), 2u);
+  EXPECT_NE(recs[0].slot, recs[1].slot);
+  EXPECT_EQ(recs[0].path, "b") << "newest first";
+  a.release();
+  recs = records();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].path, "b");
+
+  // More writers than slots: the ninth waits until one is given back.
+  std::vector<ChunkJournal::Pending> held(7);
+  for (auto& h : held) ASSERT_EQ(j->record(some_id(5), 0, 1, 0, 0, 0, "x", payload.data(), payload.size(), &h), 0);
+  EXPECT_EQ(j->slots_in_use(), 8u);
+  std::atomic<bool> got{false};
+  std::thread t([&] {
+    ChunkJournal::Pending p;
+    EXPECT_EQ(j->record(some_id(6), 0, 1, 0, 0, 0, "y", payload.data(), payload.size(), &p), 0);
+    got = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(got.load());
+  held[0].release();
+  t.join();
+  EXPECT_TRUE(got.load());
+}
+
+TEST_F(JournalRecords, LongRunsAreSplitOverSlots) {
+  auto j = open_journal();
+  ASSERT_TRUE(j);
+  const std::uint32_t per = j->chunks_per_record();
+  EXPECT_EQ(per, ChunkJournal::slot_payload_bytes(C) / D);
+  const std::uint32_t n = per + 3;
+  const Bytes payload = testing::pattern_bytes(n * D, 4);
+  ChunkJournal::Pending p;
+  ASSERT_EQ(j->record(some_id(8), 10, n, 0, 0, 0, "f", payload.data(), payload.size(), &p), 0);
+  auto recs = records();
+  ASSERT_EQ(recs.size(), 2u);
+  std::sort(recs.begin(), recs.end(), [](auto& a, auto& b) { return a.first_chunk < b.first_chunk; });
+  EXPECT_EQ(recs[0].first_chunk, 10u);
+  EXPECT_EQ(recs[0].chunk_count, per);
+  EXPECT_EQ(recs[1].first_chunk, 10u + per);
+  EXPECT_EQ(recs[1].chunk_count, 3u);
+  Bytes joined = recs[0].payload;
+  joined.insert(joined.end(), recs[1].payload.begin(), recs[1].payload.end());
+  EXPECT_TRUE(joined == payload);
+  // A run longer than all slots together is refused (the write then goes unprotected).
+  const std::uint32_t too_many = per * 9;
+  Bytes big(static_cast<std::size_t>(too_many) * D, 1);
+  ChunkJournal::Pending q;
+  EXPECT_EQ(j->record(some_id(9), 0, too_many, 0, 0, 0, "f", big.data(), big.size(), &q), -E2BIG);
+}
+
+TEST_F(JournalRecords, OneProcessAtATimeAndSequencesKeepRising) {
+  std::uint64_t seq = 0;
+  {
+    auto j = open_journal();
+    ASSERT_TRUE(j);
+    bool busy = false;
+    auto second = open_journal(&busy);
+    EXPECT_FALSE(second);
+    EXPECT_TRUE(busy);
+    const Bytes payload = testing::pattern_bytes(D, 5);
+    ChunkJournal::Pending p;
+    ASSERT_EQ(j->record(some_id(1), 0, 1, 0, 0, 0, "f", payload.data(), payload.size(), &p), 0);
+    seq = records().at(0).sequence;
+  }
+  auto j = open_journal();
+  ASSERT_TRUE(j);
+  const Bytes payload = testing::pattern_bytes(D, 6);
+  ChunkJournal::Pending p;
+  ASSERT_EQ(j->record(some_id(1), 0, 1, 0, 0, 0, "f", payload.data(), payload.size(), &p), 0);
+  EXPECT_GT(records().at(0).sequence, seq);
+}
+
+// ---------------------------------------------------------------------------------------------
+// ContentFile and recovery in a real vault.
+
+class JournalRecovery : public ::testing::Test {
+ protected:
+  JournalRecovery() : v(tmp / "cipher") {
+    log::to_file(tmp / "log");
+    // The "daemon": a vault of its own with the journal open (and locked).
+    writer = Vault::open(v.dir(), Vault::load_config(v.dir()), TestVault::kPassword);
+    writer->open_journal(v.engine());
+  }
+  ~JournalRecovery() override { log::to_stderr(); }
+
+  std::string log_text() {
+    auto b = testing::read_all(tmp / "log");
+    return std::string(b.begin(), b.end());
+  }
+  std::string journal() const { return v.dir() + "/" + kJournalFileName; }
+
+  // Writes through a ContentFile that journals, as the daemon's would.
+  void write(const std::string& plain, std::uint64_t off, const Bytes& data) {
+    const std::string p = v.cipher_path(plain);
+    int fd = ::open(p.c_str(), O_RDWR | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ContentFile f(fd, v.vault().layout(), v.engine(), v.vault().keys(), p, writer->journal());
+    ASSERT_GE(f.plain_size(), 0);
+    ASSERT_EQ(f.write(off, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+    ::close(fd);
+  }
+
+  // The crash: the record's invalidation never happened. It only zeroed the magic, so writing
+  // the magic back restores the record exactly as the daemon left it before the in-place write.
+  void undo_invalidation(unsigned slot = 0) {
+    const std::string magic = "GCFSJRNL";
+    write_range(journal(), std::uint64_t{slot} * ChunkJournal::slot_bytes(C), Bytes(magic.begin(), magic.end()));
+  }
+
+  // "Remount": a fresh Vault object opens the journal, which recovers.
+  std::size_t reopen() {
+    writer.reset();  // the daemon is gone, and with it the journal's lock
+    v2 = Vault::open(v.dir(), Vault::load_config(v.dir()), TestVault::kPassword);
+    return v2->open_journal(v.engine());
+  }
+
+  ssize_t read(const std::string& plain, std::uint64_t off, std::size_t len, Bytes* out) { return v.read(plain, off, len, out); }
+
+  TempDir tmp{"gcfs-journal"};
+  TestVault v;
+  std::unique_ptr<Vault> writer, v2;
+};
+
+TEST_F(JournalRecovery, OnlyChunksThatMayHoldDurableDataAreJournaled) {
+  v.write_file("/f", testing::pattern_bytes(3 * C + 100, 1));  // one file, "fsynced" (it existed at open)
+  const std::string p = v.cipher_path("/f");
+  const std::string jp = journal();
+  // Appends to a file that was created in the same session: nothing durable, nothing journaled.
+  int fd = ::open(p.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  ContentFile f(fd, v.vault().layout(), v.engine(), v.vault().keys(), p, writer->journal());
+  ASSERT_EQ(f.truncate(0), 0);
+  EXPECT_EQ(f.durable_size(), 0u);
+  const Bytes a = testing::pattern_bytes(10000, 2);
+  ASSERT_EQ(f.write(0, a.data(), a.size()), static_cast<ssize_t>(a.size()));
+  ASSERT_EQ(f.write(2000, a.data(), 100), 100);  // a rewrite of chunks written since the last fsync
+  EXPECT_TRUE(read_range(jp, 0, kJournalHeaderBlock) == Bytes(kJournalHeaderBlock, 0)) << "nothing may be journaled yet";
+  // After fsync: the next append rewrites the partial last chunk (2), which is journaled alone.
+  f.mark_durable();
+  EXPECT_EQ(f.durable_size(), 10000u);
+  ASSERT_EQ(f.write(10000, a.data(), 5000), 5000);
+  const Bytes h = read_range(jp, 0, kJournalRecordHeaderBytes);
+  EXPECT_TRUE(Bytes(h.begin(), h.begin() + 8) == Bytes(8, 0)) << "the record is invalidated once the write is done";
+  undo_invalidation();
+  auto recs = ChunkJournal::read_records(jp, C);
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].first_chunk, 2u);
+  EXPECT_EQ(recs[0].chunk_count, 1u);
+  EXPECT_EQ(recs[0].payload.size(), 10000 - 2 * C + kChunkOverhead) << "the pre-image is the partial chunk as it was";
+  EXPECT_EQ(recs[0].path, v.cipher_rel("/f"));
+  EXPECT_EQ(recs[0].old_cipher_size, kFileHeaderBytes + 2 * D + (10000 - 2 * C) + kChunkOverhead);
+  EXPECT_EQ(recs[0].new_cipher_size, file_size(p));
+  // Truncation lowers what counts as durable.
+  ASSERT_EQ(f.truncate(5000), 0);
+  EXPECT_EQ(f.durable_size(), 5000u);
+  ::close(fd);
+}
+
+TEST_F(JournalRecovery, AnAppendTornByTheKillIsRolledBackToTheFsyncedChunk) {
+  const Bytes before = testing::pattern_bytes(2 * C + 1808, 3);  // chunk 2 is partial
+  v.write_file("/f", before);
+  const std::string p = v.cipher_path("/f");
+  const std::uint64_t old_size = file_size(p);
+  write("/f", before.size(), testing::pattern_bytes(6000, 4));  // rewrites chunk 2, adds chunk 3
+  undo_invalidation();
+  // The tear: generic_perform_write stopped at a page boundary inside the new chunk 2, leaving
+  // the file that long (it had grown page by page).
+  const std::uint64_t torn_size = 12288;
+  ASSERT_GT(torn_size, old_size);
+  ASSERT_LT(torn_size, v.chunk_offset(2) + D);
+  ASSERT_EQ(::truncate(p.c_str(), static_cast<off_t>(torn_size)), 0);
+  Bytes got;
+  EXPECT_EQ(read("/f", 0, before.size(), &got), -EIO) << "the torn chunk must fail before recovery";
+
+  EXPECT_EQ(reopen(), 1u);
+  EXPECT_EQ(file_size(p), old_size) << "cut back to the size before the torn write";
+  ASSERT_EQ(read("/f", 0, before.size() + 100, &got), static_cast<ssize_t>(before.size()));
+  EXPECT_TRUE(got == before) << "the fsynced bytes must read back exactly";
+  EXPECT_NE(log_text().find("restored chunk 2 of " + p + " from the crash journal"), std::string::npos) << log_text();
+  EXPECT_TRUE(ChunkJournal::read_records(journal(), C).empty()) << "recovery invalidates what it dealt with";
+  EXPECT_TRUE(check_vault(*v2, v.engine()).clean());
+}
+
+TEST_F(JournalRecovery, ATornRewriteInsideTheFileRestoresOnlyTheChunkThatFails) {
+  const Bytes before = testing::pattern_bytes(6 * C, 5);
+  v.write_file("/f", before);
+  const std::string p = v.cipher_path("/f");
+  const Bytes pre_crash = read_range(p, 0, file_size(p));
+  const Bytes patch = testing::pattern_bytes(C, 6);
+  write("/f", 2 * C + 100, patch);  // chunks 2 and 3
+  undo_invalidation();
+  auto recs = ChunkJournal::read_records(journal(), C);
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].first_chunk, 2u);
+  EXPECT_EQ(recs[0].chunk_count, 2u);
+  // The tear: the pages from the middle of chunk 3 on still hold the old bytes.
+  const std::uint64_t cut = (v.chunk_offset(3) + D / 2 + 4095) / 4096 * 4096;
+  ASSERT_GT(cut, v.chunk_offset(3));
+  ASSERT_LT(cut, v.chunk_offset(4));
+  write_range(p, cut, Bytes(pre_crash.begin() + static_cast<std::ptrdiff_t>(cut),
+                            pre_crash.begin() + static_cast<std::ptrdiff_t>(v.chunk_offset(4))));
+  const Bytes chunk2_new = read_range(p, v.chunk_offset(2), D);
+
+  EXPECT_EQ(reopen(), 1u);
+  EXPECT_TRUE(read_range(p, v.chunk_offset(2), D) == chunk2_new)
+      << "chunk 2 authenticates (the write finished it): recovery must not touch it";
+  Bytes expect = before;
+  std::copy(patch.begin(), patch.begin() + (C - 100), expect.begin() + 2 * C + 100);  // chunk 2 new, chunk 3 old
+  Bytes got;
+  ASSERT_EQ(read("/f", 0, expect.size(), &got), static_cast<ssize_t>(expect.size()));
+  EXPECT_TRUE(got == expect);
+  const std::string log = log_text();
+  EXPECT_NE(log.find("restored chunk 3 of " + p), std::string::npos) << log;
+  EXPECT_EQ(log.find("restored chunk 2 of"), std::string::npos) << log;
+}
+
+TEST_F(JournalRecovery, ATornRecordIsIgnored) {
+  const Bytes before = testing::pattern_bytes(4 * C, 7);
+  v.write_file("/f", before);
+  const std::string p = v.cipher_path("/f");
+  write("/f", C, testing::pattern_bytes(100, 8));
+  undo_invalidation();
+  // The record itself torn: its payload's last page is missing.
+  const std::uint64_t last_page = (kJournalHeaderBlock + D - 1) / 4096 * 4096;
+  write_range(journal(), last_page, Bytes(kJournalHeaderBlock + D - last_page, 0));
+  // ... and the chunk damaged as well: nothing valid can restore it.
+  testing::flip_bit(p, v.chunk_offset(1) + 50);
+  EXPECT_EQ(reopen(), 0u);
+  Bytes got;
+  EXPECT_EQ(read("/f", C, 10, &got), -EIO) << "a torn record must never be used";
+  EXPECT_EQ(log_text().find("restored chunk"), std::string::npos);
+}
+
+TEST_F(JournalRecovery, AStaleRecordNeverTouchesAChunkThatAuthenticates) {
+  v.write_file("/f", testing::pattern_bytes(4 * C, 9));
+  const std::string p = v.cipher_path("/f");
+  write("/f", C, testing::pattern_bytes(100, 10));  // finished: chunk 1 is new and authenticates
+  undo_invalidation();
+  ASSERT_EQ(ChunkJournal::read_records(journal(), C).size(), 1u);
+  const Bytes after = read_range(p, 0, file_size(p));
+  EXPECT_EQ(reopen(), 0u);
+  EXPECT_TRUE(read_range(p, 0, file_size(p)) == after) << "recovery rolled back a chunk that authenticates";
+  EXPECT_EQ(log_text().find("restored chunk"), std::string::npos) << log_text();
+  EXPECT_TRUE(ChunkJournal::read_records(journal(), C).empty());
+}
+
+TEST_F(JournalRecovery, ARecordForAReplacedFileIsSkipped) {
+  const Bytes before = testing::pattern_bytes(4 * C, 11);
+  v.write_file("/g", before);
+  const std::string g = v.cipher_path("/g");
+  write("/g", C, testing::pattern_bytes(100, 12));
+  undo_invalidation();
+  ASSERT_EQ(::unlink(g.c_str()), 0);
+  v.write_file("/g", before);  // a new file (new file ID) under the same name
+  testing::flip_bit(g, v.chunk_offset(1) + 50);  // failing, but the record's pre-image is the old file's
+  EXPECT_EQ(reopen(), 0u);
+  EXPECT_NE(log_text().find("has another file ID"), std::string::npos) << log_text();
+  Bytes got;
+  EXPECT_EQ(read("/g", C, 10, &got), -EIO) << "a record must never restore into another file";
+  EXPECT_EQ(log_text().find("restored chunk"), std::string::npos) << log_text();
+}
+
+TEST_F(JournalRecovery, FsckReportsAndRepairRestoresTornChunks) {
+  const Bytes before = testing::pattern_bytes(4 * C, 13);
+  v.write_file("/f", before);
+  const std::string p = v.cipher_path("/f");
+  const Bytes pre_crash = read_range(p, 0, file_size(p));
+  write("/f", C + 10, testing::pattern_bytes(200, 14));
+  undo_invalidation();
+  // Tear chunk 1: its second page still old.
+  const std::uint64_t cut = (v.chunk_offset(1) + 4096) / 4096 * 4096;
+  write_range(p, cut, Bytes(pre_crash.begin() + static_cast<std::ptrdiff_t>(cut),
+                            pre_crash.begin() + static_cast<std::ptrdiff_t>(v.chunk_offset(2))));
+
+  writer.reset();  // the daemon died
+  FsckReport r = check_vault(v.vault(), v.engine());
+  ASSERT_EQ(r.problems.size(), 1u);
+  EXPECT_NE(r.problems[0].what.find("chunk 1 is recoverable from the crash journal: mount the vault or run fsck --repair"),
+            std::string::npos)
+      << r.problems[0].what;
+  EXPECT_FALSE(r.problems[0].unreadable);
+
+  FsckOptions o;
+  o.repair = true;
+  r = check_vault(v.vault(), v.engine(), o);
+  EXPECT_TRUE(r.clean()) << (r.problems.empty() ? "" : r.problems[0].what);
+  ASSERT_EQ(r.restored.size(), 1u);
+  EXPECT_NE(r.restored[0].find("restored chunk 1 of " + v.cipher_rel("/f")), std::string::npos);
+  EXPECT_TRUE(read_range(p, 0, file_size(p)) == pre_crash) << "the pre-image goes back byte for byte";
+  EXPECT_TRUE(ChunkJournal::read_records(journal(), C).empty());
+  EXPECT_TRUE(check_vault(v.vault(), v.engine()).clean());
+}
+
+}  // namespace
+}  // namespace gcfs
