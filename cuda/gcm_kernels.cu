@@ -66,12 +66,14 @@ __device__ void fill_tables(std::uint32_t tab, const std::uint32_t* __restrict__
   }
 }
 
-__device__ __forceinline__ std::uint32_t find_chunk(const std::uint32_t* __restrict__ prefix, std::uint32_t chunks,
+// The header (descriptors, prefix sums) is read with plain loads throughout, never __ldg: a direct
+// batch passes it in the launch's parameters, which the read-only global path cannot reach.
+__device__ __forceinline__ std::uint32_t find_chunk(const std::uint32_t* prefix, std::uint32_t chunks,
                                                     std::uint32_t item) {
   std::uint32_t lo = 0, hi = chunks;  // prefix[lo] <= item < prefix[hi]
   while (hi - lo > 1) {
     const std::uint32_t mid = (lo + hi) >> 1;
-    if (__ldg(prefix + mid) <= item) lo = mid; else hi = mid;
+    if (prefix[mid] <= item) lo = mid; else hi = mid;
   }
   return lo;
 }
@@ -137,10 +139,10 @@ __device__ __forceinline__ void for_each_ctr_task(const BatchView& b, std::uint3
     }
     if (task == warp * per_warp) {
       c = find_chunk(b.ctr_task_prefix, b.chunks, task);
-      next_chunk_task = __ldg(b.ctr_task_prefix + c + 1);
+      next_chunk_task = b.ctr_task_prefix[c + 1];
     }
-    while (task >= next_chunk_task) next_chunk_task = __ldg(b.ctr_task_prefix + (++c) + 1);
-    body(c, task - __ldg(b.ctr_task_prefix + c));
+    while (task >= next_chunk_task) next_chunk_task = b.ctr_task_prefix[++c + 1];
+    body(c, task - b.ctr_task_prefix[c]);
   }
 }
 
@@ -297,6 +299,11 @@ __device__ __forceinline__ Block128 shfl_block(const Block128& v, int src) {
            __shfl_sync(0xffffffffu, v.w[2], src), __shfl_sync(0xffffffffu, v.w[3], src)}};
 }
 
+__device__ __forceinline__ Block128 shfl_xor_block(const Block128& v, int mask) {
+  return {{__shfl_xor_sync(0xffffffffu, v.w[0], mask), __shfl_xor_sync(0xffffffffu, v.w[1], mask),
+           __shfl_xor_sync(0xffffffffu, v.w[2], mask), __shfl_xor_sync(0xffffffffu, v.w[3], mask)}};
+}
+
 __device__ __forceinline__ Block128 shfl_down_block(const Block128& v, int delta) {
   return {{__shfl_down_sync(0xffffffffu, v.w[0], delta), __shfl_down_sync(0xffffffffu, v.w[1], delta),
            __shfl_down_sync(0xffffffffu, v.w[2], delta), __shfl_down_sync(0xffffffffu, v.w[3], delta)}};
@@ -314,7 +321,10 @@ __device__ __forceinline__ Block128 ldcg_block(const void* p) {
 template <bool Coherent = false>
 __device__ __forceinline__ Block128 ghash_input(const ChunkDesc* d, const unsigned char* text, std::uint32_t aad_blocks,
                                                 std::uint32_t text_blocks, std::uint32_t j) {
-  if (j < aad_blocks) return ldg_block(d->aad + 16 * j);
+  if (j < aad_blocks) {  // from the header: a plain load, since it may sit in the launch's parameters
+    const uint4 v = *reinterpret_cast<const uint4*>(d->aad + 16 * j);
+    return {{v.x, v.y, v.z, v.w}};
+  }
   if (j < aad_blocks + text_blocks) {
     const std::uint32_t i = j - aad_blocks;
     Block128 x = Coherent ? ldcg_block(text + 16 * i) : ldg_block(text + 16 * i);
@@ -353,8 +363,8 @@ __device__ __forceinline__ void ghash_segment(const BatchView& b, std::uint32_t 
   const ChunkDesc* d = b.descs + c;
   const std::uint32_t aad_blocks = (d->aad_len + 15) / 16, text_blocks = (d->len + 15) / 16;
   const std::uint32_t total = aad_blocks + text_blocks + 1;
-  const std::uint32_t seg0 = __ldg(b.segment_prefix + c);
-  const std::uint32_t nseg = __ldg(b.segment_prefix + c + 1) - seg0;
+  const std::uint32_t seg0 = b.segment_prefix[c];
+  const std::uint32_t nseg = b.segment_prefix[c + 1] - seg0;
   const std::uint32_t u = nseg - 1 - (seg - seg0);  // position from the end
   std::uint32_t begin, end;
   segment_range(total, nseg, u, b.segment_blocks, &begin, &end);
@@ -386,11 +396,16 @@ __device__ __forceinline__ void ghash_segment(const BatchView& b, std::uint32_t 
   Block128 a = shfl_block(z, static_cast<int>((m - 1 - lane) & 31));
 #pragma unroll
   for (int l = 0; l < 5; ++l) a = xor128(a, mul(shfl_down_block(a, 1 << l), l));
-  a = mul(a, 0);  // every lane computes it; lane 0's is the one kept
+  a = shfl_block(mul(a, 0), 0);  // lane 0 holds the segment's hash
+  if (u > 0) {  // scaled by H^(S u), its distance from the end: one product shared by the 32 lanes
+    Block128 share = gf_mul_lane_share(a, key->segment_power[u * (b.segment_blocks / kSegmentBlocksSmall)], lane);
+#pragma unroll
+    for (int o = 16; o; o >>= 1) share = xor128(share, shfl_xor_block(share, o));
+    a = share;
+  }
 
   std::uint32_t finisher = 0, ok = 0;
   if (lane == 0) {
-    if (u > 0) a = gf_mul_u64(a, key->segment_power[u * (b.segment_blocks / kSegmentBlocksSmall)]);
     ChunkScratch* s = b.scratch + c;
     finisher = 1;
     if (nseg > 1) {
@@ -400,8 +415,11 @@ __device__ __forceinline__ void ghash_segment(const BatchView& b, std::uint32_t 
       finisher = atomicAdd(&s->segments_done, 1u) == nseg - 1;
       if (finisher) {
         __threadfence();
+        // Read and clear: the next batch finds this scratch zeroed (a direct batch's scratch is
+        // not uploaded, it belongs to the stream's slot).
 #pragma unroll
-        for (int k = 0; k < 4; ++k) a.w[k] = atomicXor(&s->acc.w[k], 0u);
+        for (int k = 0; k < 4; ++k) a.w[k] = atomicExch(&s->acc.w[k], 0u);
+        atomicExch(&s->segments_done, 0u);
       }
     }
     if (finisher) {
@@ -460,26 +478,29 @@ __global__ void __launch_bounds__(32) ghash_kernel_shared(BatchView b) {
 // every CTA is resident at once, so no CTA can wait on one that never starts. Saves the second
 // launch and the gap between the kernels, which is a visible share of a small request's round trip.
 //
-// The barrier is one-shot: its counter is a word of the batch's zeroed scratch (chunk 0's pad).
-__device__ __forceinline__ void grid_barrier(std::uint32_t* counter) {
+// The counter is a word of chunk 0's scratch (its pad). A copied batch uploads it zeroed and waits
+// for gridDim.x; a direct batch's counter lives on from batch to batch in its slot, so the host
+// passes the target (the count before the launch plus gridDim.x; compared modulo 2^32).
+__device__ __forceinline__ void grid_barrier(std::uint32_t* counter, std::uint32_t target) {
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence();  // this CTA's output and tag masks are visible before it is counted
     atomicAdd(counter, 1u);
-    while (atomicAdd(counter, 0u) < gridDim.x) __nanosleep(64);
+    while (static_cast<int>(atomicAdd(counter, 0u) - target) < 0) __nanosleep(32);
     __threadfence();
   }
   __syncthreads();
 }
 
 template <bool Direct>
-__global__ void __launch_bounds__(kCtaThreads, 1) fused_small(BatchView b, const std::uint32_t* __restrict__ te0) {
+__device__ __forceinline__ void fused_body(const BatchView& b, const std::uint32_t* __restrict__ te0,
+                                           std::uint32_t barrier_target) {
   extern __shared__ __align__(16) unsigned char smem[];
   const std::uint32_t tab = tables_base(smem);
   fill_tables(tab, te0);
   __syncthreads();
   ctr_fine_body<2, Direct>(b, tab);
-  grid_barrier(&b.scratch[0].pad[0]);
+  grid_barrier(&b.scratch[0].pad[0], barrier_target);
 
   // GHASH: warp w of CTA x takes segments x + (w + 16 k) * gridDim.x, so while there are no more
   // segments than CTAs each segment has a CTA to itself. The CTA loads the tables of its first
@@ -507,6 +528,20 @@ __global__ void __launch_bounds__(kCtaThreads, 1) fused_small(BatchView b, const
                           [key](const Block128& x, int l) { return mul_table_global(x, key->tables[l]); });
     }
   }
+}
+
+__global__ void __launch_bounds__(kCtaThreads, 1) fused_small(BatchView b, const std::uint32_t* __restrict__ te0) {
+  fused_body<false>(b, te0, gridDim.x);
+}
+
+// A direct batch: the header comes in the launch's parameters (no copy before the launch), the
+// data moves over the bus inside the kernel, the results go straight to host memory.
+__global__ void __launch_bounds__(kCtaThreads, 1)
+    fused_direct(const __grid_constant__ DirectHeader h, BatchView b, const std::uint32_t* __restrict__ te0) {
+  b.descs = h.descs;
+  b.ctr_task_prefix = h.ctr_task_prefix;
+  b.segment_prefix = h.segment_prefix;
+  fused_body<true>(b, te0, h.barrier_target);
 }
 
 __global__ void empty_kernel() {}
@@ -559,18 +594,38 @@ std::uint32_t ctr_task_blocks(CtrVariant v, std::uint64_t total_blocks, int sm_c
   return 32;
 }
 
-cudaError_t launch_fused(const BatchView& b, const DeviceTables& t, int sm_count, cudaStream_t stream) {
-  if (b.chunks == 0) return cudaSuccess;
+// CTAs of a fused launch: enough for the CTR tasks or one per GHASH segment, at most one per SM
+// (a cooperative launch needs them all resident at once).
+static std::uint32_t fused_grid(const BatchView& b, int sm_count) {
   const std::uint32_t warps_per_cta = kCtaThreads / 32;
   const std::uint32_t ctr_ctas = (b.ctr_tasks + warps_per_cta - 1) / warps_per_cta;
-  const std::uint32_t grid =
-      std::max(1u, std::min<std::uint32_t>(static_cast<std::uint32_t>(sm_count), std::max(ctr_ctas, b.segments)));
+  return std::max(1u, std::min<std::uint32_t>(static_cast<std::uint32_t>(sm_count), std::max(ctr_ctas, b.segments)));
+}
+
+cudaError_t launch_fused(const BatchView& b, const DeviceTables& t, int sm_count, cudaStream_t stream) {
+  if (b.chunks == 0) return cudaSuccess;
+  if (b.direct) return cudaErrorInvalidValue;  // launch_fused_direct
+  const std::uint32_t grid = fused_grid(b, sm_count);
   BatchView view = b;
   const std::uint32_t* te0 = t.te0;
   void* args[] = {&view, &te0};
-  const void* kernel = b.direct ? reinterpret_cast<const void*>(fused_small<true>)
-                                : reinterpret_cast<const void*>(fused_small<false>);
-  return cudaLaunchCooperativeKernel(kernel, dim3(grid), dim3(kCtaThreads), args, kCtrSmemBytes, stream);
+  return cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(fused_small), dim3(grid), dim3(kCtaThreads), args,
+                                     kCtrSmemBytes, stream);
+}
+
+cudaError_t launch_fused_direct(const BatchView& b, DirectHeader& h, std::uint32_t* barrier_count,
+                                const DeviceTables& t, int sm_count, cudaStream_t stream) {
+  if (b.chunks == 0) return cudaSuccess;
+  if (b.chunks > kDirectMaxChunks || !b.direct) return cudaErrorInvalidValue;
+  const std::uint32_t grid = fused_grid(b, sm_count);
+  h.barrier_target = *barrier_count + grid;
+  BatchView view = b;
+  const std::uint32_t* te0 = t.te0;
+  void* args[] = {&h, &view, &te0};
+  const cudaError_t e = cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(fused_direct), dim3(grid),
+                                                    dim3(kCtaThreads), args, kCtrSmemBytes, stream);
+  if (e == cudaSuccess) *barrier_count += grid;
+  return e;
 }
 
 cudaError_t launch_empty_kernel(cudaStream_t stream) {
@@ -581,8 +636,7 @@ cudaError_t launch_empty_kernel(cudaStream_t stream) {
 cudaError_t configure_kernels() {
   const void* kernels[] = {reinterpret_cast<const void*>(ctr_coarse<1>), reinterpret_cast<const void*>(ctr_coarse<2>),
                            reinterpret_cast<const void*>(ctr_coarse<4>), reinterpret_cast<const void*>(ctr_fine<2>),
-                           reinterpret_cast<const void*>(fused_small<false>),
-                           reinterpret_cast<const void*>(fused_small<true>)};
+                           reinterpret_cast<const void*>(fused_small), reinterpret_cast<const void*>(fused_direct)};
   for (const void* k : kernels)
     if (const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kCtrSmemBytes);
         e != cudaSuccess)

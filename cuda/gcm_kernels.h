@@ -59,6 +59,23 @@ cudaError_t launch_open(const BatchView& b, CtrVariant v, std::uint32_t task_blo
 // barrier, then GHASH. Needs task_blocks == 16 (the fine variant's) and chunk 0's scratch zeroed,
 // as every batch's is. Same results as launch_seal / launch_open.
 cudaError_t launch_fused(const BatchView& b, const DeviceTables& t, int sm_count, cudaStream_t stream);
+// A direct batch's header, passed in the launch's parameters instead of copied to the GPU first
+// (kernel parameters of this size need CUDA 12.1 and a Volta or newer GPU).
+constexpr std::uint32_t kDirectMaxChunks = 32;
+struct alignas(16) DirectHeader {
+  ChunkDesc descs[kDirectMaxChunks];
+  std::uint32_t ctr_task_prefix[kDirectMaxChunks + 1];
+  std::uint32_t segment_prefix[kDirectMaxChunks + 1];
+  std::uint32_t barrier_target;  // set by the launch
+};
+static_assert(sizeof(DirectHeader) + sizeof(BatchView) + 64 < 32764, "kernel parameters are limited to 32764 bytes");
+
+// The fused launch of a direct batch (b.direct, at most kDirectMaxChunks chunks) with its header in
+// the parameters. b.scratch is the stream's own scratch, zeroed once when it was allocated: the
+// kernel leaves it zeroed again, except for the grid barrier's counter, which only grows and whose
+// running count the caller keeps in *barrier_count (one per scratch; launches on it in order).
+cudaError_t launch_fused_direct(const BatchView& b, DirectHeader& h, std::uint32_t* barrier_count,
+                                const DeviceTables& t, int sm_count, cudaStream_t stream);
 // CTR alone (the keystream benchmark).
 cudaError_t launch_ctr_only(const BatchView& b, CtrVariant v, std::uint32_t task_blocks, const DeviceTables& t,
                             int sm_count, cudaStream_t stream);

@@ -17,12 +17,13 @@ constexpr std::size_t kMaxAadBytes = 64;
 // GHASH splits a chunk's block stream (AAD blocks, ciphertext blocks, the length block) into
 // segments of S blocks, counted from the end; one warp hashes one segment, each lane every 32nd
 // block (Horner with H^32), then the lanes combine in a 5-level tree (H, H^2, ..., H^16) and the
-// segment is scaled by H^(S u) for its position u from the end. S is chosen per batch: 1024 for
-// throughput (fewer trees), 256 for latency (shorter serial chains in each lane).
+// segment is scaled by H^(S u) for its position u from the end (a product the 32 lanes share). S
+// is chosen per batch: 1024 for throughput (fewer trees), 128 for latency (four blocks per lane,
+// whose loads are issued together: the chain waits on memory once).
 constexpr std::uint32_t kSegmentBlocksLarge = 1024;
-constexpr std::uint32_t kSegmentBlocksSmall = 256;
+constexpr std::uint32_t kSegmentBlocksSmall = 128;
 constexpr std::uint32_t kMaxStreamBlocks = kMaxGpuChunkBytes / 16 + kMaxAadBytes / 16 + 1;
-constexpr std::uint32_t kSegmentPowers = kMaxStreamBlocks / kSegmentBlocksSmall + 1;  // H^(256 u)
+constexpr std::uint32_t kSegmentPowers = kMaxStreamBlocks / kSegmentBlocksSmall + 1;  // H^(128 u)
 
 // Nibble tables in a KeyBlob: index l holds H^(2^l); l = 5 is H^32, the Horner multiplier.
 constexpr int kPowerTables = 6;
@@ -31,7 +32,7 @@ constexpr int kPowerTables = 6;
 // kept only in pinned staging and device memory, never written to disk.
 struct KeyBlob {
   std::uint32_t round_keys[64];                        // 60 used
-  Block128 segment_power[kSegmentPowers];              // H^(256 u)
+  Block128 segment_power[kSegmentPowers];              // H^(128 u)
   std::uint32_t tables[kPowerTables][kNibbleTableWords];
 };
 

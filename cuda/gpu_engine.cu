@@ -121,7 +121,10 @@ struct Slot {
         h_keys(kSlotKeys * sizeof(KeyBlob)),
         d_in(d.device, header_cap + data_cap),
         d_out(d.device, results_cap + data_cap),
-        d_keys(d.device, kSlotKeys * sizeof(KeyBlob)) {}
+        d_keys(d.device, kSlotKeys * sizeof(KeyBlob)),
+        d_scratch(d.device, kDirectMaxChunks * sizeof(ChunkScratch)) {
+    check_cuda(cudaMemset(d_scratch.get(), 0, d_scratch.size()), "clearing the GPU scratch");
+  }
   ~Slot() { std::memset(h_keys.get(), 0, h_keys.size()); }
 
   DeviceState* dev;
@@ -132,6 +135,9 @@ struct Slot {
   std::size_t header_cap, results_cap, data_cap;
   PinnedBuffer h_in, h_out, h_keys;
   DeviceBuffer d_in, d_out, d_keys;
+  // Direct batches' scratch, which their kernel leaves zeroed, and its grid barrier's running count.
+  DeviceBuffer d_scratch;
+  std::uint32_t barrier_count = 0;
   std::array<ChunkKey, kSlotKeys> keys{};
   std::array<std::uint64_t, kSlotKeys> key_used{};  // batch number of last use; 0 = empty
   std::uint64_t batches = 0;
@@ -429,9 +435,12 @@ class GpuEngine final : public ChunkEngine {
       // with every op in engine memory, the launch moves the data itself (no copy calls).
       const bool fused = options_.fused && v == CtrVariant::Fine && blocks * 16 < (2u << 20);
       classify_direct(b);
-      const bool mapped = fused && options_.direct && b.all_direct;
-      b.plan = pack_batch(b.ops, key_index, task_blocks, segment_blocks, !b.seal, s.h_in.get(), /*copy_data=*/false,
-                          /*host_pointers=*/mapped);
+      const bool mapped = fused && options_.direct && b.all_direct && b.ops.size() <= kDirectMaxChunks;
+      // A direct batch's header travels in the launch's parameters, so it is packed in ordinary memory.
+      thread_local std::vector<unsigned char> direct_header;
+      if (mapped) direct_header.resize(header_capacity(b.ops.size()));
+      b.plan = pack_batch(b.ops, key_index, task_blocks, segment_blocks, !b.seal,
+                          mapped ? direct_header.data() : s.h_in.get(), /*copy_data=*/false, /*host_pointers=*/mapped);
       b.offsets.resize(b.ops.size());
       for (std::size_t i = 0, off = 0; i < b.ops.size(); off += padded_len(b.ops[i]->len), ++i) b.offsets[i] = off;
       bool any_staged_in = false;
@@ -451,9 +460,10 @@ class GpuEngine final : public ChunkEngine {
       // The header always goes through staging; the data area only if some op needs it (a mixed
       // batch uploads it whole, and the direct copies that follow in stream order overwrite the
       // direct ops' parts of it).
-      check_cuda(cudaMemcpyAsync(s.d_in.get(), s.h_in.get(), any_staged_in ? b.plan.upload_bytes() : b.plan.data_offset,
-                                 cudaMemcpyHostToDevice, st),
-                 "copying the batch to the GPU");
+      if (!mapped)
+        check_cuda(cudaMemcpyAsync(s.d_in.get(), s.h_in.get(), any_staged_in ? b.plan.upload_bytes() : b.plan.data_offset,
+                                   cudaMemcpyHostToDevice, st),
+                   "copying the batch to the GPU");
       unsigned char* d_in_data = s.d_in.get() + b.plan.data_offset;
       if (!mapped)
       for_each_run(b, b.direct_in, [&](std::size_t i) { return b.ops[i]->in; },
@@ -483,20 +493,24 @@ class GpuEngine final : public ChunkEngine {
       view.ok = reinterpret_cast<std::uint32_t*>(s.d_out.get() + n * sizeof(Block128));
       view.scratch = reinterpret_cast<ChunkScratch*>(s.d_in.get() + b.plan.scratch_offset);
       view.open = !b.seal;
+      const int sms = s.dev->sm_count;
       if (mapped) {  // results straight into the pinned result area that complete() reads
         view.direct = true;
         view.tags = s.h_out.get<Block128>();
         view.ok = reinterpret_cast<std::uint32_t*>(s.h_out.get() + n * sizeof(Block128));
+        view.scratch = s.d_scratch.get<ChunkScratch>();
+        thread_local DirectHeader h;
+        std::memcpy(h.descs, direct_header.data(), n * sizeof(ChunkDesc));
+        std::memcpy(h.ctr_task_prefix, direct_header.data() + b.plan.task_prefix_offset, (n + 1) * sizeof(std::uint32_t));
+        std::memcpy(h.segment_prefix, direct_header.data() + b.plan.segment_prefix_offset, (n + 1) * sizeof(std::uint32_t));
+        check_cuda(launch_fused_direct(view, h, &s.barrier_count, s.dev->tables, sms, st), "launching the AES-GCM kernel");
+        check_cuda(cudaEventRecord(s.done.get(), st), "cudaEventRecord");
+        return true;
       }
-      const int sms = s.dev->sm_count;
       check_cuda(fused     ? launch_fused(view, s.dev->tables, sms, st)
                  : b.seal ? launch_seal(view, v, task_blocks, s.dev->tables, sms, st)
                           : launch_open(view, v, task_blocks, s.dev->tables, sms, st),
                  "launching the AES-GCM kernels");
-      if (mapped) {
-        check_cuda(cudaEventRecord(s.done.get(), st), "cudaEventRecord");
-        return true;
-      }
       check_cuda(cudaMemcpyAsync(s.h_out.get(), s.d_out.get(),
                                  b.out_data_offset + (b.any_staged_out ? b.plan.data_bytes : 0),
                                  cudaMemcpyDeviceToHost, st),

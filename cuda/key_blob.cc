@@ -18,14 +18,15 @@ void build_key_blob(const std::uint8_t key[32], KeyBlob& blob) {
     build_nibble_table(power, blob.tables[l]);
     if (l + 1 < kPowerTables) power = gf_mul_table(power, blob.tables[l]);  // square
   }
-  // H^256 = (H^32)^8: three squarings of H^32, each through a table of the current power.
+  // H^S for S = kSegmentBlocksSmall: squarings of H^32, each through a table of the current power.
   std::vector<std::uint32_t> scratch(kNibbleTableWords);
-  Block128 p = gf_mul_table(power, blob.tables[kPowerTables - 1]);  // H^64
-  for (int i = 0; i < 2; ++i) {
+  static_assert(kSegmentBlocksSmall >= (1u << (kPowerTables - 1)));
+  Block128 p = power;  // H^32
+  for (std::uint32_t e = 1u << (kPowerTables - 1); e < kSegmentBlocksSmall; e *= 2) {
     build_nibble_table(p, scratch.data());
     p = gf_mul_table(p, scratch.data());
   }
-  build_nibble_table(p, scratch.data());  // table of H^256
+  build_nibble_table(p, scratch.data());  // table of H^S
   blob.segment_power[0] = Block128{{0x80, 0, 0, 0}};  // the field's one: bit 0 = MSB of byte 0
   for (std::uint32_t u = 1; u < kSegmentPowers; ++u)
     blob.segment_power[u] = gf_mul_table(blob.segment_power[u - 1], scratch.data());

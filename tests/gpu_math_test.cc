@@ -72,6 +72,40 @@ TEST(GpuMath, NibbleTableMultiplyMatchesBitSerial) {
   }
 }
 
+// The warp-shared multiply: lane i's share covers bits 4i..4i+3 of x, through y * x^(4i), which
+// mul_xk computes in constant time; the 32 shares XOR to the product. Edge cases: the field's one,
+// x^127 (the last bit, where the reduction folds twice), and all-ones operands.
+TEST(GpuMath, LaneSharedMultiplyMatchesBitSerial) {
+  std::vector<Block128> xs, ys;
+  for (int trial = 0; trial < 200; ++trial) {
+    std::uint8_t a[16], b[16];
+    fill(a, 16);
+    fill(b, 16);
+    xs.push_back(load_block(a));
+    ys.push_back(load_block(b));
+  }
+  const Block128 one{{0x80, 0, 0, 0}}, last_bit{{0, 0, 0, 0x01000000u}}, ones{{~0u, ~0u, ~0u, ~0u}};
+  for (const Block128& e : {one, last_bit, ones}) {
+    xs.push_back(e), ys.push_back(ys[0]);
+    xs.push_back(xs[0]), ys.push_back(e);
+  }
+  xs.push_back(ones), ys.push_back(ones);
+  for (std::size_t t = 0; t < xs.size(); ++t) {
+    Block128 sum{{0, 0, 0, 0}};
+    for (int lane = 0; lane < 32; ++lane) sum = xor128(sum, gf_mul_lane_share(xs[t], ys[t], lane));
+    const Block128 ref = gf_mul(xs[t], ys[t]);
+    ASSERT_EQ(std::memcmp(ref.w, sum.w, 16), 0) << "pair " << t;
+  }
+  // y * x^k for every k against k single steps
+  U128 v = to_u128(ys[1]);
+  Block128 step = ys[1];
+  for (int k = 0; k < 128; ++k) {
+    const Block128 direct = from_u128(mul_xk(v, k));
+    ASSERT_EQ(std::memcmp(direct.w, step.w, 16), 0) << "k = " << k;
+    step = gf_mul_x(step);
+  }
+}
+
 // The GHASH kernel's algorithm, step for step (segments from the end, lanes every 32nd block with
 // H^32, the shuffle permutation and the 5-level tree), with warp shuffles emulated.
 Block128 emulate_ghash(const KeyBlob& kb, const std::uint8_t* aad, std::uint32_t aad_len, const std::uint8_t* text,
@@ -115,7 +149,12 @@ Block128 emulate_ghash(const KeyBlob& kb, const std::uint8_t* aad, std::uint32_t
       a = next;
     }
     Block128 y = gf_mul_table(a[0], kb.tables[0]);
-    if (u > 0) y = gf_mul_u64(y, kb.segment_power[u * (seg_blocks / kSegmentBlocksSmall)]);
+    if (u > 0) {  // the warp's shared product: the XOR of the 32 lanes' shares
+      const Block128 p = kb.segment_power[u * (seg_blocks / kSegmentBlocksSmall)];
+      Block128 sum{{0, 0, 0, 0}};
+      for (int lane = 0; lane < 32; ++lane) sum = xor128(sum, gf_mul_lane_share(y, p, lane));
+      y = sum;
+    }
     acc = xor128(acc, y);
   }
   return acc;
