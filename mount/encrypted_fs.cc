@@ -2,9 +2,11 @@
 #include "mount/encrypted_fs.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -15,8 +17,31 @@
 
 namespace gcfs::mount {
 
+namespace {
+
+// How many descriptors of files (not directories) the cache may hold: a quarter of the soft
+// limit, which the runner has raised as far as it could before we are made; the rest is left for
+// directories, open files and the daemon's own.
+std::size_t fd_cache_budget() {
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return 256;
+  const rlim_t soft = lim.rlim_cur == RLIM_INFINITY ? rlim_t{1} << 20 : lim.rlim_cur;
+  return std::clamp<std::size_t>(static_cast<std::size_t>(soft / 4), 16, 8192);
+}
+
+rlim_t soft_fd_limit() {
+  rlimit lim{};
+  return ::getrlimit(RLIMIT_NOFILE, &lim) == 0 ? lim.rlim_cur : 0;
+}
+
+}  // namespace
+
 EncryptedFs::EncryptedFs(const Vault& vault, ChunkEngine& engine, int root_fd, FsOptions options)
-    : vault_(vault), engine_(engine), inodes_(root_fd), options_(options), running_as_root_(::geteuid() == 0) {}
+    : vault_(vault),
+      engine_(engine),
+      inodes_(root_fd, fd_cache_budget()),
+      options_(options),
+      running_as_root_(::geteuid() == 0) {}
 
 void EncryptedFs::init(fuse_conn_info* conn) {
   constexpr unsigned kMaxRequest = 1u << 20;
@@ -27,20 +52,16 @@ void EncryptedFs::init(fuse_conn_info* conn) {
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
   log::info(std::string("serving ") + vault_.cipherdir() + " with the " + engine_.name() + " engine" +
             (options_.writeback_cache && (conn->want & FUSE_CAP_WRITEBACK_CACHE) ? ", writeback cache on" : ""));
-}
-
-std::string EncryptedFs::label_of(const Inode& inode) const {
-  char buf[4096];
-  ssize_t n = ::readlink(proc_path(inode).c_str(), buf, sizeof buf - 1);
-  if (n <= 0) return vault_.cipherdir() + " (inode " + std::to_string(inode.src_ino) + ")";
-  return std::string(buf, static_cast<std::size_t>(n));
+  log::info("descriptors: one per cached directory and per open file, and a cache of at most " +
+            std::to_string(inodes_.fd_cache_limit()) + " for other files (limit " + std::to_string(soft_fd_limit()) +
+            "); files the kernel remembers beyond that are opened again by name when needed");
 }
 
 int EncryptedFs::dir_iv(Inode& dir, DirIv* iv) {
   std::lock_guard lk(dir.mu);
   if (!dir.dir_iv) {
     DirIv v{};
-    int rc = read_dir_iv(dir.fd, &v, label_of(dir));
+    int rc = read_dir_iv(dir.dir_fd, &v, label_of(dir));
     if (rc < 0) return rc;
     dir.dir_iv = v;
   }
@@ -59,7 +80,7 @@ int EncryptedFs::disk_name(Inode& dir, const char* name, DiskName* out) {
   return 0;
 }
 
-int EncryptedFs::plain_attr(Inode& inode, struct stat* st) {
+int EncryptedFs::plain_attr(Inode& inode, struct stat* st, int fd, const char* name) {
   if (S_ISREG(st->st_mode)) {
     std::shared_ptr<ContentFile> content;
     {
@@ -81,7 +102,7 @@ int EncryptedFs::plain_attr(Inode& inode, struct stat* st) {
     st->st_size = static_cast<off_t>(*plain);
   } else if (S_ISLNK(st->st_mode)) {
     char buf[8192];
-    ssize_t n = ::readlinkat(inode.fd, "", buf, sizeof buf);
+    ssize_t n = ::readlinkat(fd, name, buf, sizeof buf);
     if (n >= 0) {
       auto target = vault_.names().decrypt_symlink(std::string_view(buf, static_cast<std::size_t>(n)));
       if (target) st->st_size = static_cast<off_t>(target->size());
@@ -90,35 +111,37 @@ int EncryptedFs::plain_attr(Inode& inode, struct stat* st) {
   return 0;
 }
 
-void EncryptedFs::warn_descriptor_limit() {
-  // The kernel decides how many inodes it remembers, and we hold a descriptor for each; say once
-  // what the user can do instead of failing lookups with a bare EMFILE.
-  static std::once_flag once;
-  std::call_once(once, [] {
-    log::error("out of file descriptors: the daemon holds one per inode the kernel has cached. Raise the "
-               "hard limit for the mount (ulimit -Hn, or LimitNOFILE= for a service) and mount again; "
-               "'echo 2 > /proc/sys/vm/drop_caches' makes the kernel release cached inodes meanwhile");
-  });
+int EncryptedFs::openat_or_warn(int dirfd, const char* name, int flags) {
+  int fd = ::openat(dirfd, name, flags);
+  if (fd < 0 && (errno == EMFILE || errno == ENFILE) && inodes_.drop_cached_fds() > 0) fd = ::openat(dirfd, name, flags);
+  if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+    const int err = errno;
+    warn_out_of_descriptors();
+    errno = err;
+  }
+  return fd;
 }
 
 int EncryptedFs::make_entry(Inode& dir, const std::string& entry, fuse_entry_param* e) {
   std::memset(e, 0, sizeof *e);
-  int fd = ::openat(dir.fd, entry.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == EMFILE || err == ENFILE) warn_descriptor_limit();
-    return -err;
-  }
   struct stat st {};
-  if (::fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
-    int err = errno;
-    ::close(fd);
-    return -err;
+  if (::fstatat(dir.dir_fd, entry.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return -errno;
+  // Only directories keep a descriptor; other files are found again by name when needed.
+  int fd = -1;
+  if (S_ISDIR(st.st_mode)) {
+    fd = openat_or_warn(dir.dir_fd, entry.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    // The stat of what we hold (the entry may have been replaced since the fstatat).
+    if (::fstat(fd, &st) != 0) {
+      const int err = errno;
+      ::close(fd);
+      return -err;
+    }
   }
-  Inode& inode = inodes_.find_or_insert(fd, st);
+  Inode& inode = inodes_.find_or_insert(dir, entry, st, fd);
   // A damaged file still gets an entry, so it can be renamed or removed; with no caching of its
   // attributes every stat, and every read (the kernel refreshes the size first), gets the EIO.
-  const bool damaged = plain_attr(inode, &st) == -EIO;
+  const bool damaged = plain_attr(inode, &st, dir.dir_fd, entry.c_str()) == -EIO;
   e->ino = inodes_.id_of(inode);
   e->attr = st;
   e->attr_timeout = damaged ? 0 : options_.attr_timeout;
@@ -160,18 +183,28 @@ void EncryptedFs::forget_multi(fuse_req_t req, std::size_t count, fuse_forget_da
   fuse_reply_none(req);
 }
 
-void EncryptedFs::getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+void EncryptedFs::getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Inode& in = inode(ino);
   struct stat st {};
-  if (::fstatat(in.fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return (void)fuse_reply_err(req, errno);
-  int rc = plain_attr(in, &st);
+  int rc;
+  if (fi && S_ISREG(in.type)) {  // fstat of an open file: its content descriptor will do
+    if (::fstat(reinterpret_cast<FileHandle*>(fi->fh)->content->fd(), &st) != 0) return (void)fuse_reply_err(req, errno);
+    rc = plain_attr(in, &st, -1, "");
+  } else {
+    PathFd pf = path_fd(in);
+    if (!pf.ok()) return (void)fuse_reply_err(req, -pf.error());
+    if (::fstatat(pf.get(), "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return (void)fuse_reply_err(req, errno);
+    rc = plain_attr(in, &st, pf.get(), "");
+  }
   if (rc < 0) return (void)fuse_reply_err(req, -rc);
   fuse_reply_attr(req, &st, options_.attr_timeout);
 }
 
 void EncryptedFs::setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int valid, fuse_file_info* fi) {
   Inode& in = inode(ino);
-  const std::string proc = proc_path(in);
+  PathFd pf = path_fd(in);
+  if (!pf.ok()) return (void)fuse_reply_err(req, -pf.error());
+  const std::string proc = pf.proc_path();
   const bool is_link = S_ISLNK(in.type);
   if (valid & FUSE_SET_ATTR_MODE) {
     if (is_link) return (void)fuse_reply_err(req, EOPNOTSUPP);
@@ -180,7 +213,7 @@ void EncryptedFs::setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int
   if (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
     uid_t uid = (valid & FUSE_SET_ATTR_UID) ? attr->st_uid : static_cast<uid_t>(-1);
     gid_t gid = (valid & FUSE_SET_ATTR_GID) ? attr->st_gid : static_cast<gid_t>(-1);
-    if (::fchownat(in.fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return (void)fuse_reply_err(req, errno);
+    if (::fchownat(pf.get(), "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return (void)fuse_reply_err(req, errno);
   }
   if (valid & FUSE_SET_ATTR_SIZE) {
     if (!S_ISREG(in.type)) return (void)fuse_reply_err(req, S_ISDIR(in.type) ? EISDIR : EINVAL);
@@ -203,7 +236,7 @@ void EncryptedFs::setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int
     if (valid & FUSE_SET_ATTR_MTIME_NOW) tv[1].tv_nsec = UTIME_NOW;
     else if (valid & FUSE_SET_ATTR_MTIME) tv[1] = attr->st_mtim;
     // AT_EMPTY_PATH works on O_PATH descriptors of symlinks too, where /proc paths would follow.
-    int r = ::utimensat(in.fd, "", tv, AT_EMPTY_PATH);
+    int r = ::utimensat(pf.get(), "", tv, AT_EMPTY_PATH);
     if (r != 0 && errno == EINVAL && !is_link) r = ::utimensat(AT_FDCWD, proc.c_str(), tv, 0);
     if (r != 0) return (void)fuse_reply_err(req, errno);
   }
@@ -213,8 +246,10 @@ void EncryptedFs::setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int
 
 void EncryptedFs::readlink(fuse_req_t req, fuse_ino_t ino) {
   Inode& in = inode(ino);
+  PathFd pf = path_fd(in);
+  if (!pf.ok()) return (void)fuse_reply_err(req, -pf.error());
   char buf[8192];
-  ssize_t n = ::readlinkat(in.fd, "", buf, sizeof buf);
+  ssize_t n = ::readlinkat(pf.get(), "", buf, sizeof buf);
   if (n < 0) return (void)fuse_reply_err(req, errno);
   auto target = vault_.names().decrypt_symlink(std::string_view(buf, static_cast<std::size_t>(n)));
   if (!target) {
@@ -226,13 +261,15 @@ void EncryptedFs::readlink(fuse_req_t req, fuse_ino_t ino) {
 
 void EncryptedFs::statfs(fuse_req_t req, fuse_ino_t) {
   struct statvfs sv {};
-  if (::fstatvfs(inodes_.root().fd, &sv) != 0) return (void)fuse_reply_err(req, errno);
+  if (::fstatvfs(inodes_.root().dir_fd, &sv) != 0) return (void)fuse_reply_err(req, errno);
   sv.f_namemax = kMaxNameBytes;  // long names make every plaintext name up to 255 bytes work
   fuse_reply_statfs(req, &sv);
 }
 
 void EncryptedFs::access(fuse_req_t req, fuse_ino_t ino, int mask) {
-  int r = ::faccessat(AT_FDCWD, proc_path(inode(ino)).c_str(), mask, AT_EACCESS);
+  PathFd pf = path_fd(inode(ino));
+  if (!pf.ok()) return (void)fuse_reply_err(req, -pf.error());
+  int r = ::faccessat(AT_FDCWD, pf.proc_path().c_str(), mask, AT_EACCESS);
   fuse_reply_err(req, r == 0 ? 0 : errno);
 }
 

@@ -82,21 +82,27 @@ class EncryptedFs {
   int dir_iv(Inode& dir, DirIv* iv);
   // The disk name of `name` in dir: -ENAMETOOLONG past 255 bytes, -EIO without a readable IV.
   int disk_name(Inode& dir, const char* name, DiskName* out);
-  // Opens and stats entry in dir, and makes it an inode counted as looked up; fills e.
+  // Stats entry in dir (and opens it, if a directory), and makes it an inode counted as looked
+  // up; fills e.
   int make_entry(Inode& dir, const std::string& entry, fuse_entry_param* e);
-  void warn_descriptor_limit();
+  // openat that, when descriptors run out, closes the cached ones no call is using and tries
+  // again, and otherwise says in the log why it failed. The descriptor or -1 with errno set.
+  int openat_or_warn(int dirfd, const char* name, int flags);
   // The shared path of mknod, symlink and link: store the name (and any long-name file), make
   // the entry with `make` (0 or an errno), give a new node to the caller, reply with the entry.
   void add_entry(fuse_req_t req, Inode& dir, const char* name, bool new_node,
                  const std::function<int(int dirfd, const char* entry)>& make);
-  // Plaintext attributes of an inode: sizes of regular files and symlinks translated. An
-  // impossible ciphertext size is logged and -EIO, with st_size set to 0.
-  int plain_attr(Inode& inode, struct stat* st);
+  // Plaintext attributes of an inode: sizes of regular files and symlinks translated (a symlink
+  // is read through readlinkat(fd, name)). An impossible ciphertext size is logged and -EIO, with
+  // st_size set to 0.
+  int plain_attr(Inode& inode, struct stat* st, int fd, const char* name);
   // Gives newly created entries to the requesting user when the daemon runs as root.
   void give_to_caller(fuse_req_t req, int dirfd, const std::string& entry);
   // The ciphertext path of an inode, for log messages.
-  std::string label_of(const Inode& inode) const;
-  std::string proc_path(const Inode& inode) const { return "/proc/self/fd/" + std::to_string(inode.fd); }
+  std::string label_of(Inode& inode) { return inodes_.label_of(inode); }
+  // A descriptor of the inode for this call (InodeTable::path_fd): the only way to one, so no
+  // call uses a descriptor the cache has closed.
+  PathFd path_fd(Inode& inode) { return inodes_.path_fd(inode); }
 
   // The inode's shared ContentFile, created or upgraded to read-write as needed. fd_in: an
   // already opened read-write descriptor (create), taken over. 0 or -errno.

@@ -25,7 +25,7 @@ int EncryptedFs::read_entries(Inode& dir, DirHandle& h) {
   DirIv iv{};
   int rc = dir_iv(dir, &iv);
   if (rc < 0) return rc;
-  int fd = ::openat(dir.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int fd = ::openat(dir.dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return -errno;
   DIR* d = ::fdopendir(fd);
   if (!d) {
@@ -119,7 +119,7 @@ void EncryptedFs::releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
 }
 
 void EncryptedFs::fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info*) {
-  int fd = ::openat(inode(ino).fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int fd = ::openat(inode(ino).dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return (void)fuse_reply_err(req, errno);
   int r = datasync ? ::fdatasync(fd) : ::fsync(fd);
   int err = r == 0 ? 0 : errno;

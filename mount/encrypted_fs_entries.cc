@@ -54,14 +54,14 @@ void EncryptedFs::add_entry(fuse_req_t req, Inode& dir, const char* name, bool n
                             const std::function<int(int dirfd, const char* entry)>& make) {
   DiskName dn;
   int rc = disk_name(dir, name, &dn);
-  if (rc == 0) rc = NameMapping::write_name_file(dir.fd, dn);
+  if (rc == 0) rc = NameMapping::write_name_file(dir.dir_fd, dn);
   if (rc < 0) return (void)fuse_reply_err(req, -rc);
-  if (const int err = make(dir.fd, dn.entry.c_str()); err != 0) {
+  if (const int err = make(dir.dir_fd, dn.entry.c_str()); err != 0) {
     // EEXIST: the name file belongs to the entry that is already there.
-    if (err != EEXIST) NameMapping::remove_name_file(dir.fd, dn);
+    if (err != EEXIST) NameMapping::remove_name_file(dir.dir_fd, dn);
     return (void)fuse_reply_err(req, err);
   }
-  if (new_node) give_to_caller(req, dir.fd, dn.entry);
+  if (new_node) give_to_caller(req, dir.dir_fd, dn.entry);
   fuse_entry_param e{};
   rc = make_entry(dir, dn.entry, &e);
   reply_entry_or_err(req, rc, e);
@@ -76,33 +76,34 @@ void EncryptedFs::mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mod
   Inode& dir = inode(parent);
   DiskName dn;
   int rc = disk_name(dir, name, &dn);
-  if (rc == 0) rc = NameMapping::write_name_file(dir.fd, dn);
+  if (rc == 0) rc = NameMapping::write_name_file(dir.dir_fd, dn);
   if (rc < 0) return (void)fuse_reply_err(req, -rc);
   // Owner rwx while we write the IV file, whatever mode the caller asked for.
-  if (::mkdirat(dir.fd, dn.entry.c_str(), mode | S_IRWXU) != 0) {
+  if (::mkdirat(dir.dir_fd, dn.entry.c_str(), mode | S_IRWXU) != 0) {
     int err = errno;
-    if (err != EEXIST) NameMapping::remove_name_file(dir.fd, dn);
+    if (err != EEXIST) NameMapping::remove_name_file(dir.dir_fd, dn);
     return (void)fuse_reply_err(req, err);
   }
-  int sub = ::openat(dir.fd, dn.entry.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int sub = openat_or_warn(dir.dir_fd, dn.entry.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   DirIv iv{};
   rc = sub < 0 ? -errno : create_dir_iv(sub, &iv);
   if (rc == 0 && (mode & S_IRWXU) != S_IRWXU && ::fchmod(sub, mode & 07777) != 0) rc = -errno;
   if (sub >= 0) ::close(sub);
   if (rc < 0) {
+    if (rc == -EMFILE || rc == -ENFILE) warn_out_of_descriptors();
     log::error(label_of(dir) + "/" + dn.entry + ": cannot write the new directory's IV: " + std::strerror(-rc));
     if (sub >= 0) {
-      int s2 = ::openat(dir.fd, dn.entry.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      int s2 = ::openat(dir.dir_fd, dn.entry.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       if (s2 >= 0) {
         ::unlinkat(s2, kDirIvFileName, 0);
         ::close(s2);
       }
     }
-    ::unlinkat(dir.fd, dn.entry.c_str(), AT_REMOVEDIR);
-    NameMapping::remove_name_file(dir.fd, dn);
+    ::unlinkat(dir.dir_fd, dn.entry.c_str(), AT_REMOVEDIR);
+    NameMapping::remove_name_file(dir.dir_fd, dn);
     return (void)fuse_reply_err(req, -rc);
   }
-  give_to_caller(req, dir.fd, dn.entry);
+  give_to_caller(req, dir.dir_fd, dn.entry);
   fuse_entry_param e{};
   rc = make_entry(dir, dn.entry, &e);
   if (rc == 0) {
@@ -118,8 +119,14 @@ void EncryptedFs::unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
   DiskName dn;
   int rc = disk_name(dir, name, &dn);
   if (rc < 0) return (void)fuse_reply_err(req, -rc);
-  if (::unlinkat(dir.fd, dn.entry.c_str(), 0) != 0) return (void)fuse_reply_err(req, errno);
-  NameMapping::remove_name_file(dir.fd, dn);
+  // Which inode loses this name: it must forget it, and, with its last name gone, must no longer
+  // be found by its number, which the backing filesystem may give to a new file.
+  struct stat st {};
+  if (::fstatat(dir.dir_fd, dn.entry.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return (void)fuse_reply_err(req, errno);
+  NameChange change = inodes_.begin_change(st, nullptr);
+  if (::unlinkat(dir.dir_fd, dn.entry.c_str(), 0) != 0) return (void)fuse_reply_err(req, errno);
+  change.removed(dir, dn.entry);
+  NameMapping::remove_name_file(dir.dir_fd, dn);
   fuse_reply_err(req, 0);
 }
 
@@ -128,7 +135,7 @@ void EncryptedFs::rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
   DiskName dn;
   int rc = disk_name(dir, name, &dn);
   if (rc < 0) return (void)fuse_reply_err(req, -rc);
-  int sub = ::openat(dir.fd, dn.entry.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int sub = ::openat(dir.dir_fd, dn.entry.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (sub < 0) return (void)fuse_reply_err(req, errno);
   rc = check_only_iv(sub);
   DirIv iv{};
@@ -138,13 +145,13 @@ void EncryptedFs::rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
     if (::unlinkat(sub, kDirIvFileName, 0) != 0 && errno != ENOENT) rc = -errno;
     if (rc == 0 && ::unlinkat(sub, kDirIvTempName, 0) != 0 && errno != ENOENT) rc = -errno;
   }
-  if (rc == 0 && ::unlinkat(dir.fd, dn.entry.c_str(), AT_REMOVEDIR) != 0) {
+  if (rc == 0 && ::unlinkat(dir.dir_fd, dn.entry.c_str(), AT_REMOVEDIR) != 0) {
     rc = -errno;
     // Something appeared in the meantime: put the IV back so its name stays readable.
     if (have_iv) create_dir_iv(sub, nullptr, &iv);
   }
   ::close(sub);
-  if (rc == 0) NameMapping::remove_name_file(dir.fd, dn);
+  if (rc == 0) NameMapping::remove_name_file(dir.dir_fd, dn);
   fuse_reply_err(req, -rc);
 }
 
@@ -156,7 +163,9 @@ void EncryptedFs::symlink(fuse_req_t req, const char* link, fuse_ino_t parent, c
 }
 
 void EncryptedFs::link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
-  const std::string target = proc_path(inode(ino));
+  PathFd pf = path_fd(inode(ino));
+  if (!pf.ok()) return (void)fuse_reply_err(req, -pf.error());
+  const std::string target = pf.proc_path();
   // A new name for an existing node: it keeps its owner.
   add_entry(req, inode(newparent), newname, false, [&](int dirfd, const char* entry) {
     return ::linkat(AT_FDCWD, target.c_str(), dirfd, entry, AT_SYMLINK_FOLLOW) == 0 ? 0 : errno;
@@ -172,10 +181,15 @@ void EncryptedFs::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fu
   int rc = disk_name(from, name, &src);
   if (rc == 0) rc = disk_name(to, newname, &dst);
   if (rc < 0) return (void)fuse_reply_err(req, -rc);
+  // The inodes whose names change (the source, and an existing target, replaced or exchanged).
+  struct stat src_st {}, dst_st {};
+  if (::fstatat(from.dir_fd, src.entry.c_str(), &src_st, AT_SYMLINK_NOFOLLOW) != 0) return (void)fuse_reply_err(req, errno);
+  const bool dst_exists = ::fstatat(to.dir_fd, dst.entry.c_str(), &dst_st, AT_SYMLINK_NOFOLLOW) == 0;
+  NameChange change = inodes_.begin_change(src_st, dst_exists ? &dst_st : nullptr);
   // The target's .name file goes first (its content follows from the name, so an existing one
   // is already right); remove it again only if we created it and the rename failed.
-  const bool dst_name_existed = dst.is_long && entry_exists(to.fd, dst.name_file());
-  rc = NameMapping::write_name_file(to.fd, dst);
+  const bool dst_name_existed = dst.is_long && entry_exists(to.dir_fd, dst.name_file());
+  rc = NameMapping::write_name_file(to.dir_fd, dst);
   if (rc < 0) return (void)fuse_reply_err(req, -rc);
   // Replacing a directory that is empty in the plaintext view: the backing rename would see its IV
   // file and refuse, so take the IV out first and put it back if the rename fails after all.
@@ -183,22 +197,23 @@ void EncryptedFs::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fu
   DirIv replaced_iv{};
   bool iv_taken = false;
   if (!(flags & (RENAME_EXCHANGE | RENAME_NOREPLACE))) {
-    replaced_dir = ::openat(to.fd, dst.entry.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    replaced_dir = ::openat(to.dir_fd, dst.entry.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (replaced_dir >= 0 && check_only_iv(replaced_dir) == 0 &&
         read_dir_iv(replaced_dir, &replaced_iv, label_of(to) + "/" + dst.entry) == 0)
       iv_taken = ::unlinkat(replaced_dir, kDirIvFileName, 0) == 0;
   }
-  if (::renameat2(from.fd, src.entry.c_str(), to.fd, dst.entry.c_str(), flags) != 0) {
+  if (::renameat2(from.dir_fd, src.entry.c_str(), to.dir_fd, dst.entry.c_str(), flags) != 0) {
     int err = errno;
     if (iv_taken) create_dir_iv(replaced_dir, nullptr, &replaced_iv);
     if (replaced_dir >= 0) ::close(replaced_dir);
-    if (dst.is_long && !dst_name_existed) NameMapping::remove_name_file(to.fd, dst);
+    if (dst.is_long && !dst_name_existed) NameMapping::remove_name_file(to.dir_fd, dst);
     return (void)fuse_reply_err(req, err);
   }
   if (replaced_dir >= 0) ::close(replaced_dir);
+  change.renamed(from, src.entry, to, dst.entry, (flags & RENAME_EXCHANGE) != 0);
   // The source name is gone unless this was an exchange or a rename between two hard links of
   // one file (which POSIX makes a no-op).
-  if (src.is_long && !entry_exists(from.fd, src.entry)) NameMapping::remove_name_file(from.fd, src);
+  if (src.is_long && !entry_exists(from.dir_fd, src.entry)) NameMapping::remove_name_file(from.dir_fd, src);
   fuse_reply_err(req, 0);
 }
 

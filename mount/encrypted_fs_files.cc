@@ -29,22 +29,39 @@ int open_backing(const std::string& proc, bool writable) {
 }  // namespace
 
 int EncryptedFs::acquire_content(Inode& in, bool writable, std::shared_ptr<ContentFile>* out, int fd_in) {
+  {
+    std::lock_guard lk(in.mu);
+    if (in.content && (!writable || in.content_writable)) {
+      if (fd_in >= 0) ::close(fd_in);
+      ++in.open_count;
+      *out = in.content;
+      return 0;
+    }
+  }
+  // A descriptor to reopen from, taken before in.mu (path_fd may use the content's descriptors).
+  PathFd pf;
+  if (fd_in < 0) {
+    pf = path_fd(in);
+    if (!pf.ok()) return pf.error();
+  }
   std::lock_guard lk(in.mu);
   if (!in.content) {
-    int fd = fd_in >= 0 ? fd_in : open_backing(proc_path(in), writable);
+    int fd = fd_in >= 0 ? fd_in : open_backing(pf.proc_path(), writable);
     if (fd < 0) return fd;
     const bool rw = fd_in >= 0 || (::fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDWR;
     in.content = std::make_shared<ContentFile>(fd, vault_.layout(), engine_, vault_.keys(), label_of(in), vault_.journal());
     in.content_fds.push_back(fd);
     in.content_writable = rw;
   } else {
-    if (fd_in >= 0) ::close(fd_in);
     if (writable && !in.content_writable) {
-      int fd = ::open(proc_path(in).c_str(), O_RDWR | O_CLOEXEC);
+      // create's descriptor is read-write already.
+      int fd = fd_in >= 0 ? fd_in : ::open(pf.proc_path().c_str(), O_RDWR | O_CLOEXEC);
       if (fd < 0) return -errno;
       in.content->set_fd(fd);
       in.content_fds.push_back(fd);
       in.content_writable = true;
+    } else if (fd_in >= 0) {
+      ::close(fd_in);
     }
   }
   ++in.open_count;
@@ -93,22 +110,22 @@ void EncryptedFs::create(fuse_req_t req, fuse_ino_t parent, const char* name, mo
   Inode& dir = inode(parent);
   DiskName dn;
   int rc = disk_name(dir, name, &dn);
-  if (rc == 0) rc = NameMapping::write_name_file(dir.fd, dn);
+  if (rc == 0) rc = NameMapping::write_name_file(dir.dir_fd, dn);
   if (rc < 0) return (void)fuse_reply_err(req, -rc);
   // Usually the name is new; when another request made it first (and the caller did not ask for
   // O_EXCL), open that file instead, without taking it over for the caller.
   bool created = true;
-  int fd = ::openat(dir.fd, dn.entry.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW, mode);
+  int fd = ::openat(dir.dir_fd, dn.entry.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW, mode);
   if (fd < 0 && errno == EEXIST && !(fi->flags & O_EXCL)) {
     created = false;
-    fd = ::openat(dir.fd, dn.entry.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    fd = ::openat(dir.dir_fd, dn.entry.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
   }
   if (fd < 0) {
     int err = errno;
-    if (err != EEXIST && created) NameMapping::remove_name_file(dir.fd, dn);
+    if (err != EEXIST && created) NameMapping::remove_name_file(dir.dir_fd, dn);
     return (void)fuse_reply_err(req, err);
   }
-  if (created) give_to_caller(req, dir.fd, dn.entry);
+  if (created) give_to_caller(req, dir.dir_fd, dn.entry);
   fuse_entry_param e{};
   rc = make_entry(dir, dn.entry, &e);
   if (rc < 0) {

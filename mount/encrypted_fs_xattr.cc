@@ -27,7 +27,9 @@ void EncryptedFs::setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, con
   if (size + kSealOverhead > kMaxXattrValue) return (void)fuse_reply_err(req, E2BIG);
   auto sealed = vault_.names().encrypt_xattr_value(
       *stored, std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(value), size));
-  int r = ::setxattr(proc_path(inode(ino)).c_str(), stored->c_str(), sealed.data(), sealed.size(), flags);
+  PathFd pf = path_fd(inode(ino));
+  if (!pf.ok()) return (void)fuse_reply_err(req, -pf.error());
+  int r = ::setxattr(pf.proc_path().c_str(), stored->c_str(), sealed.data(), sealed.size(), flags);
   fuse_reply_err(req, r == 0 ? 0 : errno);
 }
 
@@ -35,8 +37,10 @@ void EncryptedFs::getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, std
   auto stored = vault_.names().encrypt_xattr_name(name);
   if (!stored || stored->size() > XATTR_NAME_MAX) return (void)fuse_reply_err(req, ENODATA);
   Inode& in = inode(ino);
+  PathFd pf = path_fd(in);
+  if (!pf.ok()) return (void)fuse_reply_err(req, -pf.error());
   std::vector<std::uint8_t> sealed(kMaxXattrValue);
-  ssize_t n = ::getxattr(proc_path(in).c_str(), stored->c_str(), sealed.data(), sealed.size());
+  ssize_t n = ::getxattr(pf.proc_path().c_str(), stored->c_str(), sealed.data(), sealed.size());
   if (n < 0) return (void)fuse_reply_err(req, errno);
   sealed.resize(static_cast<std::size_t>(n));
   auto plain = vault_.names().decrypt_xattr_value(*stored, sealed);
@@ -50,7 +54,9 @@ void EncryptedFs::getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, std
 }
 
 void EncryptedFs::listxattr(fuse_req_t req, fuse_ino_t ino, std::size_t size) {
-  const std::string proc = proc_path(inode(ino));
+  PathFd pf = path_fd(inode(ino));
+  if (!pf.ok()) return (void)fuse_reply_err(req, -pf.error());
+  const std::string proc = pf.proc_path();
   ssize_t n = ::listxattr(proc.c_str(), nullptr, 0);
   if (n < 0) return (void)fuse_reply_err(req, errno);
   std::vector<char> raw(static_cast<std::size_t>(n) + 1);
@@ -73,7 +79,9 @@ void EncryptedFs::listxattr(fuse_req_t req, fuse_ino_t ino, std::size_t size) {
 void EncryptedFs::removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
   auto stored = vault_.names().encrypt_xattr_name(name);
   if (!stored || stored->size() > XATTR_NAME_MAX) return (void)fuse_reply_err(req, ENODATA);
-  int r = ::removexattr(proc_path(inode(ino)).c_str(), stored->c_str());
+  PathFd pf = path_fd(inode(ino));
+  if (!pf.ok()) return (void)fuse_reply_err(req, -pf.error());
+  int r = ::removexattr(pf.proc_path().c_str(), stored->c_str());
   fuse_reply_err(req, r == 0 ? 0 : errno);
 }
 

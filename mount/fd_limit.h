@@ -1,7 +1,7 @@
-// The directory daemon holds one O_PATH descriptor for every inode the kernel remembers (the
-// passthrough_hp design: operations work relative to descriptors, immune to renames), so a tree of
-// tens of thousands of entries, say an unpacked source tree, needs far more descriptors than the
-// usual soft limit of 1024.
+// The directory daemon holds one O_PATH descriptor for every directory the kernel remembers (the
+// passthrough_hp design: operations work relative to descriptors, immune to renames), one or two
+// per open file, and a cache of descriptors of other files sized from the soft limit (a quarter of
+// it, see mount/inode_table.h), so the higher the limit, the fewer files are opened again by name.
 #pragma once
 
 #include <sys/resource.h>

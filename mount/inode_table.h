@@ -1,17 +1,32 @@
 // The daemon's inodes, keyed like passthrough_hp's by the backing file's (st_dev, st_ino): every
 // name of a hard-linked file maps to one Inode, so all its handles share one ContentFile and its
-// chunk locks. An Inode holds an O_PATH descriptor of the ciphertext file; every operation works
-// relative to such descriptors (*at calls), never by path, so renames underneath stay harmless.
+// chunk locks. Every operation works relative to descriptors (*at calls), never by path from
+// CIPHERDIR, so renames underneath stay harmless.
+//
+// Descriptors: the kernel may remember hundreds of thousands of inodes (it forgets them only under
+// memory pressure), far more than the descriptor limit allows, so only directories hold an O_PATH
+// descriptor for their whole life (they are the parents of every *at call, and trees have far
+// fewer of them). Every other inode remembers where it lives: its parent directory's Inode and its
+// ciphertext entry name there (every name it is known by, for hard links), kept current by
+// rename, link and unlink. path_fd() gives a descriptor for a call: a cached one from a bounded LRU
+// cache, pinned against eviction while in use, or one opened again by name and checked to be the
+// same file (st_dev, st_ino). A file whose every name is gone but that is still open is reached
+// through its open content descriptor.
 #pragma once
 
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include <cerrno>
+#include <condition_variable>
 #include <cstdint>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "crypto/name_cipher.h"
@@ -19,17 +34,39 @@
 
 namespace gcfs::mount {
 
+struct Inode;
+class InodeTable;
+
+// A name of a non-directory: the directory it is in (which it keeps alive through one of that
+// directory Inode's refs) and its ciphertext entry name there.
+struct InodeName {
+  Inode* parent;
+  std::string entry;
+};
+
 struct Inode {
   Inode() = default;
   Inode(const Inode&) = delete;
   ~Inode();
 
-  int fd = -1;  // O_PATH, owned
+  // Directories (the root included): an O_PATH descriptor, owned and open for the inode's whole
+  // life. -1 for every other type: use InodeTable::path_fd().
+  int dir_fd = -1;
   dev_t src_dev = 0;
   ino_t src_ino = 0;
-  mode_t type = 0;        // S_IFMT bits of the backing file
-  std::uint64_t nlookup = 0;  // guarded by the table's mutex
+  mode_t type = 0;  // S_IFMT bits of the backing file
   bool is_root = false;
+
+  // --- guarded by the table's mutex ---
+  std::uint64_t nlookup = 0;  // the kernel's references
+  std::uint64_t refs = 0;     // ours: names of children in this directory, calls under way
+  std::vector<InodeName> names;  // non-directories: the names it is known by
+  std::uint64_t names_gen = 0;   // bumped on every change of names
+  int changing = 0;              // unlink/rename of one of its names under way (NameChange)
+  bool detached = false;         // its last name was removed: no longer found by (dev, ino)
+  int cached_fd = -1;            // non-directories: O_PATH descriptor in the cache, or -1
+  int fd_pins = 0;               // calls using cached_fd now; it is evicted only at 0
+  std::list<Inode*>::iterator lru_pos;  // in the table's LRU list while cached and unpinned
 
   std::mutex mu;  // guards everything below
   // Directories: the IV, read on first use and then kept (it never changes).
@@ -45,27 +82,121 @@ struct Inode {
   std::mutex append_mu;
 };
 
+// A descriptor of an inode for the length of one call: borrowed (a directory's own descriptor, or
+// a cached one pinned against eviction until this goes) or owned (opened for this call). Where no
+// descriptor could be had, ok() is false and error() says why (-ESTALE, -ENOENT, -EMFILE, ...).
+class PathFd {
+ public:
+  PathFd() = default;
+  PathFd(PathFd&& o) noexcept { *this = std::move(o); }
+  PathFd& operator=(PathFd&& o) noexcept;
+  PathFd(const PathFd&) = delete;
+  ~PathFd() { reset(); }
+
+  bool ok() const { return fd_ >= 0; }
+  int get() const { return fd_; }
+  int error() const { return err_; }
+  // /proc/self/fd/N: for the calls that take only paths (chmod, xattrs, reopening).
+  std::string proc_path() const { return "/proc/self/fd/" + std::to_string(fd_); }
+
+ private:
+  friend class InodeTable;
+  void reset();
+  InodeTable* table_ = nullptr;  // set when fd_ is a cached descriptor pinned in pinned_
+  Inode* pinned_ = nullptr;
+  int fd_ = -1;
+  bool owned_ = false;
+  int err_ = -EBADF;
+};
+
+class NameChange;
+
 class InodeTable {
  public:
-  // Takes ownership of root_fd (an O_PATH or directory descriptor of CIPHERDIR).
-  explicit InodeTable(int root_fd);
+  // Takes ownership of root_fd (an O_PATH or directory descriptor of CIPHERDIR). fd_cache_limit:
+  // how many descriptors of non-directories the cache may keep open.
+  InodeTable(int root_fd, std::size_t fd_cache_limit);
   InodeTable(const InodeTable&) = delete;
+  ~InodeTable();
 
   Inode& root() { return *root_; }
   // The inode the kernel calls ino. Valid until forgotten; the kernel never uses it after that.
   Inode& get(std::uint64_t ino);
   std::uint64_t id_of(const Inode& inode) const;
+  std::size_t fd_cache_limit() const { return cache_limit_; }
 
-  // The inode for an entry whose O_PATH fd and stat the caller has: an existing one (fd is closed)
-  // or a new one owning fd. Counts one lookup.
-  Inode& find_or_insert(int fd, const struct stat& st);
-  // Drops n lookups; the inode goes when none are left.
+  // The inode for entry in dir, which fstatat gave st: an existing one or a new one. Counts one
+  // lookup. fd: a directory's O_PATH descriptor, taken over (closed if the inode exists already);
+  // -1 for everything else, whose name is remembered instead.
+  Inode& find_or_insert(Inode& dir, const std::string& entry, const struct stat& st, int fd);
+  // Drops n lookups; the inode goes when none are left (and no name of a child refers to it).
   void forget(Inode& inode, std::uint64_t n);
 
+  // A descriptor of inode for one call (see PathFd). Failures to find a file again by its names
+  // are logged with the ciphertext path.
+  PathFd path_fd(Inode& inode);
+  // Closes every cached descriptor no call is using (descriptors ran out). Returns how many.
+  std::size_t drop_cached_fds();
+  // How many descriptors the cache holds now.
+  std::size_t cached_fds();
+
+  // The ciphertext path of an inode, for log messages.
+  std::string label_of(Inode& inode);
+
+  // Marks the inodes of the entries an unlink or rename is about to change (their stat before
+  // the change: a the source or removed entry, b an existing rename target), so that calls that
+  // open them meanwhile wait for the change instead of failing. Say what happened through the
+  // NameChange once the backing call succeeded.
+  NameChange begin_change(const struct stat& a, const struct stat* b);
+
  private:
+  friend class PathFd;
+  friend class NameChange;
+  using Graveyard = std::vector<std::unique_ptr<Inode>>;
+  struct Snapshot;
+
+  void unpin(Inode& inode);
+  void add_name_locked(Inode& inode, Inode& dir, const std::string& entry);
+  bool remove_name_locked(Inode& inode, const Inode& dir, const std::string& entry, Graveyard& dead);
+  void detach_locked(Inode& inode);
+  void unref_locked(Inode& inode, Graveyard& dead);
+  void maybe_drop_locked(Inode& inode, Graveyard& dead);
+  void evict_locked(std::size_t keep, std::vector<int>& to_close);
+  Inode* find_locked(const struct stat& st);
+
   std::mutex mu_;
+  std::condition_variable changed_;  // a NameChange ended
   std::map<std::pair<dev_t, ino_t>, std::unique_ptr<Inode>> inodes_;
+  std::unordered_map<Inode*, std::unique_ptr<Inode>> detached_;
   Inode* root_ = nullptr;
+  const std::size_t cache_limit_;
+  std::size_t cache_count_ = 0;  // inodes with cached_fd >= 0
+  std::list<Inode*> lru_;        // cached and unpinned, most recently used first
 };
+
+// See InodeTable::begin_change. Ends (unmarks) when it goes, whether or not the change happened.
+class NameChange {
+ public:
+  NameChange(NameChange&& o) noexcept;
+  NameChange(const NameChange&) = delete;
+  ~NameChange();
+
+  // unlinkat(dir, entry) succeeded: the removed entry (a) lost that name.
+  void removed(Inode& dir, const std::string& entry);
+  // renameat2(from, src, to, dst, flags) succeeded.
+  void renamed(Inode& from, const std::string& src, Inode& to, const std::string& dst, bool exchange);
+
+ private:
+  friend class InodeTable;
+  explicit NameChange(InodeTable* t) : table_(t) {}
+  InodeTable* table_;
+  Inode* a_ = nullptr;
+  Inode* b_ = nullptr;
+  nlink_t a_nlink_ = 0, b_nlink_ = 0;
+  bool same_ = false;  // a and b are two names of one file: the rename changes nothing
+};
+
+// Logs once that descriptors ran out, what holds them and what the user can do.
+void warn_out_of_descriptors();
 
 }  // namespace gcfs::mount
