@@ -361,9 +361,10 @@ TEST_F(FsOps, ManyEntriesList) {
   EXPECT_EQ(r.output, "0\n");
 }
 
-// The daemon keeps a descriptor for every inode the kernel remembers, so a tree with more entries
-// than the descriptor limit it was started with (1024 is the usual soft limit; unpacking a source
-// tree passes it easily) must still be created, listed and removed.
+// The daemon keeps a descriptor for every directory the kernel remembers (and caches some of
+// files), so a tree with more entries than the descriptor limit it was started with (1024 is the
+// usual soft limit; unpacking a source tree passes it easily) must still be created, listed and
+// removed.
 TEST(ManyEntries, TreeLargerThanTheStartingDescriptorLimit) {
   rlimit saved{};
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
@@ -388,13 +389,19 @@ TEST(ManyEntries, TreeLargerThanTheStartingDescriptorLimit) {
   EXPECT_TRUE(list_dir(v->mountpoint()).empty());
 }
 
-// Where even the hard limit is too low, lookups fail, and the log says why and what to do.
+// Files need no descriptor of their own (they are opened again by name when their cached one was
+// evicted: tests/integration_fd_cache_test.cc), but every directory the kernel remembers holds
+// one. Where the hard limit is too low even for those, lookups fail, and the log says why and
+// what to do.
 TEST(ManyEntries, RunningOutOfDescriptorsIsExplainedInTheLog) {
   VaultOptions o;
   o.shell_prefix = "ulimit -n 200 && ";  // soft and hard: the daemon cannot raise it
   MountedVault v(o);
-  auto made = v.sh("for f in $(seq 400); do echo $f > f$f 2>/dev/null; done; ls -l >/dev/null 2>&1; true");
-  EXPECT_EQ(made.status, 0) << made.output;
+  auto files = v.sh("for f in $(seq 400); do echo $f > f$f || exit 1; done; ls -l | grep -c '^-'");
+  EXPECT_EQ(files.status, 0) << files.output;
+  EXPECT_EQ(files.output, "400\n");
+  auto dirs = v.sh("for d in $(seq 400); do mkdir d$d 2>/dev/null; done; ls -l >/dev/null 2>&1; true");
+  EXPECT_EQ(dirs.status, 0) << dirs.output;
   EXPECT_NE(v.log().find("out of file descriptors"), std::string::npos) << v.log();
 }
 
