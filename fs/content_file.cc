@@ -207,6 +207,21 @@ int ContentFile::open_chunks_locked(ChunkRange r, std::uint8_t* out) {
 }
 
 ssize_t ContentFile::read(std::uint64_t off, std::size_t len, std::uint8_t* out) {
+  const std::uint8_t* data = nullptr;
+  const ssize_t n = read_view(off, len, &data);
+  if (n > 0) std::memcpy(out, data, static_cast<std::size_t>(n));
+  return n;
+}
+
+void ContentFile::prepare_thread(ChunkEngine& engine, const ChunkLayout& layout, std::size_t max_request) {
+  // A request of max_request bytes at any offset touches at most this many chunks.
+  const std::uint64_t chunks = max_request / layout.chunk_size() + 2;
+  scratch(engine, 0, chunks * layout.disk_chunk_size());
+  scratch(engine, 1, chunks * layout.chunk_size());
+  scratch(engine, 2, chunks * layout.disk_chunk_size());
+}
+
+ssize_t ContentFile::read_view(std::uint64_t off, std::size_t len, const std::uint8_t** data) {
   std::shared_lock lk(size_mu_);
   if (!size_valid_) {
     lk.unlock();
@@ -222,12 +237,17 @@ ssize_t ContentFile::read(std::uint64_t off, std::size_t len, std::uint8_t* out)
   auto& plain = scratch(engine_, 1, r.count() * C);
   int rc = open_chunks_locked(r, plain.data());
   if (rc < 0) return rc;
-  std::memcpy(out, plain.data() + (off - r.first * C), len);
+  *data = plain.data() + (off - r.first * C);
   return static_cast<ssize_t>(len);
 }
 
 int ContentFile::seal_and_write_locked(ChunkRange r, const std::uint8_t* plain, std::uint64_t new_size) {
-  const std::uint64_t C = layout_.chunk_size();
+  std::vector<const std::uint8_t*> plains(r.count());
+  for (std::uint64_t i = 0; i < r.count(); ++i) plains[i] = plain + i * layout_.chunk_size();
+  return seal_and_write_locked(r, plains.data(), new_size);
+}
+
+int ContentFile::seal_and_write_locked(ChunkRange r, const std::uint8_t* const* plains, std::uint64_t new_size) {
   const std::uint64_t D = layout_.disk_chunk_size();
   int hr = ensure_header_locked(true);
   if (hr < 0) return hr;
@@ -248,7 +268,7 @@ int ContentFile::seal_and_write_locked(ChunkRange r, const std::uint8_t* plain, 
     std::copy_n(nonces.data() + i * kChunkNonceOnDisk, kChunkNonceOnDisk, op.nonce.begin());
     op.aad = aads[i].data();
     op.aad_len = kChunkAadBytes;
-    op.in = plain + i * C;
+    op.in = plains[i];
     op.len = layout_.chunk_plain_len(k, new_size);
     op.out = ct.data() + i * D + kChunkNonceOnDisk;
   }
@@ -335,37 +355,39 @@ ssize_t ContentFile::write_locked(std::uint64_t off, const std::uint8_t* in, std
   const std::uint64_t end = off + len;
   const std::uint64_t new_size = std::max(size_, end);
   const ChunkRange r = layout_.chunks_for(off, len);
-  auto& plain = scratch(engine_, 1, r.count() * C);
 
-  // The old bytes of an edge chunk are needed where the write leaves part of it unchanged.
-  auto needs_old = [&](std::uint64_t k) {
-    const std::uint64_t cs = k * C, ce = std::min(size_, cs + C);
-    if (cs >= size_) return false;
-    return off > cs || end < ce;
+  // A chunk whose new contents the write supplies whole is sealed straight from `in` (with the
+  // daemon's receive buffers in engine memory, that is also how the gpu engine reads it: no copy
+  // at all). Only the edge chunks that keep old bytes, or that the write covers only in part,
+  // are assembled in the scratch buffer: slot 0 for the first chunk, slot 1 for the last.
+  auto covered = [&](std::uint64_t k) {
+    const std::uint64_t cs = k * C, ce = cs + layout_.chunk_plain_len(k, new_size);
+    return off <= cs && end >= ce;
   };
-  const bool old_first = needs_old(r.first);
-  const bool old_last = r.last != r.first && needs_old(r.last);
-  if (old_first || old_last) {
-    // Chunks between the edges are overwritten whole, so open just the edges.
-    if (old_first) {
-      int rc = open_chunks_locked({r.first, r.first}, plain.data());
-      if (rc < 0) return rc;
+  std::vector<const std::uint8_t*> plains(r.count());
+  auto& edges = scratch(engine_, 1, 2 * C);
+  for (const std::uint64_t k : {r.first, r.last}) {
+    if (k == r.last && k == r.first && plains[0]) break;
+    std::uint8_t* slot = edges.data() + (k == r.first ? 0 : C);
+    if (covered(k)) {
+      plains[k - r.first] = in + (k * C - off);
+      continue;
     }
-    if (old_last) {
-      int rc = open_chunks_locked({r.last, r.last}, plain.data() + (r.count() - 1) * C);
-      if (rc < 0) return rc;
-    }
-  }
-  // Zero what lies past the old end inside the touched chunks, so stale scratch bytes never get sealed.
-  for (std::uint64_t k = r.first; k <= r.last; ++k) {
+    const std::uint64_t cs = k * C;
     const std::uint64_t old_len = layout_.chunk_plain_len(k, size_);
-    if ((k == r.first && old_first) || (k == r.last && old_last))
-      std::memset(plain.data() + (k - r.first) * C + old_len, 0, C - old_len);
-    else
-      std::memset(plain.data() + (k - r.first) * C, 0, C);
+    const std::uint64_t new_len = layout_.chunk_plain_len(k, new_size);
+    if (old_len > 0) {  // keeps old bytes (the write does not cover it whole)
+      int rc = open_chunks_locked({k, k}, slot);
+      if (rc < 0) return rc;
+    }
+    // What lies past the old end and outside the write reads as zeros (a gap the write skips).
+    if (new_len > old_len) std::memset(slot + old_len, 0, new_len - old_len);
+    const std::uint64_t from = std::max(off, cs), to = std::min(end, cs + new_len);
+    std::memcpy(slot + (from - cs), in + (from - off), to - from);
+    plains[k - r.first] = slot;
   }
-  std::memcpy(plain.data() + (off - r.first * C), in, len);
-  int rc = seal_and_write_locked(r, plain.data(), new_size);
+  for (std::uint64_t k = r.first + 1; k < r.last; ++k) plains[k - r.first] = in + (k * C - off);
+  int rc = seal_and_write_locked(r, plains.data(), new_size);
   if (rc < 0) return rc;
   // Only a growing write changes the size, and it holds size_mu_ exclusively; writes inside the
   // file run under the shared lock alongside readers of size_, so they must not store to it.

@@ -49,6 +49,12 @@ class ContentFile {
   // Up to len bytes at off; short only at end of file. -EIO if any chunk touched fails
   // authentication (the log names the file and chunk); other chunks stay readable.
   ssize_t read(std::uint64_t off, std::size_t len, std::uint8_t* out);
+  // The same without the copy: *data points into this thread's scratch buffer, valid until the
+  // thread's next call into any ContentFile (the FUSE daemon replies from it at once).
+  ssize_t read_view(std::uint64_t off, std::size_t len, const std::uint8_t** data);
+  // Sizes this thread's scratch buffers for requests of up to max_request bytes now, so that a
+  // worker thread allocates (and, with the gpu engine, pins) them once, before it serves.
+  static void prepare_thread(ChunkEngine& engine, const ChunkLayout& layout, std::size_t max_request);
   // Writes len bytes at off, filling any gap before off with a hole. Returns len or -errno; on
   // ENOSPC and other write errors the file's earlier contents are left intact.
   ssize_t write(std::uint64_t off, const std::uint8_t* in, std::size_t len);
@@ -71,6 +77,9 @@ class ContentFile {
   int open_chunks_locked(ChunkRange r, std::uint8_t* out);
   // Seals plain (chunk-aligned, lens from new_size) for chunks r and writes them in one pwrite.
   int seal_and_write_locked(ChunkRange r, const std::uint8_t* plain, std::uint64_t new_size);
+  // The same with each chunk's plaintext where it lies (plains[i] for chunk r.first + i): a write
+  // seals the chunks it covers whole straight from the caller's buffer.
+  int seal_and_write_locked(ChunkRange r, const std::uint8_t* const* plains, std::uint64_t new_size);
   ssize_t write_locked(std::uint64_t off, const std::uint8_t* in, std::size_t len);
   int truncate_locked(std::uint64_t size);
   // Makes a disk range read as zeros, by punching it or, where that is unsupported, writing zeros.

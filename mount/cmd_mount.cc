@@ -23,6 +23,7 @@
 #include "mount/exit_status.h"
 #include "mount/fuse_runner.h"
 #include "mount/password.h"
+#include "mount/request_loop.h"
 
 namespace po = boost::program_options;
 
@@ -118,6 +119,10 @@ int cmd_mount(int argc, char** argv) {
       f.ops = &mount::EncryptedFs::operations();
       f.userdata = rv->fs.get();
       f.keep_alive = rv;
+      ChunkEngine& engine = rv->engines->engine();
+      const ChunkLayout& layout = rv->vault->layout();
+      f.allocate_buffer = [&engine](std::size_t n) { return engine.allocate_io_buffer(n); };
+      f.on_worker_start = [&engine, &layout] { ContentFile::prepare_thread(engine, layout, mount::kMaxRequestBytes); };
       return f;
     };
     return mount::run_fuse_mount(mo, setup, exit_code_for);

@@ -15,6 +15,7 @@
 #include "fs/log.h"
 #include "mount/fd_limit.h"
 #include "mount/fuse_api.h"
+#include "mount/request_loop.h"
 
 namespace gcfs::mount {
 namespace {
@@ -147,11 +148,12 @@ std::optional<Failure> serve(const MountOptions& o, const std::function<FuseFile
       if (::chdir("/") != 0) { /* only matters for unmounting the cwd's filesystem */ }
     }
     raise_read_ahead(o.mountpoint, o.read_ahead_kb);
-    fuse_loop_config* cfg = fuse_loop_cfg_create();
-    fuse_loop_cfg_set_clone_fd(cfg, 0);
-    fuse_loop_cfg_set_max_threads(cfg, o.max_threads);
-    *loop_status = fuse_session_loop_mt(se.get(), cfg);
-    fuse_loop_cfg_destroy(cfg);
+    RequestLoopOptions loop;
+    loop.threads = o.max_threads;
+    loop.allocate_buffer = fs.allocate_buffer;
+    loop.on_worker_start = fs.on_worker_start;
+    *loop_status = run_request_loop(se.get(), loop);
+    if (*loop_status < 0) log::error(std::string("reading requests from /dev/fuse failed: ") + std::strerror(-*loop_status));
   }
   se.reset();  // runs the filesystem's destroy callback before userdata goes
   fs.keep_alive.reset();

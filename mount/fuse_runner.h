@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "crypto/chunk_engine.h"
 #include "crypto/errors.h"
 
 struct fuse_lowlevel_ops;
@@ -42,6 +43,10 @@ struct FuseFilesystem {
   const fuse_lowlevel_ops* ops = nullptr;
   void* userdata = nullptr;
   std::shared_ptr<void> keep_alive;
+  // The request workers' receive buffers (the engine's memory) and their per-thread preparation;
+  // see mount/request_loop.h. Both optional.
+  std::function<HostBuffer(std::size_t)> allocate_buffer;
+  std::function<void()> on_worker_start;
 };
 
 // Thrown by setup to end with a particular exit code (other exceptions go through error_code_of),

@@ -132,6 +132,13 @@ TEST(Cli, SigtermUnmounts) {
   auto r = run_shell("for i in $(seq 1 100); do mountpoint -q " + shell_quote(v.mountpoint()) +
                      " || { echo gone; exit 0; }; sleep 0.05; done; echo still-mounted");
   EXPECT_EQ(r.output, "gone\n");
+  // The daemon itself ends too: every request worker, also those that were idle waiting for a
+  // request when the signal reached another thread, leaves its loop.
+  auto exited = run_shell("for i in $(seq 1 100); do [ -e /proc/" + std::to_string(v.daemon_pid()) +
+                          " ] || { echo exited; exit 0; }; grep -q '^State:.*Z' /proc/" +
+                          std::to_string(v.daemon_pid()) + "/status && { echo exited; exit 0; }; sleep 0.05; done; "
+                          "echo still-running");
+  EXPECT_EQ(exited.output, "exited\n");
   v.remount();
   EXPECT_EQ(read_file(v.path("f")), "x");
 }

@@ -1,0 +1,101 @@
+#include "mount/request_loop.h"
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "mount/fuse_api.h"
+
+namespace gcfs::mount {
+namespace {
+
+// Sent to workers still blocked reading /dev/fuse once the session has exited (after SIGTERM, say,
+// which only one thread receives): its handler does nothing, and since it is installed without
+// SA_RESTART the read returns EINTR and the worker sees that the session is over.
+constexpr int kWakeSignal = SIGUSR2;
+void wake_handler(int) {}
+
+// Large enough for any request libfuse reads: it reads up to its FUSE_MAX_MAX_PAGES (256) pages
+// plus a header page, and the kernel sends at most max_write (1 MiB here) plus the header.
+std::size_t receive_buffer_bytes() {
+  const long page = ::sysconf(_SC_PAGESIZE);
+  return 256 * static_cast<std::size_t>(page > 0 ? page : 4096) + (64u << 10);
+}
+
+struct Worker {
+  std::thread thread;
+  std::atomic<bool> done{false};
+};
+
+}  // namespace
+
+int run_request_loop(fuse_session* se, const RequestLoopOptions& o) {
+  struct sigaction wake {}, old_wake {};
+  wake.sa_handler = wake_handler;
+  sigemptyset(&wake.sa_mask);
+  wake.sa_flags = 0;  // no SA_RESTART: the blocked read must return
+  ::sigaction(kWakeSignal, &wake, &old_wake);
+
+  std::atomic<int> error{0};
+  std::mutex mu;
+  std::condition_variable cv;
+  const std::size_t bytes = receive_buffer_bytes();
+  const unsigned n = o.threads ? o.threads : 1;
+  std::vector<std::unique_ptr<Worker>> workers;
+  for (unsigned i = 0; i < n; ++i) {
+    auto w = std::make_unique<Worker>();
+    Worker* self = w.get();
+    w->thread = std::thread([&, self] {
+      if (o.on_worker_start) o.on_worker_start();
+      HostBuffer mem = o.allocate_buffer ? o.allocate_buffer(bytes) : HostBuffer::plain(bytes);
+      while (!fuse_session_exited(se)) {
+        fuse_buf buf{};
+        buf.mem = mem.data();  // libfuse reads into a buffer it is given instead of allocating one
+        const int res = fuse_session_receive_buf(se, &buf);
+        if (res == -EINTR) continue;  // a signal: the loop condition says whether to go on
+        if (res <= 0) {               // 0 or -ENODEV: unmounted; anything else is an error
+          if (res < 0 && res != -ENODEV) error.store(-res);
+          fuse_session_exit(se);
+          break;
+        }
+        fuse_session_process_buf(se, &buf);
+      }
+      self->done.store(true);
+      std::lock_guard lk(mu);
+      cv.notify_all();
+    });
+    workers.push_back(std::move(w));
+  }
+
+  {
+    // Signal handlers do not wake a condition variable: look at the session now and then too.
+    std::unique_lock lk(mu);
+    while (!fuse_session_exited(se)) cv.wait_for(lk, std::chrono::milliseconds(100));
+  }
+  // Wake the workers still waiting for a request. A wake-up can land just before a worker enters
+  // read(), so it is repeated until every worker has left its loop.
+  for (;;) {
+    bool all_done = true;
+    for (auto& w : workers)
+      if (!w->done.load()) {
+        all_done = false;
+        ::pthread_kill(w->thread.native_handle(), kWakeSignal);
+      }
+    if (all_done) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (auto& w : workers) w->thread.join();
+  ::sigaction(kWakeSignal, &old_wake, nullptr);
+  return -error.load();
+}
+
+}  // namespace gcfs::mount

@@ -1,0 +1,34 @@
+// The daemon's request loop: a fixed pool of worker threads, each reading FUSE requests into its
+// own receive buffer and answering them, until the session ends.
+//
+// libfuse's fuse_session_loop_mt allocates every worker's receive buffer itself, with malloc, and
+// starts workers lazily under load. Ours come from the engine (page-locked with the gpu engine, so
+// a WRITE's data reaches the GPU with no copy at all), and each worker sizes its per-thread
+// buffers once before serving, instead of in the middle of the first large requests.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+
+#include "crypto/chunk_engine.h"
+
+struct fuse_session;
+
+namespace gcfs::mount {
+
+// The largest READ or WRITE the daemons ask the kernel for (their max_write and max_readahead).
+inline constexpr std::size_t kMaxRequestBytes = 1u << 20;
+
+struct RequestLoopOptions {
+  unsigned threads = 16;
+  // Receive buffers; null: ordinary memory.
+  std::function<HostBuffer(std::size_t)> allocate_buffer;
+  // Runs on each worker before it serves its first request.
+  std::function<void()> on_worker_start;
+};
+
+// Serves until the session exits (unmounted, or a signal handler installed with
+// fuse_set_signal_handlers). Returns 0, or -errno when reading /dev/fuse failed.
+int run_request_loop(fuse_session* se, const RequestLoopOptions& options);
+
+}  // namespace gcfs::mount
