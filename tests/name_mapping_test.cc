@@ -91,7 +91,8 @@ TEST_F(NameMappingTest, SwappedNameFileIsRefused) {
 }
 
 TEST_F(NameMappingTest, OwnDotNamesAndForeignNamesAreHidden) {
-  for (const char* n : {"gpucryptfs.conf", "gpucryptfs.diriv", "gcfs.longname.abc.name", ".hidden", "a.b"}) {
+  for (const char* n : {"gpucryptfs.conf", "gpucryptfs.diriv", "gpucryptfs.journal", "gcfs.longname.abc.name", ".hidden",
+                        "a.b"}) {
     EXPECT_TRUE(is_internal_entry(n)) << n;
     EXPECT_EQ(names_.to_plain(dirfd_, n, iv_), std::nullopt) << n;
   }
