@@ -90,23 +90,26 @@ mount_run() {  # engine size_mib
     || { echo "$engine: mount failed"; tail -5 "$work/daemon.log"; return; }
   local pid; pid=$(pgrep -n -x gpucryptfs)
   head -c $((mib << 20)) /dev/urandom > "$work/src"
-  cpu_ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+  # utime and stime of the daemon (all its threads), in clock ticks
+  cpu_ticks() { awk '{print $14, $15}' "/proc/$pid/stat"; }
   local hz; hz=$(getconf CLK_TCK)
-  local c0 t0 t1 c1 c2 t2
-  c0=$(cpu_ticks); t0=$(date +%s.%N)
+  local u0 s0 u1 s1 u1b s1b u2 s2 t0 t1 t1b t2
+  read -r u0 s0 < <(cpu_ticks); t0=$(date +%s.%N)
   dd if="$work/src" of="$work/plain/file" bs=1M conv=fsync status=none
-  t1=$(date +%s.%N); c1=$(cpu_ticks)
+  t1=$(date +%s.%N); read -r u1 s1 < <(cpu_ticks)
   sync; echo 3 > /proc/sys/vm/drop_caches
-  local t1b; t1b=$(date +%s.%N); local c1b; c1b=$(cpu_ticks)
+  t1b=$(date +%s.%N); read -r u1b s1b < <(cpu_ticks)
   dd if="$work/plain/file" of=/dev/null bs=1M status=none
-  t2=$(date +%s.%N); c2=$(cpu_ticks)
+  t2=$(date +%s.%N); read -r u2 s2 < <(cpu_ticks)
   local verdict=MISMATCH
   sync; echo 3 > /proc/sys/vm/drop_caches
   cmp -s "$work/src" "$work/plain/file" && verdict=verified
-  awk -v e="$engine" -v mib="$mib" -v w0="$t0" -v w1="$t1" -v r0="$t1b" -v r1="$t2" -v cw=$((c1 - c0)) -v cr=$((c2 - c1b)) -v hz="$hz" -v v="$verdict" \
+  awk -v e="$engine" -v mib="$mib" -v w0="$t0" -v w1="$t1" -v r0="$t1b" -v r1="$t2" -v hz="$hz" -v v="$verdict" \
+      -v uw=$((u1 - u0)) -v sw=$((s1 - s0)) -v ur=$((u2 - u1b)) -v sr=$((s2 - s1b)) \
     'BEGIN { gb = mib * 1048576 / 1e9;
-             printf "mount_%s write %d MiB: %.2f GB/s, daemon cpu %.3f s/GB | read: %.2f GB/s, daemon cpu %.3f s/GB | %s\n",
-                    e, mib, gb / (w1 - w0), cw / hz / gb, gb / (r1 - r0), cr / hz / gb, v }'
+             printf "mount_%s write %d MiB: %.2f GB/s, daemon cpu %.3f s/GB (user %.3f, sys %.3f) | read: %.2f GB/s, daemon cpu %.3f s/GB (user %.3f, sys %.3f) | %s\n",
+                    e, mib, gb / (w1 - w0), (uw + sw) / hz / gb, uw / hz / gb, sw / hz / gb,
+                    gb / (r1 - r0), (ur + sr) / hz / gb, ur / hz / gb, sr / hz / gb, v }'
   grep -m3 -i -E 'engine|gpu' "$work/daemon.log" | sed "s/^/  [$engine log] /"
   umount "$work/plain" 2>/dev/null || fusermount3 -u "$work/plain" 2>/dev/null
   sleep 1
