@@ -1,5 +1,7 @@
 #include "mount/cli_options.h"
 
+#include <algorithm>
+#include <cctype>
 #include <iostream>
 
 namespace po = boost::program_options;
@@ -26,6 +28,28 @@ bool parse_command_line(int argc, char** argv, const po::options_description& vi
     if (p.required && !vm.count(p.name)) throw po::error(std::string(p.name) + " is missing");
   po::notify(vm);
   return true;
+}
+
+std::vector<int> parse_gpu_list(const std::string& text) {
+  std::vector<int> out;
+  if (text.empty() || text == "all") return out;
+  const auto bad = [&](const std::string& why) {
+    return po::error("--gpus " + text + ": " + why + " (give GPU numbers as 'gpucryptfs info' lists them, e.g. --gpus 0,1)");
+  };
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (item.empty() || item.size() > 4 ||
+        !std::all_of(item.begin(), item.end(), [](unsigned char c) { return std::isdigit(c); }))
+      throw bad("'" + item + "' is not a GPU number");
+    const int n = std::stoi(item);
+    if (std::find(out.begin(), out.end(), n) != out.end()) throw bad("GPU " + item + " is named twice");
+    out.push_back(n);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
 }
 
 }  // namespace gcfs::cli

@@ -4,6 +4,7 @@
 #include <boost/program_options.hpp>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 namespace gcfs::cli {
 
@@ -19,5 +20,10 @@ struct Positional {
 // run_command reports as a usage error.
 bool parse_command_line(int argc, char** argv, const boost::program_options::options_description& visible,
                         std::initializer_list<Positional> positional);
+
+// The value of --gpus: GPU numbers as `gpucryptfs info` lists them, separated by commas ("0,2"),
+// or "all" (every visible GPU, also what an empty list means). Throws
+// boost::program_options::error (a usage error) for anything else or a number given twice.
+std::vector<int> parse_gpu_list(const std::string& text);
 
 }  // namespace gcfs::cli

@@ -58,6 +58,7 @@ int cmd_mount(int argc, char** argv) {
     mount::FsOptions fso;
     std::string cipherdir, log_file;
     bool no_writeback = false;
+    std::string gpus;
     po::options_description opts("usage: gpucryptfs mount [OPTIONS] CIPHERDIR MOUNTPOINT\n\n"
                                  "Mounts the vault in CIPHERDIR on the empty directory MOUNTPOINT and returns once "
                                  "the mount is ready.\nUnmount with: fusermount3 -u MOUNTPOINT\n\noptions");
@@ -74,10 +75,13 @@ int cmd_mount(int argc, char** argv) {
         "no-writeback-cache", po::bool_switch(&no_writeback),
         "send every write to gpucryptfs as it happens instead of letting the kernel gather small "
         "writes into pages first (slower for small writes)")(
-        "cpu-threads", po::value(&engine.cpu_threads)->default_value(0), "cpu engine threads (0: all cores)");
+        "cpu-threads", po::value(&engine.cpu_threads)->default_value(0), "cpu engine threads (0: all cores)")(
+        "gpus", po::value(&gpus)->default_value("all"),
+        "GPUs the gpu engine uses, as 'gpucryptfs info' numbers them: all, or a list such as 0,1");
     std::string mountpoint;
     if (!parse_command_line(argc, argv, opts, {{"CIPHERDIR", &cipherdir}, {"MOUNTPOINT", &mountpoint}}))
       return kExitOk;
+    engine.gpu.devices = parse_gpu_list(gpus);
     fso.writeback_cache = !no_writeback;
     cipherdir = absolute(cipherdir);
     mo.mountpoint = absolute(mountpoint);

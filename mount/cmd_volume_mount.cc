@@ -20,6 +20,7 @@ int cmd_volume_mount(int argc, char** argv) {
   std::string container, mountdir, passfile, extpass, engine = "auto", log_file;
   bool foreground = false, read_only = false;
   unsigned threads = 16;
+  std::string gpus;
   po::options_description desc("usage: gpucryptfs volume mount [OPTIONS] CONTAINER MOUNTDIR\n\n"
                                "Mounts the volume in CONTAINER; its plaintext is MOUNTDIR/volume.img.\n\noptions");
   desc.add_options()("help,h", "this help")
@@ -29,7 +30,9 @@ int cmd_volume_mount(int argc, char** argv) {
       ("foreground,f", po::bool_switch(&foreground), "stay in the foreground, log to stderr")
       ("read-only", po::bool_switch(&read_only), "mount read-only")
       ("log", po::value(&log_file), "append the daemon's log to this file (default: syslog once detached)")
-      ("threads", po::value(&threads)->default_value(threads), "FUSE worker threads (requests served at once)");
+      ("threads", po::value(&threads)->default_value(threads), "FUSE worker threads (requests served at once)")
+      ("gpus", po::value(&gpus)->default_value("all"),
+       "GPUs the gpu engine uses, as 'gpucryptfs info' numbers them: all, or a list such as 0,1");
   if (!parse_command_line(argc, argv, desc, {{"CONTAINER", &container}, {"MOUNTDIR", &mountdir}}))
     return kExitOk;
   if (threads < 1 || threads > 256) throw UserError("--threads must be from 1 to 256");
@@ -42,6 +45,7 @@ int cmd_volume_mount(int argc, char** argv) {
   mount::VolumeMountSetup setup;
   setup.container = std::filesystem::absolute(container).string();
   setup.engine.name = engine;
+  setup.engine.gpu.devices = parse_gpu_list(gpus);
   setup.read_only = read_only;
   setup.password = read_password({passfile, extpass}, "Password: ");
 

@@ -19,6 +19,7 @@
 #include "fs/log.h"
 #include "fs/volume_container.h"
 #include "mount/fuse_api.h"
+#include "mount/request_loop.h"
 
 namespace gcfs::mount {
 namespace {
@@ -28,7 +29,8 @@ constexpr fuse_ino_t kImageIno = 2;
 // kernel may cache names and attributes for as long as it likes.
 constexpr double kCacheSeconds = 3600.0;
 // Large requests are what the gpu engine batches best; 1 MiB is libfuse's largest.
-constexpr unsigned kMaxRequestBytes = 1u << 20;
+// The daemon's largest request (mount/request_loop.h), as an unsigned for fuse_conn_info.
+constexpr unsigned kMaxVolumeRequest = static_cast<unsigned>(kMaxRequestBytes);
 
 // Everything a mounted volume needs, in construction order: ContentFile refers to the others.
 struct VolumeState {
@@ -102,8 +104,8 @@ struct stat attr_of(const VolumeState& s, fuse_ino_t ino) {
 }
 
 void vol_init(void*, fuse_conn_info* conn) {
-  conn->max_write = kMaxRequestBytes;
-  conn->max_readahead = std::max(conn->max_readahead, kMaxRequestBytes);
+  conn->max_write = kMaxVolumeRequest;
+  conn->max_readahead = std::max(conn->max_readahead, kMaxVolumeRequest);
   // Direct I/O from the loop driver or an application is sent to us as parallel requests.
   if (conn->capable & FUSE_CAP_ASYNC_DIO) conn->want |= FUSE_CAP_ASYNC_DIO;
   if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
@@ -310,6 +312,9 @@ FuseFilesystem make_volume_filesystem(VolumeMountSetup& setup) {
   fs.ops = &kVolumeOps;
   fs.userdata = s.get();
   fs.keep_alive = s;
+  VolumeState* state = s.get();  // kept alive by keep_alive until after the workers are gone
+  fs.allocate_buffer = [state](std::size_t n) { return state->engines.engine().allocate_io_buffer(n); };
+  fs.on_worker_start = [state] { ContentFile::prepare_thread(state->engines.engine(), state->layout, kMaxRequestBytes); };
   return fs;
 }
 

@@ -44,6 +44,20 @@ TEST(Cli, MountErrorsHaveTheirExitCodes) {
   r = run_shell(bin() + " mount --no-such-option " + q_cipher + " " + q_mp);
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_EQ(run_shell("grep -c . <<< " + shell_quote(r.output)).output, "1\n") << "one line: " << r.output;
+  // --gpus: a malformed list is a usage error that says what it wants; nothing gets mounted.
+  for (const char* bad : {"x", "0,,1", "1,1", "-1"}) {
+    r = run_shell(bin() + " mount --engine gpu --gpus " + shell_quote(bad) + " --passfile " + shell_quote(v.passfile()) +
+                  " " + q_cipher + " " + q_mp);
+    EXPECT_EQ(r.status, 2) << bad << ": " << r.output;
+    EXPECT_NE(r.output.find("gpucryptfs info"), std::string::npos) << bad << ": " << r.output;
+  }
+  // A GPU number that does not exist (there is no GPU 999) is refused with the GPU problem named.
+  r = run_shell(bin() + " mount --engine gpu --gpus 999 --passfile " + shell_quote(v.passfile()) + " " + q_cipher + " " + q_mp);
+  EXPECT_NE(r.status, 0) << r.output;
+  // "GPU 999 does not exist" where there are GPUs, "the gpu engine cannot run: ..." where there are none
+  EXPECT_TRUE(r.output.find("GPU 999") != std::string::npos || r.output.find("gpu engine cannot") != std::string::npos)
+      << r.output;
+  EXPECT_FALSE(v.in_mount_table());
 }
 
 TEST(Cli, CorruptConfigIsRefused) {
