@@ -59,6 +59,7 @@ int cmd_mount(int argc, char** argv) {
     std::string cipherdir, log_file;
     bool no_writeback = false;
     std::string gpus;
+    int gpu_streams = 4;
     po::options_description opts("usage: gpucryptfs mount [OPTIONS] CIPHERDIR MOUNTPOINT\n\n"
                                  "Mounts the vault in CIPHERDIR on the empty directory MOUNTPOINT and returns once "
                                  "the mount is ready.\nUnmount with: fusermount3 -u MOUNTPOINT\n\noptions");
@@ -77,11 +78,15 @@ int cmd_mount(int argc, char** argv) {
         "writes into pages first (slower for small writes)")(
         "cpu-threads", po::value(&engine.cpu_threads)->default_value(0), "cpu engine threads (0: all cores)")(
         "gpus", po::value(&gpus)->default_value("all"),
-        "GPUs the gpu engine uses, as 'gpucryptfs info' numbers them: all, or a list such as 0,1");
+        "GPUs the gpu engine uses, as 'gpucryptfs info' numbers them: all, or a list such as 0,1")(
+        "gpu-streams", po::value(&gpu_streams)->default_value(gpu_streams),
+        "CUDA streams per GPU: batches in flight at once, each with its own pinned staging");
     std::string mountpoint;
     if (!parse_command_line(argc, argv, opts, {{"CIPHERDIR", &cipherdir}, {"MOUNTPOINT", &mountpoint}}))
       return kExitOk;
     engine.gpu.devices = parse_gpu_list(gpus);
+    if (gpu_streams < 1 || gpu_streams > 64) throw po::error("--gpu-streams must be from 1 to 64");
+    engine.gpu.streams_per_gpu = gpu_streams;
     fso.writeback_cache = !no_writeback;
     cipherdir = absolute(cipherdir);
     mo.mountpoint = absolute(mountpoint);

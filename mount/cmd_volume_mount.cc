@@ -1,6 +1,7 @@
 // gpucryptfs volume mount: unlocks a container and serves MOUNTDIR/volume.img until unmounted.
 #include <boost/program_options.hpp>
 #include <filesystem>
+#include <vector>
 #include <iostream>
 
 #include "crypto/errors.h"
@@ -21,6 +22,7 @@ int cmd_volume_mount(int argc, char** argv) {
   bool foreground = false, read_only = false;
   unsigned threads = 16;
   std::string gpus;
+  int gpu_streams = 4;
   po::options_description desc("usage: gpucryptfs volume mount [OPTIONS] CONTAINER MOUNTDIR\n\n"
                                "Mounts the volume in CONTAINER; its plaintext is MOUNTDIR/volume.img.\n\noptions");
   desc.add_options()("help,h", "this help")
@@ -32,10 +34,14 @@ int cmd_volume_mount(int argc, char** argv) {
       ("log", po::value(&log_file), "append the daemon's log to this file (default: syslog once detached)")
       ("threads", po::value(&threads)->default_value(threads), "FUSE worker threads (requests served at once)")
       ("gpus", po::value(&gpus)->default_value("all"),
-       "GPUs the gpu engine uses, as 'gpucryptfs info' numbers them: all, or a list such as 0,1");
+       "GPUs the gpu engine uses, as 'gpucryptfs info' numbers them: all, or a list such as 0,1")
+      ("gpu-streams", po::value(&gpu_streams)->default_value(gpu_streams),
+       "CUDA streams per GPU: batches in flight at once, each with its own pinned staging");
   if (!parse_command_line(argc, argv, desc, {{"CONTAINER", &container}, {"MOUNTDIR", &mountdir}}))
     return kExitOk;
   if (threads < 1 || threads > 256) throw UserError("--threads must be from 1 to 256");
+  const std::vector<int> gpu_list = parse_gpu_list(gpus);
+  if (gpu_streams < 1 || gpu_streams > 64) throw po::error("--gpu-streams must be from 1 to 64");
 
   mount::check_mountpoint(mountdir, kExitBadMountpoint);
   if (!std::filesystem::is_regular_file(container))
@@ -45,7 +51,8 @@ int cmd_volume_mount(int argc, char** argv) {
   mount::VolumeMountSetup setup;
   setup.container = std::filesystem::absolute(container).string();
   setup.engine.name = engine;
-  setup.engine.gpu.devices = parse_gpu_list(gpus);
+  setup.engine.gpu.devices = gpu_list;
+  setup.engine.gpu.streams_per_gpu = gpu_streams;
   setup.read_only = read_only;
   setup.password = read_password({passfile, extpass}, "Password: ");
 

@@ -51,6 +51,9 @@ TEST(Cli, MountErrorsHaveTheirExitCodes) {
     EXPECT_EQ(r.status, 2) << bad << ": " << r.output;
     EXPECT_NE(r.output.find("gpucryptfs info"), std::string::npos) << bad << ": " << r.output;
   }
+  r = run_shell(bin() + " mount --gpu-streams 0 --passfile " + shell_quote(v.passfile()) + " " + q_cipher + " " + q_mp);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--gpu-streams must be"), std::string::npos) << r.output;
   // A GPU number that does not exist (there is no GPU 999) is refused with the GPU problem named.
   r = run_shell(bin() + " mount --engine gpu --gpus 999 --passfile " + shell_quote(v.passfile()) + " " + q_cipher + " " + q_mp);
   EXPECT_NE(r.status, 0) << r.output;
