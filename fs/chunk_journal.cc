@@ -42,15 +42,25 @@ std::uint64_t get64(const std::uint8_t* p) {
   return v;
 }
 
-// SHA-256 over the header's first 88 bytes, the path hint and the payload.
+// SHA-256 over the header's first 88 bytes, the path hint, and each payload chunk's nonce and
+// tag. Not over the chunks' ciphertext: hashing 64 KiB per chunk doubled the cost of a small
+// rewrite, and the ciphertext needs no checksum, since recovery only writes back a pre-image that
+// passes AES-GCM authentication. The nonces and tags still tell a record whose payload the kill
+// cut short, or that an older record in the same slot left behind, from the one written.
 std::array<std::uint8_t, 32> checksum(const std::uint8_t* header, const std::uint8_t* path, std::size_t path_len,
-                                      const std::uint8_t* payload, std::size_t payload_len) {
+                                      const std::uint8_t* payload, std::size_t payload_len, std::uint64_t disk_chunk) {
   std::array<std::uint8_t, 32> d{};
   EVP_MD_CTX* ctx = EVP_MD_CTX_new();
   unsigned len = 0;
-  const bool ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) == 1 &&
-                  EVP_DigestUpdate(ctx, header, kChecksumOffset) == 1 && EVP_DigestUpdate(ctx, path, path_len) == 1 &&
-                  EVP_DigestUpdate(ctx, payload, payload_len) == 1 && EVP_DigestFinal_ex(ctx, d.data(), &len) == 1;
+  bool ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) == 1 &&
+            EVP_DigestUpdate(ctx, header, kChecksumOffset) == 1 && EVP_DigestUpdate(ctx, path, path_len) == 1;
+  for (std::uint64_t start = 0; ok && start < payload_len; start += disk_chunk) {
+    const std::uint64_t end = std::min<std::uint64_t>(start + disk_chunk, payload_len);
+    if (end - start < kChunkOverhead) break;  // parse_header never lets such a record through
+    ok = EVP_DigestUpdate(ctx, payload + start, kChunkNonceOnDisk) == 1 &&
+         EVP_DigestUpdate(ctx, payload + end - kChunkTagOnDisk, kChunkTagOnDisk) == 1;
+  }
+  ok = ok && EVP_DigestFinal_ex(ctx, d.data(), &len) == 1;
   EVP_MD_CTX_free(ctx);
   if (!ok || len != d.size()) throw std::runtime_error("SHA-256 failed");
   return d;
@@ -152,10 +162,13 @@ std::unique_ptr<ChunkJournal> ChunkJournal::open(const std::string& path, const 
                                       : std::string(": cannot lock: ") + std::strerror(e));
     return nullptr;
   }
-  const std::uint64_t want = std::uint64_t{slots} * slot_bytes(chunk_size);
+  // Not sized up front: records extend the file as slots are first used, and the lowest free slot
+  // is taken first, so the file stays as large as the most writes ever in flight at once needed
+  // (about a slot per request worker at worst), not 64 slots' worth. Copy and sync tools that do
+  // not keep files sparse see that size.
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || (static_cast<std::uint64_t>(st.st_size) < want && ::ftruncate(fd, static_cast<off_t>(want)) != 0)) {
-    *error = "cannot size " + path + ": " + std::strerror(errno);
+  if (::fstat(fd, &st) != 0) {
+    *error = "cannot stat " + path + ": " + std::strerror(errno);
     ::close(fd);
     return nullptr;
   }
@@ -163,8 +176,7 @@ std::unique_ptr<ChunkJournal> ChunkJournal::open(const std::string& path, const 
   std::uint64_t max_seq = 0;
   std::vector<std::uint8_t> h(kJournalRecordHeaderBytes);
   const std::uint64_t sb = slot_bytes(chunk_size);
-  for (std::uint64_t off = 0; off + sb <= static_cast<std::uint64_t>(std::max<off_t>(st.st_size, static_cast<off_t>(want)));
-       off += sb)
+  for (std::uint64_t off = 0; off + kJournalRecordHeaderBytes <= static_cast<std::uint64_t>(st.st_size); off += sb)
     if (pread_full(fd, h.data(), h.size(), off) == static_cast<ssize_t>(h.size())) max_seq = std::max(max_seq, get64(h.data() + 16));
   return std::unique_ptr<ChunkJournal>(new ChunkJournal(fd, path, cipherdir, chunk_size, slots, max_seq + 1));
 }
@@ -189,7 +201,8 @@ std::vector<JournalRecord> ChunkJournal::read_records(const std::string& path, s
     if (pread_full(fd, p->rec.payload.data(), p->payload_len, off + kJournalHeaderBlock) != static_cast<ssize_t>(p->payload_len))
       continue;
     const std::uint8_t* path_bytes = h.data() + kJournalRecordHeaderBytes;
-    if (checksum(h.data(), path_bytes, p->path_len, p->rec.payload.data(), p->payload_len) !=
+    if (checksum(h.data(), path_bytes, p->path_len, p->rec.payload.data(), p->payload_len,
+                 std::uint64_t{p->rec.chunk_size} + kChunkOverhead) !=
         *reinterpret_cast<const std::array<std::uint8_t, 32>*>(h.data() + kChecksumOffset))
       continue;  // torn (the daemon died while writing it) or damaged: ignored
     p->rec.path.assign(reinterpret_cast<const char*>(path_bytes), p->path_len);
@@ -310,7 +323,8 @@ int ChunkJournal::record(const FileId& id, std::uint64_t first_chunk, std::uint3
     put64(h + 72, new_cipher_size);
     put64(h + 80, pay_len);
     std::copy(hint.begin(), hint.end(), h + kJournalRecordHeaderBytes);
-    const auto sum = checksum(h, h + kJournalRecordHeaderBytes, hint.size(), payload + pay_off, pay_len);
+    const auto sum = checksum(h, h + kJournalRecordHeaderBytes, hint.size(), payload + pay_off, pay_len,
+                              std::uint64_t{chunk_size_} + kChunkOverhead);
     std::copy(sum.begin(), sum.end(), h + kChecksumOffset);
     // Header page and payload in one pwritev. A record torn by the kill fails its checksum and
     // is ignored; the chunks it describes were not touched yet.

@@ -31,7 +31,7 @@
 namespace gcfs {
 
 constexpr const char* kJournalFileName = "gpucryptfs.journal";
-constexpr std::uint16_t kJournalRecordVersion = 1;
+constexpr std::uint16_t kJournalRecordVersion = 2;  // 1: the checksum covered the whole payload
 // Every slot starts with one page holding the record header and the path hint; the payload (the
 // pre-images) follows at this offset in the slot.
 constexpr std::uint64_t kJournalHeaderBlock = 4096;

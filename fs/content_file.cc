@@ -283,11 +283,16 @@ int ContentFile::seal_and_write_locked(ChunkRange r, const std::uint8_t* const* 
   const std::uint64_t old_cipher = layout_.base_offset() + layout_.cipher_size(size_);
   const bool extends = disk_off + disk_len > old_cipher;
   // Reserve the space first: on a full disk the write fails here, before any byte of the file
-  // has changed. Rewrites inside the file need it as much as appends do, because a chunk that
-  // is a hole has no blocks yet, and a torn chunk would turn readable zeros into EIO. Over
-  // allocated blocks this is a cheap no-op. Filesystems without fallocate (some network ones)
-  // skip this step.
-  if (::fallocate(fd(), FALLOC_FL_KEEP_SIZE, static_cast<off_t>(disk_off), static_cast<off_t>(disk_len)) != 0 &&
+  // has changed. Rewrites inside the file need it as much as appends that rewrite the old last
+  // chunk do, because a chunk that is a hole has no blocks yet, and a torn chunk would turn
+  // readable bytes into EIO. Over allocated blocks this is a cheap no-op. A pure append (nothing
+  // before the old end is touched) skips it: should pwrite stop on a full disk, cutting the file
+  // back restores it exactly, and the filesystem allocates the blocks at writeback in larger
+  // extents than reserving them one request at a time does. Filesystems without fallocate
+  // (some network ones) skip this step.
+  const bool pure_append = disk_off >= old_cipher;
+  if (!pure_append &&
+      ::fallocate(fd(), FALLOC_FL_KEEP_SIZE, static_cast<off_t>(disk_off), static_cast<off_t>(disk_len)) != 0 &&
       (errno == ENOSPC || errno == EDQUOT || errno == EFBIG)) {
     // EFBIG: past the filesystem's largest file, where pwrite would stop part-way too.
     const int err = errno;
