@@ -1,8 +1,8 @@
 // gpucryptfs volume mount: unlocks a container and serves MOUNTDIR/volume.img until unmounted.
 #include <boost/program_options.hpp>
 #include <filesystem>
-#include <vector>
 #include <iostream>
+#include <vector>
 
 #include "crypto/errors.h"
 #include "fs/log.h"

@@ -92,11 +92,18 @@ mount_run() {  # engine size_mib
   head -c $((mib << 20)) /dev/urandom > "$work/src"
   # utime and stime of the daemon (all its threads), in clock ticks
   cpu_ticks() { awk '{print $14, $15}' "/proc/$pid/stat"; }
+  # The same per thread name (request workers, engine pool, CUDA's own threads), to see who spends it
+  thread_ticks() {
+    for t in /proc/"$pid"/task/*; do
+      printf '%s %s\n' "$(tr ' ' '_' < "$t/comm")" "$(awk '{print $14 + $15}' "$t/stat")"
+    done | awk '{sum[$1] += $2; n[$1]++} END {for (k in sum) printf "%s(%d)=%d ", k, n[k], sum[k]; print ""}'
+  }
   local hz; hz=$(getconf CLK_TCK)
   local u0 s0 u1 s1 u1b s1b u2 s2 t0 t1 t1b t2
   read -r u0 s0 < <(cpu_ticks); t0=$(date +%s.%N)
   dd if="$work/src" of="$work/plain/file" bs=1M conv=fsync status=none
   t1=$(date +%s.%N); read -r u1 s1 < <(cpu_ticks)
+  local threads_after_write; threads_after_write=$(thread_ticks)
   sync; echo 3 > /proc/sys/vm/drop_caches
   t1b=$(date +%s.%N); read -r u1b s1b < <(cpu_ticks)
   dd if="$work/plain/file" of=/dev/null bs=1M status=none
@@ -110,6 +117,8 @@ mount_run() {  # engine size_mib
              printf "mount_%s write %d MiB: %.2f GB/s, daemon cpu %.3f s/GB (user %.3f, sys %.3f) | read: %.2f GB/s, daemon cpu %.3f s/GB (user %.3f, sys %.3f) | %s\n",
                     e, mib, gb / (w1 - w0), (uw + sw) / hz / gb, uw / hz / gb, sw / hz / gb,
                     gb / (r1 - r0), (ur + sr) / hz / gb, ur / hz / gb, sr / hz / gb, v }'
+  echo "  [$engine] CPU ticks per thread name (hz $hz), after the write: $threads_after_write"
+  echo "  [$engine] and after the read: $(thread_ticks)"
   grep -m3 -i -E 'engine|gpu' "$work/daemon.log" | sed "s/^/  [$engine log] /"
   umount "$work/plain" 2>/dev/null || fusermount3 -u "$work/plain" 2>/dev/null
   sleep 1
