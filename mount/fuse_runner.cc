@@ -141,7 +141,7 @@ std::optional<Failure> serve(const MountOptions& o, const std::function<FuseFile
     // Logged before the parent hears "ok": whoever ran `mount` finds the serving pid in the log
     // as soon as the command returns.
     log::info("mounted on " + o.mountpoint);
-    log::info("up to " + std::to_string(open_files) + " open files (one per inode the kernel caches)");
+    log::info("descriptor limit: " + std::to_string(open_files) + " open files");
     if (report_fd >= 0) {
       report(report_fd, std::nullopt);
       detach_stdio();
