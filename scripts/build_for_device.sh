@@ -9,7 +9,7 @@ build=build-device
 cmake -S . -B "$build" -DGPUCRYPTFS_STATIC=ON -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
 # The mounted-vault integration suites too: the device run drives them with --engine gpu.
 integration="integration_fs_ops_test integration_programs_test integration_random_ops_test integration_tamper_test
-             integration_cli_test integration_concurrency_test"
+             integration_cli_test integration_concurrency_test integration_fd_cache_test"
 cmake --build "$build" -j"${JOBS:-2}" --target gpu_math_test gpu_engine_test gpu_engine_bench gpucryptfs $integration
 rm -rf "$build/carry"
 mkdir -p "$build/carry"
