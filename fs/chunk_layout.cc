@@ -39,4 +39,13 @@ std::optional<std::uint64_t> ChunkLayout::plain_size(std::uint64_t cipher_size) 
   return full * c_ + (rem - kChunkOverhead);
 }
 
+std::optional<std::uint64_t> ChunkLayout::readable_plain_size(std::uint64_t cipher_size, std::uint64_t* fragment) const {
+  if (fragment) *fragment = 0;
+  if (auto p = plain_size(cipher_size)) return p;
+  if (cipher_size < kFileHeaderBytes) return std::nullopt;
+  const std::uint64_t body = cipher_size - kFileHeaderBytes;
+  if (fragment) *fragment = body % disk_chunk_size();
+  return body / disk_chunk_size() * c_;
+}
+
 }  // namespace gcfs

@@ -46,6 +46,11 @@ class ChunkLayout {
   // nullopt when no plaintext size produces this ciphertext size: a truncated or damaged file.
   // A file of just a header (a write interrupted after creating it) holds zero bytes.
   std::optional<std::uint64_t> plain_size(std::uint64_t cipher_size) const;
+  // What the mount reads a file of cipher_size bytes as: plain_size, or, when the file ends in an
+  // incomplete chunk (1 to 28 bytes, no room for its nonce and tag: an append cut short between
+  // pages), the whole chunks before it, with the fragment's length in *fragment. nullopt only
+  // for a size inside the header.
+  std::optional<std::uint64_t> readable_plain_size(std::uint64_t cipher_size, std::uint64_t* fragment = nullptr) const;
 
  private:
   std::uint64_t c_;

@@ -91,7 +91,18 @@ int ContentFile::load_size_locked() {
   // The content stream starts at the layout's base offset (a volume's config block precedes it).
   const std::uint64_t base = layout_.base_offset();
   const std::uint64_t file_size = static_cast<std::uint64_t>(st.st_size);
-  auto plain = file_size < base ? std::nullopt : layout_.plain_size(file_size - base);
+  std::uint64_t fragment = 0;
+  auto plain = file_size < base ? std::nullopt : layout_.readable_plain_size(file_size - base, &fragment);
+  if (plain && fragment) {
+    // The last chunk is shorter than its nonce and tag: an append the daemon's death cut short
+    // between pages (or a cut by someone else). The whole chunks before it are what the file
+    // holds; reading them instead of refusing the whole file keeps every fsynced byte readable.
+    // The fragment goes with the next write or truncation at the end. An attacker gains nothing:
+    // a cut at a chunk boundary shortens a file without any warning at all.
+    log::warning(label_ + ": the last " + std::to_string(fragment) +
+                 " bytes are an incomplete chunk (a write cut short?); reading the file as its whole chunks (" +
+                 std::to_string(*plain) + " bytes)");
+  }
   if (!plain) {
     size_valid_ = false;
     return corrupt("ciphertext size " + std::to_string(st.st_size) +

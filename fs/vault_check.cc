@@ -478,12 +478,15 @@ class Checker {
     const bool recoverable = !journal_note.empty();
     if (size_bad) {
       const std::uint64_t tail = (size - kFileHeaderBytes) % D;
+      // The mount reads such a file as its whole chunks (an append cut short between pages
+      // leaves exactly this), so it is not unreadable unless its chunks are.
       problem(cpath, plain,
-              "ciphertext size " + std::to_string(size) + " is impossible (the last chunk has " + std::to_string(tail) +
-                  " bytes, at most its nonce and tag): the file was truncated or appended to; the mount refuses to read it" +
+              "ciphertext size " + std::to_string(size) + " ends in an incomplete chunk of " + std::to_string(tail) +
+                  " bytes (at most its nonce and tag): a write cut short, or a cut; the mount reads the " +
+                  std::to_string(nchunks) + " whole chunks before it and drops the fragment at the next write" +
                   (bad.empty() ? std::string() : "; also chunks " + describe_runs(bad) + " fail authentication") +
                   journal_note,
-              !recoverable);
+              !recoverable && !bad.empty() && bad.size() == opened);
       return;
     }
     if (bad.empty()) return;

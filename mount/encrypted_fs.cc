@@ -92,7 +92,8 @@ int EncryptedFs::plain_attr(Inode& inode, struct stat* st, int fd, const char* n
       st->st_size = s < 0 ? 0 : s;
       return s < 0 ? static_cast<int>(s) : 0;
     }
-    auto plain = vault_.layout().plain_size(static_cast<std::uint64_t>(st->st_size));
+    // As the file will read once opened (an incomplete last chunk is left out: ContentFile).
+    auto plain = vault_.layout().readable_plain_size(static_cast<std::uint64_t>(st->st_size));
     if (!plain) {
       log::error(label_of(inode) + ": ciphertext size " + std::to_string(st->st_size) +
                  " is impossible for this vault's chunk size (truncated or damaged file)");

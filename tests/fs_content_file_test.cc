@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <set>
@@ -486,26 +488,59 @@ TEST_F(ContentFileDamage, BrokenHeaderFailsEveryRead) {
   EXPECT_EQ(f.read(3 * C, 10, out.data()), -EIO);
 }
 
-TEST_F(ContentFileDamage, ImpossibleCiphertextSizeIsEio) {
+// A file that ends in an incomplete chunk (1 to 28 bytes: no room for its nonce and tag), as an
+// append cut short between pages by a killed daemon leaves it, reads as its whole chunks: every
+// byte before the fragment stays readable, the fragment is dropped by the next write at the end,
+// and the log says so. A size inside the header is corrupt (EIO).
+TEST_F(ContentFileDamage, IncompleteLastChunkIsLeftOutAndACutHeaderIsEio) {
+  const std::string log_path = file_path("incomplete.log");
+  log::to_file(log_path);
+  log::set_min_level(log::Level::Warning);
+  struct BackToStderr {
+    ~BackToStderr() {
+      log::to_stderr();
+      log::set_min_level(log::Level::Error);  // the suite's level
+    }
+  } back_to_stderr;
+  auto log_text = [&] {
+    std::ifstream in(log_path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
   const std::uint64_t good = b->disk_size();
-  // Cut into the last chunk's nonce and tag so that no plaintext byte is left: impossible.
-  for (std::uint64_t cut : {good - 1000 - 1, good - 1000 - 28 + 1, good - 1000 - 28 + 13, std::uint64_t{10}}) {
+  for (std::uint64_t cut : {good - 1000 - 1, good - 1000 - 28 + 1, good - 1000 - 28 + 13}) {
     SCOPED_TRACE(cut);
     ASSERT_EQ(::ftruncate(b->fd, static_cast<off_t>(cut)), 0);
     ContentFile& f = b->reopen();
-    Bytes out(10);
-    EXPECT_EQ(f.plain_size(), -EIO);
-    EXPECT_EQ(f.read(0, 10, out.data()), -EIO);
-    EXPECT_EQ(f.write(0, out.data(), out.size()), -EIO);
-    EXPECT_EQ(f.truncate(5), -EIO);
-    // The object that had the old size cached finds out on reload.
-    ASSERT_EQ(::ftruncate(b->fd, static_cast<off_t>(good)), 0);
+    ASSERT_EQ(f.plain_size(), static_cast<std::int64_t>(4 * C));
+    Bytes out(4 * C);
+    ASSERT_EQ(f.read(0, out.size(), out.data()), static_cast<ssize_t>(4 * C));
+    EXPECT_TRUE(std::equal(out.begin(), out.end(), data.begin()));
+    // Appending replaces the fragment: the file is whole again, the earlier chunks untouched.
+    const Bytes tail = pattern(1000, 61);
+    ASSERT_EQ(f.write(4 * C, tail.data(), tail.size()), static_cast<ssize_t>(tail.size()));
+    EXPECT_EQ(b->disk_size(), good);
     ContentFile& g = b->reopen();
-    ASSERT_EQ(g.plain_size(), static_cast<std::int64_t>(data.size()));
-    ASSERT_EQ(::ftruncate(b->fd, static_cast<off_t>(cut)), 0);
-    EXPECT_EQ(g.reload(), -EIO);
-    ASSERT_EQ(::ftruncate(b->fd, static_cast<off_t>(good)), 0);
+    Bytes all(4 * C + 1000);
+    ASSERT_EQ(g.read(0, all.size(), all.data()), static_cast<ssize_t>(all.size()));
+    EXPECT_TRUE(std::equal(all.begin(), all.begin() + 4 * C, data.begin()));
+    EXPECT_TRUE(std::equal(all.begin() + 4 * C, all.end(), tail.begin()));
+    ASSERT_EQ(g.write(4 * C, data.data() + 4 * C, 1000), 1000);  // back to the fixture's contents
   }
+  EXPECT_NE(log_text().find("incomplete chunk"), std::string::npos) << log_text();
+  // Cut inside the header: no chunk can be found, the file is corrupt as a whole.
+  ASSERT_EQ(::ftruncate(b->fd, 10), 0);
+  ContentFile& f = b->reopen();
+  Bytes out(10);
+  EXPECT_EQ(f.plain_size(), -EIO);
+  EXPECT_EQ(f.read(0, 10, out.data()), -EIO);
+  EXPECT_EQ(f.write(0, out.data(), out.size()), -EIO);
+  EXPECT_EQ(f.truncate(5), -EIO);
+  // An object that had the old size cached finds out on reload.
+  ASSERT_EQ(::ftruncate(b->fd, static_cast<off_t>(good)), 0);
+  ContentFile& g = b->reopen();
+  ASSERT_EQ(g.plain_size(), static_cast<std::int64_t>(data.size()));
+  ASSERT_EQ(::ftruncate(b->fd, 10), 0);
+  EXPECT_EQ(g.reload(), -EIO);
 }
 
 TEST_F(ContentFileDamage, FileCutShortUnderAnOpenObjectIsEioNotGarbage) {
