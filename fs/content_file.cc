@@ -380,29 +380,32 @@ ssize_t ContentFile::write_locked(std::uint64_t off, const std::uint8_t* in, std
     const std::uint64_t cs = k * C, ce = cs + layout_.chunk_plain_len(k, new_size);
     return off <= cs && end >= ce;
   };
-  std::vector<const std::uint8_t*> plains(r.count());
-  auto& edges = scratch(engine_, 1, 2 * C);
-  for (const std::uint64_t k : {r.first, r.last}) {
-    if (k == r.last && k == r.first && plains[0]) break;
-    std::uint8_t* slot = edges.data() + (k == r.first ? 0 : C);
-    if (covered(k)) {
-      plains[k - r.first] = in + (k * C - off);
-      continue;
-    }
+  // An edge chunk the write does not supply whole: its old bytes, zeros past the old end, and the
+  // written part over them, in `slot`.
+  auto assemble = [&](std::uint64_t k, std::uint8_t* slot) -> int {
     const std::uint64_t cs = k * C;
     const std::uint64_t old_len = layout_.chunk_plain_len(k, size_);
     const std::uint64_t new_len = layout_.chunk_plain_len(k, new_size);
-    if (old_len > 0) {  // keeps old bytes (the write does not cover it whole)
+    if (old_len > 0) {
       int rc = open_chunks_locked({k, k}, slot);
       if (rc < 0) return rc;
     }
-    // What lies past the old end and outside the write reads as zeros (a gap the write skips).
     if (new_len > old_len) std::memset(slot + old_len, 0, new_len - old_len);
     const std::uint64_t from = std::max(off, cs), to = std::min(end, cs + new_len);
     std::memcpy(slot + (from - cs), in + (from - off), to - from);
+    return 0;
+  };
+  std::vector<const std::uint8_t*> plains(r.count());
+  auto& edges = scratch(engine_, 1, 2 * C);
+  for (std::uint64_t k = r.first; k <= r.last; ++k) {
+    if (covered(k)) {  // every chunk between the edges is
+      plains[k - r.first] = in + (k * C - off);
+      continue;
+    }
+    std::uint8_t* slot = edges.data() + (k == r.first ? 0 : C);
+    if (int rc = assemble(k, slot); rc < 0) return rc;
     plains[k - r.first] = slot;
   }
-  for (std::uint64_t k = r.first + 1; k < r.last; ++k) plains[k - r.first] = in + (k * C - off);
   int rc = seal_and_write_locked(r, plains.data(), new_size);
   if (rc < 0) return rc;
   // Only a growing write changes the size, and it holds size_mu_ exclusively; writes inside the
