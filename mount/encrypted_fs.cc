@@ -43,6 +43,38 @@ EncryptedFs::EncryptedFs(const Vault& vault, ChunkEngine& engine, int root_fd, F
       options_(options),
       running_as_root_(::geteuid() == 0) {}
 
+EncryptedFs::~EncryptedFs() {
+  // No request runs any more (the workers are gone): what the kernel never released goes now.
+  for (FileHandle* h : open_files_) {
+    Inode& in = *h->inode;
+    delete h;
+    release_content(in);
+  }
+  for (DirHandle* h : open_dirs_) delete h;
+}
+
+EncryptedFs::FileHandle* EncryptedFs::track(FileHandle* h) {
+  std::lock_guard lk(handles_mu_);
+  open_files_.insert(h);
+  return h;
+}
+
+EncryptedFs::DirHandle* EncryptedFs::track(DirHandle* h) {
+  std::lock_guard lk(handles_mu_);
+  open_dirs_.insert(h);
+  return h;
+}
+
+void EncryptedFs::untrack(FileHandle* h) {
+  std::lock_guard lk(handles_mu_);
+  open_files_.erase(h);
+}
+
+void EncryptedFs::untrack(DirHandle* h) {
+  std::lock_guard lk(handles_mu_);
+  open_dirs_.erase(h);
+}
+
 void EncryptedFs::init(fuse_conn_info* conn) {
   constexpr unsigned kMaxRequest = 1u << 20;
   conn->max_write = kMaxRequest;  // libfuse sizes max_pages from this

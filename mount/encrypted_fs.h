@@ -10,7 +10,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_set>
 
 #include "fs/name_mapping.h"
 #include "fs/vault.h"
@@ -32,6 +34,7 @@ class EncryptedFs {
  public:
   // root_fd: CIPHERDIR, opened O_PATH or O_DIRECTORY; owned from here on.
   EncryptedFs(const Vault& vault, ChunkEngine& engine, int root_fd, FsOptions options);
+  ~EncryptedFs();
 
   // The table libfuse calls; the userdata it passes must be this object.
   static const fuse_lowlevel_ops& operations();
@@ -110,6 +113,13 @@ class EncryptedFs {
   void release_content(Inode& inode);
 
   void reply_entry_or_err(fuse_req_t req, int rc, const fuse_entry_param& e);
+  // Every handle given to the kernel and not released yet. The kernel sends no RELEASE for what is
+  // still open when the connection ends (a lazy unmount, a release still queued at unmount), so
+  // what is left here when the filesystem goes is freed then, not leaked.
+  FileHandle* track(FileHandle* h);
+  DirHandle* track(DirHandle* h);
+  void untrack(FileHandle* h);
+  void untrack(DirHandle* h);
   int read_entries(Inode& dir, DirHandle& h);
 
   const Vault& vault_;
@@ -117,6 +127,9 @@ class EncryptedFs {
   InodeTable inodes_;
   FsOptions options_;
   bool running_as_root_;
+  std::mutex handles_mu_;
+  std::unordered_set<FileHandle*> open_files_;
+  std::unordered_set<DirHandle*> open_dirs_;
 };
 
 }  // namespace gcfs::mount

@@ -58,10 +58,13 @@ int EncryptedFs::read_entries(Inode& dir, DirHandle& h) {
 }
 
 void EncryptedFs::opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  auto* h = new DirHandle;
+  auto* h = track(new DirHandle);
   fi->fh = reinterpret_cast<std::uint64_t>(h);
   fi->cache_readdir = 0;
-  if (fuse_reply_open(req, fi) != 0) delete h;
+  if (fuse_reply_open(req, fi) != 0) {
+    untrack(h);
+    delete h;
+  }
   (void)ino;
 }
 
@@ -114,7 +117,9 @@ void EncryptedFs::readdir(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_
 }
 
 void EncryptedFs::releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-  delete dir_handle_of(fi);
+  DirHandle* h = dir_handle_of(fi);
+  untrack(h);
+  delete h;
   fuse_reply_err(req, 0);
 }
 

@@ -97,12 +97,13 @@ void EncryptedFs::open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       return (void)fuse_reply_err(req, -rc);
     }
   }
-  auto* h = new FileHandle{&in, std::move(content), (fi->flags & O_APPEND) != 0 && !options_.writeback_cache};
+  auto* h = track(new FileHandle{&in, std::move(content), (fi->flags & O_APPEND) != 0 && !options_.writeback_cache});
   fi->fh = reinterpret_cast<std::uint64_t>(h);
   fi->keep_cache = 0;  // a fresh open rereads from us: the ciphertext is the truth
   if (fuse_reply_open(req, fi) != 0) {
-    release_content(in);
+    untrack(h);
     delete h;
+    release_content(in);
   }
 }
 
@@ -145,12 +146,13 @@ void EncryptedFs::create(fuse_req_t req, fuse_ino_t parent, const char* name, mo
     inodes_.forget(in, 1);
     return (void)fuse_reply_err(req, -rc);
   }
-  auto* h = new FileHandle{&in, std::move(content), (fi->flags & O_APPEND) != 0 && !options_.writeback_cache};
+  auto* h = track(new FileHandle{&in, std::move(content), (fi->flags & O_APPEND) != 0 && !options_.writeback_cache});
   fi->fh = reinterpret_cast<std::uint64_t>(h);
   fi->keep_cache = 0;
   if (fuse_reply_create(req, &e, fi) != 0) {
-    release_content(in);
+    untrack(h);
     delete h;
+    release_content(in);
   }
 }
 
@@ -185,7 +187,7 @@ void EncryptedFs::flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
 void EncryptedFs::release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
   FileHandle* h = handle_of(fi);
   Inode& in = *h->inode;
-  h->content.reset();
+  untrack(h);
   delete h;
   release_content(in);
   fuse_reply_err(req, 0);
