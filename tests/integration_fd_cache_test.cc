@@ -218,7 +218,9 @@ TEST_F(FdCache, CiphertextChangedBehindTheDaemon) {
   ASSERT_FALSE(cb.empty());
   ASSERT_FALSE(cc.empty());
   // a and b swap names in CIPHERDIR; c is renamed to a name that does not decrypt.
-  auto r = run_shell("mv " + ca + " tmp && mv " + cb + " " + ca + " && mv tmp " + cb + " && mv " + cc + " moved-away",
+  // (Names are base64url and may start with '-': hence the "--".)
+  auto r = run_shell("mv -- " + shell_quote(ca) + " tmp && mv -- " + shell_quote(cb) + " " + shell_quote(ca) +
+                         " && mv -- tmp " + shell_quote(cb) + " && mv -- " + shell_quote(cc) + " moved-away",
                      v_.cipherdir());
   ASSERT_EQ(r.status, 0) << r.output;
   ::usleep(1'200'000);  // past the kernel's attribute timeout: the next fstat asks the daemon
