@@ -32,7 +32,8 @@ namespace fsys = std::filesystem;
 using gcfs::test::CommandResult;
 using gcfs::test::TempDir;
 
-const std::string kBinary = GPUCRYPTFS_BIN;
+// test_binary(): GPUCRYPTFS_TEST_BIN when set, so the device run drives its CUDA build.
+const std::string kBinary = gcfs::test::test_binary();
 
 CommandResult run(const std::string& cmd) { return gcfs::test::run_shell(cmd); }
 std::string q(const std::string& s) { return gcfs::test::shell_quote(s); }
