@@ -7,9 +7,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build-device
 cmake -S . -B "$build" -DGPUCRYPTFS_STATIC=ON -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
-# The mounted-vault integration suites too: the device run drives them with --engine gpu.
+# The mounted-vault integration suites and the volume suite too: the device run drives them with
+# --engine gpu.
 integration="integration_fs_ops_test integration_programs_test integration_random_ops_test integration_tamper_test
-             integration_cli_test integration_concurrency_test integration_fd_cache_test"
+             integration_cli_test integration_concurrency_test integration_fd_cache_test volume_mount_test"
 cmake --build "$build" -j"${JOBS:-2}" --target gpu_math_test gpu_engine_test gpu_engine_bench gpucryptfs $integration
 rm -rf "$build/carry"
 mkdir -p "$build/carry"
@@ -28,7 +29,7 @@ for t in $integration; do
 done
 for f in "$build"/carry/*; do
   [ -f "$f" ] || continue
-  case "$(basename "$f")" in integration_*) continue ;; esac
+  case "$(basename "$f")" in integration_* | volume_mount_test) continue ;; esac
   extra=$(ldd "$f" | grep -v -E 'linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so' || true)
   if [ -n "$extra" ]; then
     echo "warning: $f needs more than libc at run time:" >&2

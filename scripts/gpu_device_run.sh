@@ -9,6 +9,9 @@
 #
 #   usage: scripts/gpu_device_run.sh [--quick]
 #   BENCH_ARGS: arguments for `gpucryptfs bench` (default --quick, which fits the time limit)
+#   BENCH_TIMEOUT: seconds allowed to `gpucryptfs bench` (default 120)
+#   BENCH_ONLY=1: the environment and the benchmarks only; with BENCH_ARGS= BENCH_TIMEOUT=540 this
+#     is the full sweep of docs/EXPERIMENTS.md, which needs a call of its own
 set -uo pipefail
 BIN=${BIN:-build-device/carry}
 OUT=${OUT:-$PWD/gpu-run-out}
@@ -29,6 +32,7 @@ section "environment"
 } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
 
+if [[ ${BENCH_ONLY:-0} != 1 ]]; then
 section "SASS of the kernels (instruction counts; local memory must be zero)"
 if command -v cuobjdump >/dev/null; then
   cuobjdump -sass "$BIN/gpu_engine_bench" > /tmp/sass_all.txt 2>&1
@@ -51,7 +55,7 @@ section "tests (GPU tests, and the mount suites with --engine gpu alongside)"
 integ_dir=/tmp/gcfs-integration; rm -rf "$integ_dir"; mkdir -p "$integ_dir"
 integ_pids=()
 if [ -e /dev/fuse ]; then
-  for t in "$BIN"/integration_*_test; do
+  for t in "$BIN"/integration_*_test "$BIN"/volume_mount_test; do
     [ -x "$t" ] || continue
     ( GPUCRYPTFS_TEST_ENGINE=gpu GPUCRYPTFS_TEST_BIN="$PWD/$BIN/gpucryptfs" LD_LIBRARY_PATH="$PWD/$BIN/lib" \
         timeout 170 "$t" > "$integ_dir/$(basename "$t").log" 2>&1; echo "exit $?" >> "$integ_dir/$(basename "$t").log" ) &
@@ -75,11 +79,14 @@ for p in "${integ_pids[@]}"; do wait "$p"; done
 } > "$OUT/integration.txt" 2>&1
 grep -E '^== |^fusermount3|^no integration' "$OUT/integration.txt"
 
+fi
+
 section "benchmarks"
 timeout 170 "$BIN/gpu_engine_bench" $QUICK > "$OUT/bench.txt" 2>&1
 echo "bench exit: $?"
-mkdir -p "$OUT/bench"; timeout 120 "$BIN/gpucryptfs" bench ${BENCH_ARGS:---quick} --out "$OUT/bench" > "$OUT/bench/table.txt" 2> "$OUT/bench/progress.txt"; echo "gpucryptfs bench exit: $? (table, CSV, bench.gp in \$OUT/bench)"
+mkdir -p "$OUT/bench"; timeout "${BENCH_TIMEOUT:-120}" "$BIN/gpucryptfs" bench ${BENCH_ARGS---quick} --out "$OUT/bench" > "$OUT/bench/table.txt" 2> "$OUT/bench/progress.txt"; echo "gpucryptfs bench exit: $? (table, CSV, bench.gp in \$OUT/bench)"
 
+if [[ ${BENCH_ONLY:-0} != 1 ]]; then
 section "mount with the gpu and cpu engines"
 mount_run() {  # engine size_mib
   local engine=$1 mib=$2 work=/tmp/gcfs-$1
@@ -134,6 +141,56 @@ mount_run() {  # engine size_mib
 } > "$OUT/mount.txt" 2>&1
 cat "$OUT/mount.txt"
 
+section "volume with the gpu and cpu engines (ext4 on a direct-I/O loop device)"
+# The disk-volume experiment of docs/EXPERIMENTS.md: ext4 on volume.img through a loop device with
+# direct I/O, four writers at once (the loop device then sends the daemon concurrent requests),
+# then the same data read back with the caches dropped, e2fsck, and the daemon's CPU per GB.
+volume_run() {  # engine mib_per_writer
+  local engine=$1 mib=$2 work=/tmp/gcfs-vol-$1 writers=4
+  rm -rf "$work"; mkdir -p "$work/mnt" "$work/fs"
+  echo "device-run-password" > "$work/pass"
+  "$BIN/gpucryptfs" volume create --scrypt-logn 12 --size 16G --passfile "$work/pass" "$work/vol.gcv" >/dev/null \
+    || { echo "vol_$engine: create failed"; return; }
+  "$BIN/gpucryptfs" volume mount --engine "$engine" --passfile "$work/pass" --log "$work/daemon.log" "$work/vol.gcv" "$work/mnt" \
+    || { echo "vol_$engine: mount failed"; tail -5 "$work/daemon.log"; return; }
+  local pid; pid=$(pgrep -n -x gpucryptfs)
+  mkfs.ext4 -q -F "$work/mnt/volume.img" || { echo "vol_$engine: mkfs failed"; fusermount3 -u "$work/mnt" 2>/dev/null || umount "$work/mnt"; return; }
+  local loop; loop=$(losetup --direct-io=on -f --show "$work/mnt/volume.img")
+  mount "$loop" "$work/fs"
+  local i hz; hz=$(getconf CLK_TCK)
+  for i in $(seq 1 $writers); do head -c $((mib << 20)) /dev/urandom > "/dev/shm/gcfs-src$i"; done
+  local u0 s0 u1 s1 u2 s2 t0 t1 t2
+  read -r u0 s0 < <(awk '{print $14, $15}' "/proc/$pid/stat"); t0=$(date +%s.%N)
+  for i in $(seq 1 $writers); do dd if="/dev/shm/gcfs-src$i" of="$work/fs/f$i" bs=1M oflag=direct conv=fsync status=none & done; wait
+  t1=$(date +%s.%N); read -r u1 s1 < <(awk '{print $14, $15}' "/proc/$pid/stat")
+  for i in $(seq 1 $writers); do dd if="$work/fs/f$i" of=/dev/null bs=1M iflag=direct status=none & done; wait
+  t2=$(date +%s.%N); read -r u2 s2 < <(awk '{print $14, $15}' "/proc/$pid/stat")
+  local verdict=verified
+  for i in $(seq 1 $writers); do cmp -s "/dev/shm/gcfs-src$i" "$work/fs/f$i" || verdict=MISMATCH; done
+  umount "$work/fs"
+  e2fsck -f -n "$loop" >/dev/null 2>&1 && verdict="$verdict, e2fsck clean" || verdict="$verdict, E2FSCK FAILED"
+  losetup -d "$loop"
+  awk -v e="$engine" -v n=$writers -v mib="$mib" -v w0="$t0" -v w1="$t1" -v r1="$t2" -v hz="$hz" -v v="$verdict" \
+      -v cw=$((u1 - u0 + s1 - s0)) -v cr=$((u2 - u1 + s2 - s1)) \
+    'BEGIN { gb = n * mib * 1048576 / 1e9;
+             printf "vol_%s %d writers x %d MiB, O_DIRECT through ext4 and loop: write %.2f GB/s, daemon cpu %.3f s/GB | read %.2f GB/s, daemon cpu %.3f s/GB | %s\n",
+                    e, n, mib, gb / (w1 - w0), cw / hz / gb, gb / (r1 - w1), cr / hz / gb, v }'
+  umount "$work/mnt" 2>/dev/null || fusermount3 -u "$work/mnt" 2>/dev/null
+  sleep 1
+  rm -rf "$work" /dev/shm/gcfs-src*
+}
+{
+  if [ -e /dev/fuse ] && command -v losetup >/dev/null && command -v mkfs.ext4 >/dev/null; then
+    volume_run gpu 512
+    volume_run cpu 512
+  else
+    echo "no /dev/fuse, losetup or mkfs.ext4 on this machine: the volume run cannot run"
+  fi
+} > "$OUT/volume.txt" 2>&1
+cat "$OUT/volume.txt"
+
+fi
+
 section "summary"
 {
   head -3 "$OUT/env.txt"
@@ -141,15 +198,16 @@ section "summary"
   grep -E '^== ' "$OUT/integration.txt"
   sed -n '/^what /,$p' "$OUT/bench.txt"
   grep '^mount_' "$OUT/mount.txt"
-} > "$OUT/summary.txt"
+  grep '^vol_' "$OUT/volume.txt"
+} > "$OUT/summary.txt" 2>/dev/null  # BENCH_ONLY runs lack the test and mount files
 cat "$OUT/summary.txt"
 
 # At most 8 files come back from the device machine: one log with every section, the summary, and
 # the bench folder's table, CSV, plot script and (where gnuplot exists) its two PNGs.
-for f in env sass tests integration bench mount; do
+for f in env sass tests integration bench mount volume; do
   [ -e "$OUT/$f.txt" ] && { echo "######## $f.txt"; cat "$OUT/$f.txt"; }
 done > "$OUT/run.log"
 [ -e "$OUT/bench/progress.txt" ] && { echo "######## bench/progress.txt"; cat "$OUT/bench/progress.txt"; } >> "$OUT/run.log"
-rm -f "$OUT"/env.txt "$OUT"/sass.txt "$OUT"/tests.txt "$OUT"/integration.txt "$OUT"/bench.txt "$OUT"/mount.txt \
+rm -f "$OUT"/env.txt "$OUT"/sass.txt "$OUT"/tests.txt "$OUT"/integration.txt "$OUT"/bench.txt "$OUT"/mount.txt "$OUT"/volume.txt \
       "$OUT"/bench/progress.txt
 ls -R "$OUT"
