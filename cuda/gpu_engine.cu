@@ -84,13 +84,15 @@ class PinnedRegistry {
   }
   // Whether [p, p + n) lies inside one registered buffer. Called for every op of a batch, under
   // one lock per batch (the caller holds `lock()`): a map lookup, tens of nanoseconds.
-  bool contains_locked(const void* p, std::size_t n) const {
-    if (ranges_.empty() || !p) return false;
+  bool contains_locked(const void* p, std::size_t n) const { return buffer_of_locked(p, n) != 0; }
+  // The start of the registered buffer that holds [p, p + n), or 0 where none does.
+  std::uintptr_t buffer_of_locked(const void* p, std::size_t n) const {
+    if (ranges_.empty() || !p) return 0;
     const auto a = reinterpret_cast<std::uintptr_t>(p);
     auto it = ranges_.upper_bound(a);
-    if (it == ranges_.begin()) return false;
+    if (it == ranges_.begin()) return 0;
     --it;
-    return a - it->first <= it->second && n <= it->second - (a - it->first);
+    return a - it->first <= it->second && n <= it->second - (a - it->first) ? it->first : 0;
   }
   std::unique_lock<std::mutex> lock() { return std::unique_lock(mu_); }
 
@@ -163,8 +165,9 @@ struct Batch {
   std::vector<ChunkOp*> ops;
   std::vector<std::size_t> offsets;  // of each op's data; kept here, the upload buffer may be write-only
   // Per op: the GPU copies its input straight from op.in / its output straight to op.out (both in
-  // memory this engine pinned), instead of through the staging buffers.
-  std::vector<char> direct_in, direct_out;
+  // memory this engine pinned), instead of through the staging buffers. The value is the start of
+  // the pinned buffer that holds it (0: not direct), so that one 2D copy never spans two buffers.
+  std::vector<std::uintptr_t> direct_in, direct_out;
   bool any_staged_out = true;
   // Every op direct both ways and 4-byte aligned: the kernel can move the data itself.
   bool all_direct = false;
@@ -581,9 +584,9 @@ class GpuEngine final : public ChunkEngine {
     for (std::size_t i = 0; i < n; ++i) {
       const ChunkOp& op = *b.ops[i];
       if (op.len == 0) continue;
-      b.direct_in[i] = pinned_->contains_locked(op.in, op.len);
+      b.direct_in[i] = pinned_->buffer_of_locked(op.in, op.len);
       const bool disjoint = op.out + op.len <= op.in || op.in + op.len <= op.out;
-      b.direct_out[i] = disjoint && pinned_->contains_locked(op.out, op.len);
+      b.direct_out[i] = disjoint ? pinned_->buffer_of_locked(op.out, op.len) : 0;
       b.any_staged_out |= !b.direct_out[i];
       const bool aligned = ((reinterpret_cast<std::uintptr_t>(op.in) | reinterpret_cast<std::uintptr_t>(op.out)) & 3) == 0;
       b.all_direct = b.all_direct && b.direct_in[i] && b.direct_out[i] && aligned;
@@ -593,8 +596,11 @@ class GpuEngine final : public ChunkEngine {
   // Groups consecutive direct ops of equal length whose host addresses advance by one stride (the
   // chunks of one request in one scratch buffer) into runs, so a run costs one 2D copy, one driver
   // call, instead of one per chunk. emit(first op, count, stride); stride is unused for count 1.
+  // A run stays inside one pinned buffer: a 2D copy whose rows lie in two callers' buffers spans
+  // the memory between them, which the driver refuses ("invalid argument": seen on the H100 with
+  // eight callers' 256 KiB chunks gathered into one batch).
   template <class Ptr, class Emit>
-  static void for_each_run(const Batch& b, const std::vector<char>& direct, Ptr ptr, Emit emit) {
+  static void for_each_run(const Batch& b, const std::vector<std::uintptr_t>& direct, Ptr ptr, Emit emit) {
     const std::size_t n = b.ops.size();
     for (std::size_t i = 0; i < n;) {
       if (!direct[i]) {
@@ -603,7 +609,7 @@ class GpuEngine final : public ChunkEngine {
       }
       const std::size_t len = b.ops[i]->len;
       std::size_t j = i + 1, stride = 0;
-      for (; j < n && direct[j] && b.ops[j]->len == len; ++j) {
+      for (; j < n && direct[j] == direct[i] && b.ops[j]->len == len; ++j) {
         const auto a = reinterpret_cast<std::uintptr_t>(ptr(j)), prev = reinterpret_cast<std::uintptr_t>(ptr(j - 1));
         if (a <= prev || a - prev < len) break;  // the 2D copy needs a forward pitch of at least len
         if (j == i + 1) stride = a - prev;

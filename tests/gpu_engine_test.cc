@@ -389,6 +389,51 @@ TEST_P(GpuEngineTest, DirectBatchesTouchOnlyTheirOwnBytes) {
   EXPECT_TRUE(errors_.empty());
 }
 
+// Chunks of equal length from several callers' pinned buffers, gathered into one batch (the
+// bench's eight callers of one 256 KiB chunk each): the engine copies consecutive chunks of one
+// buffer with one 2D copy, and must not stretch such a copy across two buffers. On the H100 that
+// failed with "invalid argument" and sent every later batch to the fallback engine.
+TEST_P(GpuEngineTest, ChunksFromSeveralPinnedBuffersInOneBatch) {
+  // One chunk per buffer, as each caller brings its own: any two neighbours in a piece of the
+  // batch look like a run with some stride.
+  constexpr std::size_t kLen = 256u << 10, kPerBuffer = 1, kBuffers = 8;
+  Batch b(std::vector<std::size_t>(kPerBuffer * kBuffers, kLen), 3);
+  std::vector<HostBuffer> ins, outs, backs;
+  for (std::size_t k = 0; k < kBuffers; ++k) {
+    ins.push_back(gpu_->allocate_io_buffer(kPerBuffer * kLen));
+    outs.push_back(gpu_->allocate_io_buffer(kPerBuffer * kLen));
+    backs.push_back(gpu_->allocate_io_buffer(kPerBuffer * kLen));
+  }
+  // Ascending addresses, so that the buffers' strides could pass for one run.
+  auto by_address = [](const HostBuffer& x, const HostBuffer& y) { return x.data() < y.data(); };
+  std::sort(ins.begin(), ins.end(), by_address);
+  std::sort(outs.begin(), outs.end(), by_address);
+  std::sort(backs.begin(), backs.end(), by_address);
+  for (std::size_t i = 0; i < b.ops.size(); ++i) {
+    std::uint8_t* in = ins[i / kPerBuffer].data() + (i % kPerBuffer) * kLen;
+    std::memcpy(in, b.plain[i].data(), kLen);
+    b.ops[i].in = in;
+    b.ops[i].out = outs[i / kPerBuffer].data() + (i % kPerBuffer) * kLen;
+  }
+  cpu_.seal(b.ref_ops);
+  gpu_->seal(b.ops);
+  for (std::size_t i = 0; i < b.ops.size(); ++i) {
+    ASSERT_EQ(0, std::memcmp(b.ops[i].out, b.ref[i].data(), kLen)) << "chunk " << i;
+    ASSERT_EQ(b.ops[i].tag, b.ref_ops[i].tag) << "chunk " << i;
+  }
+  for (std::size_t i = 0; i < b.ops.size(); ++i) {
+    b.ops[i].in = b.ops[i].out;
+    b.ops[i].out = backs[i / kPerBuffer].data() + (i % kPerBuffer) * kLen;
+    b.ops[i].ok = false;
+  }
+  gpu_->open(b.ops);
+  for (std::size_t i = 0; i < b.ops.size(); ++i) {
+    EXPECT_TRUE(b.ops[i].ok) << "chunk " << i;
+    EXPECT_EQ(0, std::memcmp(b.ops[i].out, b.plain[i].data(), kLen)) << "chunk " << i;
+  }
+  EXPECT_TRUE(errors_.empty()) << errors_.front();
+}
+
 INSTANTIATE_TEST_SUITE_P(Kernels, GpuEngineTest,
                          ::testing::Values("auto", "coarse", "fine", "auto-unfused", "auto-copied"));
 
