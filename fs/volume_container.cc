@@ -216,6 +216,16 @@ void VolumeContainer::check_stream_size() {
   if (::ftruncate(fd_, static_cast<off_t>(want)) != 0) throw UserError("cannot truncate " + path_ + ": " + errno_text());
 }
 
+void VolumeContainer::check_content_header() const {
+  std::array<std::uint8_t, kFileHeaderBytes> bytes{};
+  ssize_t n = pread_full(fd_, bytes.data(), bytes.size(), kVolumeConfigBlockBytes);
+  if (n < 0) throw UserError("cannot read " + path_ + ": " + std::strerror(static_cast<int>(-n)));
+  if (static_cast<std::size_t>(n) != bytes.size() || !FileHeader::decode(bytes))
+    throw CorruptData("the content header of volume container " + path_ + " (at byte " +
+                      std::to_string(kVolumeConfigBlockBytes) +
+                      ") is corrupt: wrong magic or version, so no chunk of the volume could be read");
+}
+
 void VolumeContainer::write_slot(const VaultConfig& config) {
   const int target = 1 - slot_;  // the older copy; the newest stays intact until this one is durable
   auto slot = encode_slot(config, generation_ + 1);

@@ -56,6 +56,10 @@ class VolumeContainer {
   // changes). A shorter one is damage and throws CorruptData.
   void check_stream_size();
 
+  // Checks the content stream's file header (magic, version) behind the config block. Without
+  // it every chunk read fails, so a damaged one is refused up front: throws CorruptData.
+  void check_content_header() const;
+
   // Grows the volume to new_size plaintext bytes (already a whole number of chunks): the stream
   // grows by holes first, then the config, rewrapped under password so volume_size stays
   // authenticated, goes to the older slot. Throws UserError when new_size is smaller, and

@@ -21,6 +21,18 @@ int cmd_volume_mount(int argc, char** argv);  // cmd_volume_mount.cc
 
 namespace {
 
+// A SIZE option's value in bytes, chunk-rounded when chunk_size is given. A value that is no
+// size (or 0) is a command-line mistake, so it becomes a usage error (exit 2, docs/USAGE.md)
+// naming the option instead of parse_byte_size's plain failure.
+std::uint64_t size_option(const char* option, const std::string& text, std::uint32_t chunk_size = 0) {
+  try {
+    const std::uint64_t bytes = parse_byte_size(text);
+    return chunk_size == 0 ? bytes : volume_size_for(bytes, chunk_size);
+  } catch (const UserError& e) {
+    throw po::error(std::string(option) + ": " + e.what());
+  }
+}
+
 void volume_usage(std::ostream& out) {
   out << "usage: gpucryptfs volume create --size SIZE [--chunk-size N] [--scrypt-logn N] [--passfile F] CONTAINER\n"
          "       gpucryptfs volume mount [--passfile F] [--extpass CMD] [--engine auto|cpu|gpu] [-f] [--read-only]\n"
@@ -43,12 +55,12 @@ int volume_create(int argc, char** argv) {
       ("passfile", po::value(&passfile), "read the password from the first line of this file");
   if (!parse_command_line(argc, argv, desc, {{"CONTAINER", &container}}))
     return kExitOk;
-  if (logn < 10 || logn > 28) throw UserError("--scrypt-logn must be from 10 to 28");
-  const std::uint64_t chunk = parse_byte_size(chunk_text);
+  if (logn < 10 || logn > 28) throw po::error("--scrypt-logn must be from 10 to 28");
+  const std::uint64_t chunk = size_option("--chunk-size", chunk_text);
   if (!valid_chunk_size(chunk))
-    throw UserError("--chunk-size must be a power of two from 4K (4096) to 1M (1048576), got " + chunk_text);
+    throw po::error("--chunk-size must be a power of two from 4K (4096) to 1M (1048576), got " + chunk_text);
   const auto chunk_size = static_cast<std::uint32_t>(chunk);
-  const std::uint64_t size = volume_size_for(parse_byte_size(size_text), chunk_size);
+  const std::uint64_t size = size_option("--size", size_text, chunk_size);
   struct stat st {};
   if (::stat(container.c_str(), &st) == 0) throw UserError(container + " already exists; choose a new file name");
 
@@ -80,7 +92,7 @@ int volume_resize(int argc, char** argv) {
     return kExitOk;
   VolumeContainer vol(container, true);  // exclusive lock: refuses a mounted volume
   const std::uint64_t old_size = vol.config().volume_size;
-  const std::uint64_t size = volume_size_for(parse_byte_size(size_text), vol.config().chunk_size);
+  const std::uint64_t size = size_option("--size", size_text, vol.config().chunk_size);
   if (size < old_size)
     throw UserError("cannot shrink " + container + " from " + format_byte_size(old_size) + " to " + format_byte_size(size) +
                     ": only growing is supported (the filesystem inside may use the end)");

@@ -39,7 +39,7 @@ int cmd_volume_mount(int argc, char** argv) {
        "CUDA streams per GPU: batches in flight at once, each with its own pinned staging");
   if (!parse_command_line(argc, argv, desc, {{"CONTAINER", &container}, {"MOUNTDIR", &mountdir}}))
     return kExitOk;
-  if (threads < 1 || threads > 256) throw UserError("--threads must be from 1 to 256");
+  if (threads < 1 || threads > 256) throw po::error("--threads must be from 1 to 256");
   const std::vector<int> gpu_list = parse_gpu_list(gpus);
   if (gpu_streams < 1 || gpu_streams > 64) throw po::error("--gpu-streams must be from 1 to 64");
 

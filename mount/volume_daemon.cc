@@ -299,6 +299,7 @@ const fuse_lowlevel_ops kVolumeOps = [] {
 FuseFilesystem make_volume_filesystem(VolumeMountSetup& setup) {
   VolumeContainer container(setup.container, !setup.read_only);
   container.check_stream_size();
+  container.check_content_header();  // damaged, it would turn every read into EIO
   SecretBytes master = container.config().unlock(setup.password);  // throws WrongPassword
   secure_wipe(setup.password.data(), setup.password.size());
   setup.password.clear();

@@ -225,5 +225,21 @@ TEST_F(VolumeContainerTest, InterruptedGrowIsRolledBackAndTruncationIsCorrupt) {
   EXPECT_THROW(vol.check_stream_size(), CorruptData);
 }
 
+TEST_F(VolumeContainerTest, DamagedContentHeaderIsCorruptAndAnIntactOneIsAccepted) {
+  create(1 << 20);
+  {
+    VolumeContainer vol(path_, false);
+    EXPECT_NO_THROW(vol.check_content_header());
+  }
+  corrupt_bytes(kVolumeConfigBlockBytes + 1, 1, 'X');  // inside the magic
+  VolumeContainer vol(path_, false);
+  try {
+    vol.check_content_header();
+    FAIL() << "a damaged content header was accepted";
+  } catch (const CorruptData& e) {
+    EXPECT_NE(std::string(e.what()).find("corrupt"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace gcfs

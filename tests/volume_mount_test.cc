@@ -424,6 +424,40 @@ TEST_F(VolumeMountTest, DamagedHeaderIsAOneLineErrorWithItsExitCode) {
   EXPECT_NE(z.output.find("not a gpucryptfs volume container"), std::string::npos) << z.output;
 }
 
+// The content stream's own header (magic, version, file ID) sits behind the config slots at 64 KiB.
+// A flipped byte there used to mount fine and then fail every read with EIO.
+TEST_F(VolumeMountTest, DamagedContentHeaderIsRefusedAtMountNotByEveryRead) {
+  ASSERT_EQ(create("16M").status, 0);
+  {
+    std::fstream f(container_, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(65536 + 5);  // the version field
+    f.put('\xff');
+  }
+  CommandResult m = mount();
+  EXPECT_EQ(m.status, 23) << m.output;
+  EXPECT_NE(m.output.find("corrupt"), std::string::npos) << m.output;
+  EXPECT_EQ(std::count(m.output.begin(), m.output.end(), '\n'), 1) << m.output;
+  EXPECT_FALSE(is_mounted(mnt_));
+  if (is_mounted(mnt_)) run("fusermount3 -u " + q(mnt_));
+}
+
+// docs/USAGE.md: an invalid option value is a usage error, exit 2, and nothing is created.
+TEST_F(VolumeMountTest, BadOptionValuesAreUsageErrors) {
+  for (const std::string bad : {"--size abc", "--size 0", "--size 1.5G", "--size 16M --chunk-size 36K",
+                                "--size 16M --scrypt-logn 5"}) {
+    CommandResult c = run(kBinary + " volume create --passfile " + q(passfile_) + " " + bad + " " + q(container_));
+    EXPECT_EQ(c.status, 2) << bad << ": " << c.output;
+    EXPECT_EQ(std::count(c.output.begin(), c.output.end(), '\n'), 1) << c.output;
+    EXPECT_FALSE(fsys::exists(container_)) << bad;
+  }
+  ASSERT_EQ(create("16M").status, 0);
+  CommandResult r = run(kBinary + " volume resize --size 2X --passfile " + q(passfile_) + " " + q(container_));
+  EXPECT_EQ(r.status, 2) << r.output;
+  CommandResult m = mount("--threads 0");
+  EXPECT_EQ(m.status, 2) << m.output;
+  EXPECT_FALSE(is_mounted(mnt_));
+}
+
 TEST_F(VolumeMountTest, NonEmptyMountpointIsRefused) {
   ASSERT_EQ(create("16M").status, 0);
   std::ofstream(mnt_ + "/something") << "x";
