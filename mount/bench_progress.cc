@@ -7,7 +7,7 @@
 namespace gcfs::cli {
 
 ProgressBar::ProgressBar(std::size_t total)
-    : total_(total ? total : 1), tty_(::isatty(STDERR_FILENO) == 1), start_(std::chrono::steady_clock::now()) {}
+    : total_(total), tty_(::isatty(STDERR_FILENO) == 1), start_(std::chrono::steady_clock::now()) {}
 
 ProgressBar::~ProgressBar() {
   // Left early (an error): end the bar's line so the error message starts on its own.
@@ -15,7 +15,8 @@ ProgressBar::~ProgressBar() {
 }
 
 void ProgressBar::update(std::size_t done, const std::string& what) {
-  const double frac = static_cast<double>(done) / static_cast<double>(total_);
+  // An empty sweep (no usable engine) is complete from the start.
+  const double frac = total_ == 0 ? 1.0 : static_cast<double>(done) / static_cast<double>(total_);
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   if (tty_) {
     constexpr int kWidth = 30;

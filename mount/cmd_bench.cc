@@ -20,6 +20,7 @@
 #include "mount/bench_progress.h"
 #include "mount/bench_report.h"
 #include "mount/byte_size.h"
+#include "mount/cli_options.h"
 #include "mount/commands.h"
 #include "mount/exit_status.h"
 
@@ -185,22 +186,20 @@ int run_bench(int argc, char** argv) {
   bool quick = false;
   std::string engine = "all", out_dir = "gpucryptfs-bench", op = "seal";
   std::size_t threads = 0;
-  po::options_description desc("bench options");
+  po::options_description desc(
+      "usage: gpucryptfs bench [--quick] [--engine cpu|gpu|all] [--op seal|open|both] [--out DIR]\n\n"
+      "Measures the cipher engines over chunk and request sizes: a table, bench.csv and plots in DIR.\n\noptions");
   desc.add_options()("help,h", "this help")
       ("quick", po::bool_switch(&quick), "a coarse sweep that ends within a minute")
       ("engine", po::value(&engine)->default_value(engine), "cpu, gpu or all")
       ("op", po::value(&op)->default_value(op), "seal, open or both")
       ("threads", po::value(&threads)->default_value(0), "threads of the all-threads cpu engine (0: every core)")
       ("out", po::value(&out_dir)->default_value(out_dir), "folder for bench.csv, bench.gp and the PNG plots");
-  po::variables_map vm;
-  po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
-  if (vm.count("help")) {
-    std::cout << "usage: gpucryptfs bench [--quick] [--engine cpu|gpu|all] [--out DIR]\n\n" << desc;
-    return kExitOk;
-  }
-  po::notify(vm);
-  if (engine != "cpu" && engine != "gpu" && engine != "all") throw UserError("--engine must be cpu, gpu or all");
-  if (op != "seal" && op != "open" && op != "both") throw UserError("--op must be seal, open or both");
+  // No positional arguments: a stray word (a typo'd option value) is refused, not silently
+  // ignored while the full multi-minute sweep starts.
+  if (!parse_command_line(argc, argv, desc, {})) return kExitOk;
+  if (engine != "cpu" && engine != "gpu" && engine != "all") throw po::error("--engine must be cpu, gpu or all");
+  if (op != "seal" && op != "open" && op != "both") throw po::error("--op must be seal, open or both");
 
   BenchSweep sweep = default_sweep(quick);
   sweep.ops = op == "both" ? std::vector<std::string>{"seal", "open"} : std::vector<std::string>{op};

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -121,6 +122,23 @@ TEST_F(BenchCliTest, GpuRowsWithoutAGpuAreSkippedWithAReason) {
   std::string header, extra;
   ASSERT_TRUE(std::getline(csv, header));
   EXPECT_FALSE(std::getline(csv, extra)) << "no rows were measured";
+}
+
+// A stray word used to be ignored and start the full sweep (minutes); bad values exited 1, not
+// the documented usage code 2. Either way nothing is measured and no output folder appears.
+TEST_F(BenchCliTest, StrayArgumentsAndBadValuesAreUsageErrorsThatMeasureNothing) {
+  const std::string out = dir_ + "/results";
+  for (const std::string args : {"--quick --engine cpu extra", "--quick --engine foo", "--quick --op sideways"}) {
+    const std::string cmd = std::string(GPUCRYPTFS_BIN) + " bench " + args + " --out " + out + " >" + dir_ +
+                            "/out.txt 2>&1";
+    const int status = std::system(cmd.c_str());
+    ASSERT_TRUE(WIFEXITED(status)) << args;
+    std::ifstream in(dir_ + "/out.txt");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(WEXITSTATUS(status), 2) << args << ": " << text;
+    EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << args << ": one line, no progress bar: " << text;
+    EXPECT_FALSE(fsys::exists(out)) << args;
+  }
 }
 
 TEST(BenchPlan, QuickSweepCoversTheAskedRanges) {
