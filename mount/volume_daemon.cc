@@ -213,7 +213,15 @@ void vol_read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info
   fuse_reply_buf(req, reinterpret_cast<const char*>(buf.data()), static_cast<std::size_t>(n));
 }
 
-void vol_write(fuse_req_t req, fuse_ino_t, const char* data, size_t size, off_t off, fuse_file_info*) {
+// Whether a write of size bytes at o runs past the volume's end. Buffered writes get a short
+// write up to the end; an O_DIRECT one is refused whole, because the kernel turns a short reply
+// to an asynchronous direct write into EIO, which reads as a broken disk rather than a full one.
+bool refuse_at_end(const VolumeState& s, std::uint64_t o, std::size_t size, const fuse_file_info* fi) {
+  if (o >= s.size) return size != 0;
+  return (fi->flags & O_DIRECT) && size > s.size - o;
+}
+
+void vol_write(fuse_req_t req, fuse_ino_t, const char* data, size_t size, off_t off, fuse_file_info* fi) {
   VolumeState& s = state(req);
   if (s.read_only) {
     fuse_reply_err(req, EROFS);
@@ -221,8 +229,12 @@ void vol_write(fuse_req_t req, fuse_ino_t, const char* data, size_t size, off_t 
   }
   const std::uint64_t o = static_cast<std::uint64_t>(off);
   // A volume is a fixed-size device: writing at its end fails like writing past a disk's end.
-  if (o >= s.size) {
-    fuse_reply_err(req, size == 0 ? 0 : ENOSPC);
+  if (refuse_at_end(s, o, size, fi)) {
+    fuse_reply_err(req, ENOSPC);
+    return;
+  }
+  if (o >= s.size) {  // a zero-byte write at the end
+    fuse_reply_write(req, 0);
     return;
   }
   const std::size_t len = static_cast<std::size_t>(std::min<std::uint64_t>(size, s.size - o));

@@ -374,6 +374,35 @@ TEST_F(VolumeMountTest, ODirectReadsAndWritesInParallel) {
   EXPECT_GE(std::stoi(text.substr(at + 8)), 2) << "requests were served one at a time:\n" << text;
 }
 
+// Like a disk, the volume ends at its size: a write across the end is short (buffered) or
+// refused with ENOSPC (O_DIRECT), never EIO, which the kernel made of a short direct write.
+TEST_F(VolumeMountTest, WritesAcrossTheEndAreShortOrEnospcNeverEio) {
+  ASSERT_EQ(create("16M").status, 0);
+  CommandResult m = mount();
+  ASSERT_EQ(m.status, 0) << m.output;
+  MountGuard fuse(mnt_, true, log_path());
+  const off_t size = 16 << 20;
+  AlignedBuffer buf(8192);
+  std::memset(buf.data.get(), 'x', buf.size);
+  int fd = ::open(image().c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(::pwrite(fd, buf.data.get(), 8192, size - 4096), 4096) << std::strerror(errno);
+  errno = 0;
+  EXPECT_EQ(::pwrite(fd, buf.data.get(), 8192, size), -1);
+  EXPECT_EQ(errno, ENOSPC);
+  ::close(fd);
+  fd = ::open(image().c_str(), O_RDWR | O_DIRECT);
+  ASSERT_GE(fd, 0);
+  errno = 0;
+  EXPECT_EQ(::pwrite(fd, buf.data.get(), 8192, size - 4096), -1);
+  EXPECT_EQ(errno, ENOSPC) << std::strerror(errno);
+  errno = 0;
+  EXPECT_EQ(::pwrite(fd, buf.data.get(), 4096, size), -1);
+  EXPECT_EQ(errno, ENOSPC) << std::strerror(errno);
+  EXPECT_EQ(::pwrite(fd, buf.data.get(), 4096, size - 4096), 4096) << "the last block itself is writable";
+  ::close(fd);
+}
+
 TEST_F(VolumeMountTest, ResizeGrowsAndRefusesToShrink) {
   ASSERT_EQ(create("32M").status, 0);
   CommandResult grow = run(kBinary + " volume resize --size 96M --passfile " + q(passfile_) + " " + q(container_));
