@@ -57,7 +57,10 @@ int cmd_volume_mount(int argc, char** argv) {
   setup.password = read_password({passfile, extpass}, "Password: ");
 
   mount::MountOptions mo;
-  mo.mountpoint = std::filesystem::absolute(mountdir).string();
+  // Canonical, as the kernel lists it in /proc/self/mountinfo (where the daemon finds its device).
+  std::error_code ec;
+  const auto canonical = std::filesystem::canonical(mountdir, ec);
+  mo.mountpoint = ec ? std::filesystem::absolute(mountdir).string() : canonical.string();
   mo.foreground = foreground;
   mo.read_only = read_only;
   mo.fsname = setup.container;

@@ -9,8 +9,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <optional>
-#include <thread>
+#include <sstream>
 
 #include "fs/log.h"
 #include "mount/fd_limit.h"
@@ -83,21 +84,43 @@ void report(int fd, const std::optional<Failure>& f) {
   ::close(fd);
 }
 
-// Raises the mount's readahead window through its backing-device entry in sysfs. Runs on its own
-// thread once the loop serves, since finding the device means a stat of the mountpoint, which
-// this very process answers.
+// "major:minor" of the filesystem mounted on `mountpoint`, from /proc/self/mountinfo (the last
+// such line: the newest mount on that path), or "" when it is not listed. Not stat(): on our own
+// mountpoint that is a FUSE request, and while it is pending the mount is busy and cannot be
+// unmounted, which made `fusermount3 -u` right after `mount` fail.
+std::string mounted_device(const std::string& mountpoint) {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line, found;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string id, parent, device, root, point;
+    if (!(fields >> id >> parent >> device >> root >> point)) continue;
+    // The kernel writes space, tab, newline and backslash as octal escapes (\040 and so on).
+    std::string unescaped;
+    for (std::size_t i = 0; i < point.size(); ++i) {
+      auto octal = [&](std::size_t k) { return point[k] >= '0' && point[k] <= '7'; };
+      if (point[i] == '\\' && i + 3 < point.size() && octal(i + 1) && octal(i + 2) && octal(i + 3)) {
+        unescaped += static_cast<char>((point[i + 1] - '0') * 64 + (point[i + 2] - '0') * 8 + (point[i + 3] - '0'));
+        i += 3;
+      } else {
+        unescaped += point[i];
+      }
+    }
+    if (unescaped == mountpoint) found = device;
+  }
+  return found;
+}
+
+// Raises the mount's readahead window through its backing-device entry in sysfs.
 void raise_read_ahead(const std::string& mountpoint, unsigned kb) {
   if (kb == 0 || ::geteuid() != 0) return;
-  std::thread([mountpoint, kb] {
-    struct stat st {};
-    if (::stat(mountpoint.c_str(), &st) != 0) return;
-    const std::string path = "/sys/class/bdi/" + std::to_string(major(st.st_dev)) + ":" +
-                             std::to_string(minor(st.st_dev)) + "/read_ahead_kb";
-    int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0) return;  // no sysfs (some containers): the kernel's default stays
-    write_all(fd, std::to_string(kb));
-    ::close(fd);
-  }).detach();
+  const std::string device = mounted_device(mountpoint);
+  if (device.empty()) return;
+  const std::string path = "/sys/class/bdi/" + device + "/read_ahead_kb";
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return;  // no sysfs (some containers): the kernel's default stays
+  write_all(fd, std::to_string(kb));
+  ::close(fd);
 }
 
 void detach_stdio() {
@@ -142,16 +165,20 @@ std::optional<Failure> serve(const MountOptions& o, const std::function<FuseFile
     // as soon as the command returns.
     log::info("mounted on " + o.mountpoint);
     log::info("descriptor limit: " + std::to_string(open_files) + " open files");
-    if (report_fd >= 0) {
-      report(report_fd, std::nullopt);
-      detach_stdio();
-      if (::chdir("/") != 0) { /* only matters for unmounting the cwd's filesystem */ }
-    }
-    raise_read_ahead(o.mountpoint, o.read_ahead_kb);
     RequestLoopOptions loop;
     loop.threads = o.max_threads;
     loop.allocate_buffer = fs.allocate_buffer;
     loop.on_worker_start = fs.on_worker_start;
+    // Ready means the kernel's INIT is answered: before that, the first program to touch the
+    // mount waits, and an unmount finds the mount busy. So `mount` returns only then.
+    loop.on_ready = [&] {
+      raise_read_ahead(o.mountpoint, o.read_ahead_kb);
+      if (report_fd >= 0) {
+        report(report_fd, std::nullopt);
+        detach_stdio();
+        if (::chdir("/") != 0) { /* only matters for unmounting the cwd's filesystem */ }
+      }
+    };
     *loop_status = run_request_loop(se.get(), loop);
     if (*loop_status < 0) log::error(std::string("reading requests from /dev/fuse failed: ") + std::strerror(-*loop_status));
   }

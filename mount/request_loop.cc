@@ -46,6 +46,7 @@ int run_request_loop(fuse_session* se, const RequestLoopOptions& o) {
   ::sigaction(kWakeSignal, &wake, &old_wake);
 
   std::atomic<int> error{0};
+  std::atomic<bool> ready{false};
   std::mutex mu;
   std::condition_variable cv;
   const std::size_t bytes = receive_buffer_bytes();
@@ -68,6 +69,7 @@ int run_request_loop(fuse_session* se, const RequestLoopOptions& o) {
           break;
         }
         fuse_session_process_buf(se, &buf);
+        if (o.on_ready && !ready.exchange(true)) o.on_ready();
       }
       self->done.store(true);
       std::lock_guard lk(mu);

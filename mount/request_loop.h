@@ -25,6 +25,8 @@ struct RequestLoopOptions {
   std::function<HostBuffer(std::size_t)> allocate_buffer;
   // Runs on each worker before it serves its first request.
   std::function<void()> on_worker_start;
+  // Runs once, after the first request (the kernel's INIT, always first) has been answered.
+  std::function<void()> on_ready;
 };
 
 // Serves until the session exits (unmounted, or a signal handler installed with

@@ -64,6 +64,28 @@ TEST(Cli, MountErrorsHaveTheirExitCodes) {
   EXPECT_FALSE(v.in_mount_table());
 }
 
+// `mount` returns once the mount answers, and nothing the daemon does afterwards keeps it busy:
+// a script may use it and unmount at once. (The daemon's read-ahead setup used to stat the
+// mountpoint from its own thread, which held the mount busy: "Device or resource busy".)
+TEST(Cli, UnmountRightAfterMountSucceeds) {
+  MountedVault v(not_mounted());
+  const std::string q_mp = shell_quote(v.mountpoint());
+  const std::string mount = bin() + " mount --engine " + test_engine() + " --passfile " + shell_quote(v.passfile()) +
+                            " " + shell_quote(v.cipherdir()) + " " + q_mp;
+  const std::string unmount = "{ command -v fusermount3 >/dev/null && fusermount3 -u " + q_mp + " || umount " + q_mp + "; }";
+  for (int i = 0; i < 3; ++i) {
+    auto r = run_shell(mount + " && " + unmount);
+    EXPECT_EQ(r.status, 0) << "round " << i << ": " << r.output;
+    if (v.in_mount_table()) run_shell("umount -l " + q_mp);
+  }
+  // And a program may use it at once: the first request does not wait for the daemon to start.
+  auto r = run_shell(mount + " && echo hello > " + shell_quote(v.path("f")) + " && cat " + shell_quote(v.path("f")) +
+                     " && " + unmount);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output, "hello\n");
+  EXPECT_FALSE(v.in_mount_table());
+}
+
 TEST(Cli, CorruptConfigIsRefused) {
   MountedVault v(not_mounted());
   const std::string conf = v.cipherdir() + "/gpucryptfs.conf";
