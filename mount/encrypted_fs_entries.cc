@@ -124,6 +124,7 @@ void EncryptedFs::unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
   struct stat st {};
   if (::fstatat(dir.dir_fd, dn.entry.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return (void)fuse_reply_err(req, errno);
   NameChange change = inodes_.begin_change(st, nullptr);
+  change.hold_a(dir.dir_fd, dn.entry);
   if (::unlinkat(dir.dir_fd, dn.entry.c_str(), 0) != 0) return (void)fuse_reply_err(req, errno);
   change.removed(dir, dn.entry);
   NameMapping::remove_name_file(dir.dir_fd, dn);
@@ -186,6 +187,7 @@ void EncryptedFs::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fu
   if (::fstatat(from.dir_fd, src.entry.c_str(), &src_st, AT_SYMLINK_NOFOLLOW) != 0) return (void)fuse_reply_err(req, errno);
   const bool dst_exists = ::fstatat(to.dir_fd, dst.entry.c_str(), &dst_st, AT_SYMLINK_NOFOLLOW) == 0;
   NameChange change = inodes_.begin_change(src_st, dst_exists ? &dst_st : nullptr);
+  if (dst_exists && !(flags & (RENAME_EXCHANGE | RENAME_NOREPLACE))) change.hold_b(to.dir_fd, dst.entry);
   // The target's .name file goes first (its content follows from the name, so an existing one
   // is already right); remove it again only if we created it and the rename failed.
   const bool dst_name_existed = dst.is_long && entry_exists(to.dir_fd, dst.name_file());

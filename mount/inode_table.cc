@@ -42,6 +42,7 @@ Inode::~Inode() {
   for (int f : content_fds) ::close(f);
   if (dir_fd >= 0) ::close(dir_fd);
   if (cached_fd >= 0) ::close(cached_fd);
+  if (orphan_fd >= 0) ::close(orphan_fd);
 }
 
 PathFd& PathFd::operator=(PathFd&& o) noexcept {
@@ -263,6 +264,11 @@ PathFd InodeTable::path_fd(Inode& inode) {
         pin_cached_locked();
         return out;
       }
+      if (inode.names.empty() && inode.orphan_fd >= 0) {  // lives as long as the inode: borrowed
+        out.fd_ = inode.orphan_fd;
+        out.err_ = 0;
+        return out;
+      }
       names = inode.names;
       for (auto& n : names) ++n.parent->refs;
       gen = inode.names_gen;
@@ -414,12 +420,16 @@ NameChange InodeTable::begin_change(const struct stat& a, const struct stat* b) 
 }
 
 NameChange::NameChange(NameChange&& o) noexcept
-    : table_(o.table_), a_(o.a_), b_(o.b_), a_nlink_(o.a_nlink_), b_nlink_(o.b_nlink_), same_(o.same_) {
+    : table_(o.table_), a_(o.a_), b_(o.b_), a_nlink_(o.a_nlink_), b_nlink_(o.b_nlink_), a_hold_(o.a_hold_),
+      b_hold_(o.b_hold_), same_(o.same_) {
   o.table_ = nullptr;
   o.a_ = o.b_ = nullptr;
+  o.a_hold_ = o.b_hold_ = -1;
 }
 
 NameChange::~NameChange() {
+  for (int f : {a_hold_, b_hold_})
+    if (f >= 0) ::close(f);
   if (!table_ || (!a_ && !b_)) return;
   InodeTable::Graveyard dead;
   {
@@ -433,13 +443,31 @@ NameChange::~NameChange() {
   table_->changed_.notify_all();
 }
 
+int NameChange::hold(const Inode* in, nlink_t nlink, int dirfd, const std::string& entry) {
+  // Only an inode the kernel knows can be asked for again; a directory has its own descriptor.
+  if (!in || nlink > 1 || in->dir_fd >= 0) return -1;
+  return ::openat(dirfd, entry.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+}
+
+void NameChange::adopt_locked(Inode& in, int& held) {
+  if (held < 0 || in.orphan_fd >= 0 || !in.names.empty()) return;
+  struct stat st {};
+  // The entry might have been swapped between our stat and our open: keep only this inode's.
+  if (::fstat(held, &st) != 0 || st.st_dev != in.src_dev || st.st_ino != in.src_ino) return;
+  in.orphan_fd = held;
+  held = -1;
+}
+
 void NameChange::removed(Inode& dir, const std::string& entry) {
   if (!a_) return;
   InodeTable::Graveyard dead;
   std::lock_guard lk(table_->mu_);
   table_->remove_name_locked(*a_, dir, entry, dead);
   // Its last name: the number may be given to a new file, which must not find this inode.
-  if (a_nlink_ <= 1) table_->detach_locked(*a_);
+  if (a_nlink_ <= 1) {
+    table_->detach_locked(*a_);
+    adopt_locked(*a_, a_hold_);
+  }
 }
 
 void NameChange::renamed(Inode& from, const std::string& src, Inode& to, const std::string& dst, bool exchange) {
@@ -448,7 +476,10 @@ void NameChange::renamed(Inode& from, const std::string& src, Inode& to, const s
   std::lock_guard lk(table_->mu_);
   if (b_ && !exchange) {  // replaced: it lost that name
     table_->remove_name_locked(*b_, to, dst, dead);
-    if (b_nlink_ <= 1) table_->detach_locked(*b_);
+    if (b_nlink_ <= 1) {
+      table_->detach_locked(*b_);
+      adopt_locked(*b_, b_hold_);
+    }
   }
   if (a_) {
     table_->add_name_locked(*a_, to, dst);

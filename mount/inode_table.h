@@ -11,7 +11,8 @@
 // rename, link and unlink. path_fd() gives a descriptor for a call: a cached one from a bounded LRU
 // cache, pinned against eviction while in use, or one opened again by name and checked to be the
 // same file (st_dev, st_ino). A file whose every name is gone but that is still open is reached
-// through its open content descriptor.
+// through its open content descriptor; one whose last name went through our unlink or rename keeps
+// a descriptor taken just before (orphan_fd) until the kernel forgets it.
 #pragma once
 
 #include <sys/stat.h>
@@ -66,6 +67,11 @@ struct Inode {
   bool detached = false;         // its last name was removed: no longer found by (dev, ino)
   int cached_fd = -1;            // non-directories: O_PATH descriptor in the cache, or -1
   int fd_pins = 0;               // calls using cached_fd now; it is evicted only at 0
+  // Non-directories whose last name our unlink or rename removed: an O_PATH descriptor taken just
+  // before, owned until the inode goes. The kernel still uses such an inode: fstat and fchmod of
+  // an open fifo, socket or device (whose opens FUSE never sees, so no content descriptor exists),
+  // and the cached times it flushes after unlinking a file it wrote.
+  int orphan_fd = -1;
   std::list<Inode*>::iterator lru_pos;  // in the table's LRU list while cached and unpinned
 
   std::mutex mu;  // guards everything below
@@ -181,6 +187,11 @@ class NameChange {
   NameChange(const NameChange&) = delete;
   ~NameChange();
 
+  // Before the backing call: where it removes the last name of a (the removed entry or rename
+  // source) or of a replaced target b, open that entry (in dirfd) so the inode stays reachable
+  // without a name (Inode::orphan_fd). Kept only if the change happens.
+  void hold_a(int dirfd, const std::string& entry) { a_hold_ = hold(a_, a_nlink_, dirfd, entry); }
+  void hold_b(int dirfd, const std::string& entry) { b_hold_ = hold(b_, b_nlink_, dirfd, entry); }
   // unlinkat(dir, entry) succeeded: the removed entry (a) lost that name.
   void removed(Inode& dir, const std::string& entry);
   // renameat2(from, src, to, dst, flags) succeeded.
@@ -189,10 +200,14 @@ class NameChange {
  private:
   friend class InodeTable;
   explicit NameChange(InodeTable* t) : table_(t) {}
+  static int hold(const Inode* in, nlink_t nlink, int dirfd, const std::string& entry);
+  // Hands a held descriptor to in as its orphan_fd once its last name is gone (table mutex held).
+  static void adopt_locked(Inode& in, int& held);
   InodeTable* table_;
   Inode* a_ = nullptr;
   Inode* b_ = nullptr;
   nlink_t a_nlink_ = 0, b_nlink_ = 0;
+  int a_hold_ = -1, b_hold_ = -1;  // from hold_a/hold_b, closed unless adopted
   bool same_ = false;  // a and b are two names of one file: the rename changes nothing
 };
 

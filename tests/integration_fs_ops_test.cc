@@ -223,6 +223,43 @@ TEST_F(FsOps, FifoWorks) {
   EXPECT_EQ(r.output, "through-fifo\n");
 }
 
+// A fifo opened and then unlinked (`mkfifo f; exec 3<>f; rm f`) still answers fstat and fchmod:
+// FUSE never sees fifo opens, so only a descriptor taken at the unlink keeps it reachable. The
+// same holds for the times the kernel flushes after unlinking, or replacing by rename, a file it
+// wrote: none of this is an error, and none of it is logged as one.
+TEST_F(FsOps, UnlinkedButStillUsedInodesKeepAnswering) {
+  const std::string p = v_.path("fifo");
+  ASSERT_EQ(::mkfifo(p.c_str(), 0640), 0);
+  int fd = ::open(p.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::unlink(p.c_str()), 0);
+  struct stat st {};
+  ASSERT_EQ(::fstat(fd, &st), 0) << std::strerror(errno);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0640u);
+  ASSERT_EQ(::fchmod(fd, 0600), 0) << std::strerror(errno);
+  ASSERT_EQ(::fstat(fd, &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  ASSERT_EQ(::write(fd, "ok", 2), 2);
+  char buf[2];
+  ASSERT_EQ(::read(fd, buf, 2), 2);
+  ::close(fd);
+
+  for (int i = 0; i < 20; ++i) {
+    const std::string f = v_.path("tmp" + std::to_string(i));
+    fd = ::open(f.c_str(), O_CREAT | O_WRONLY, 0644);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, "temporary", 9), 9);
+    ::close(fd);
+    if (i % 2) ASSERT_EQ(::unlink(f.c_str()), 0);
+    else ASSERT_EQ(::rename(f.c_str(), v_.path("kept").c_str()), 0);  // replaces the last one
+  }
+  v_.unmount();  // the log is complete once the daemon is gone
+  const std::string log = v_.log();
+  EXPECT_EQ(log.find("warning"), std::string::npos) << log;
+  EXPECT_EQ(log.find("error"), std::string::npos) << log;
+}
+
 TEST_F(FsOps, ExtendedAttributes) {
   write_file(v_.path("f"), "x");
   const std::string p = v_.path("f");
