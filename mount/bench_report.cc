@@ -262,4 +262,28 @@ PlotOutcome write_plots(const std::string& dir, const std::vector<BenchRow>& row
   return outcome;
 }
 
+// The crossover the plots show, in words: the gpu engine's throughput over the best cpu row's at
+// each request size (at one chunk size, one caller), and where it is ahead. Not "from X on": on a host
+// with many cores the all-threads cpu engine can pull ahead again at larger requests.
+std::string crossover_summary(const std::vector<BenchRow>& rows, std::size_t chunk) {
+  std::map<std::size_t, double> best_cpu, gpu;
+  for (const auto& r : rows) {
+    if (r.chunk_size != chunk || r.op != "seal" || r.concurrency != 1) continue;
+    if (r.engine == "cpu-1t" || r.engine == "cpu-all") best_cpu[r.request_bytes] = std::max(best_cpu[r.request_bytes], r.gb_per_s);
+    if (r.engine == "gpu") gpu[r.request_bytes] = r.gb_per_s;
+  }
+  std::string ratios, ahead;
+  for (const auto& [req, g] : gpu) {
+    auto c = best_cpu.find(req);
+    if (c == best_cpu.end() || c->second <= 0) continue;
+    char ratio[32];
+    std::snprintf(ratio, sizeof ratio, "%.2fx", g / c->second);
+    ratios += (ratios.empty() ? "" : ", ") + short_size(req) + " " + ratio;
+    if (g > c->second) ahead += (ahead.empty() ? "" : ", ") + short_size(req);
+  }
+  if (ratios.empty()) return "";
+  return "crossover (seal, chunk " + short_size(chunk) + ", one caller), gpu / best cpu by request size: " + ratios +
+         "\n  the gpu engine is faster at: " + (ahead.empty() ? std::string("no request size") : ahead);
+}
+
 }  // namespace gcfs::cli

@@ -46,6 +46,10 @@ struct PlotOutcome {
 PlotOutcome write_plots(const std::string& dir, const std::vector<BenchRow>& rows, std::size_t plot_chunk,
                         std::size_t plot_request, const std::string& title);
 
+// One caller's seal throughput, gpu over the best cpu row, at each request size of `chunk`, and
+// the sizes where the gpu engine is ahead: two lines, or "" where either side was not measured.
+std::string crossover_summary(const std::vector<BenchRow>& rows, std::size_t chunk);
+
 // 4096 -> "4K", 1048576 -> "1M", 102400 -> "100K".
 std::string short_size(std::size_t bytes);
 

@@ -164,24 +164,6 @@ std::string describe(const BenchPoint& p) {
          short_size(p.request_bytes) + (p.concurrency > 1 ? " x" + std::to_string(p.concurrency) : "");
 }
 
-// "gpu beats cpu from 1M requests on (chunk 64K)": the crossover the plots show, in words.
-std::string crossover_summary(const std::vector<BenchRow>& rows) {
-  std::map<std::size_t, double> best_cpu, gpu;
-  for (const auto& r : rows) {
-    if (r.chunk_size != kPlotChunk || r.op != "seal" || r.concurrency != 1) continue;
-    if (r.engine == "cpu-1t" || r.engine == "cpu-all") best_cpu[r.request_bytes] = std::max(best_cpu[r.request_bytes], r.gb_per_s);
-    if (r.engine == "gpu") gpu[r.request_bytes] = r.gb_per_s;
-  }
-  if (gpu.empty() || best_cpu.empty()) return "";
-  for (const auto& [req, g] : gpu) {
-    auto c = best_cpu.find(req);
-    if (c != best_cpu.end() && g > c->second)
-      return "crossover (seal, chunk " + short_size(kPlotChunk) + ", one caller): the gpu engine beats the best cpu row from " +
-             short_size(req) + " requests on (" + std::to_string(g / c->second).substr(0, 4) + "x there)";
-  }
-  return "crossover (seal, chunk " + short_size(kPlotChunk) + ", one caller): the gpu engine never beat the cpu engine";
-}
-
 int run_bench(int argc, char** argv) {
   bool quick = false;
   std::string engine = "all", out_dir = "gpucryptfs-bench", op = "seal";
@@ -231,7 +213,7 @@ int run_bench(int argc, char** argv) {
   const std::string title = cpu_model() + (e.gpu_name.empty() ? "" : ", " + e.gpu_name) + ", " + utc_now();
   std::cout << "gpucryptfs bench, " << title << "\n\n";
   print_table(std::cout, rows);
-  const std::string summary = crossover_summary(rows);
+  const std::string summary = crossover_summary(rows, kPlotChunk);
   if (!summary.empty()) std::cout << "\n" << summary << "\n";
   for (const auto& s : e.skipped) std::cout << s << "\n";
   for (const auto& f : failed) std::cout << "point failed, left out: " << f << "\n";

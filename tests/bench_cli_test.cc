@@ -181,3 +181,32 @@ TEST(BenchReport, CsvLineHasEveryColumnAndEmptyCellsForUnmeasured) {
 }
 
 }  // namespace
+
+// The crossover line names every request size where the gpu engine is ahead of the best cpu row,
+// also when the cpu engine pulls ahead again in between (as on the 16-core H100 host).
+TEST(BenchReport, CrossoverNamesEverySizeWhereTheGpuIsAhead) {
+  auto row = [](const char* engine, std::size_t request, double gbs, std::size_t chunk = 65536, int callers = 1) {
+    gcfs::cli::BenchRow r;
+    r.engine = engine;
+    r.op = "seal";
+    r.chunk_size = chunk;
+    r.request_bytes = request;
+    r.concurrency = callers;
+    r.gb_per_s = gbs;
+    return r;
+  };
+  const std::size_t K = 1024, M = K * K;
+  std::vector<gcfs::cli::BenchRow> rows = {
+      row("cpu-1t", 64 * K, 2.0),  row("cpu-all", 64 * K, 2.5), row("gpu", 64 * K, 2.0),
+      row("cpu-1t", 256 * K, 3.0), row("cpu-all", 256 * K, 4.0), row("gpu", 256 * K, 6.0),
+      row("cpu-all", 1 * M, 14.0), row("gpu", 1 * M, 8.0),
+      row("cpu-all", 16 * M, 40.0), row("gpu", 16 * M, 50.0),
+      // Other chunk sizes and several callers do not count.
+      row("gpu", 1 * M, 99.0, 4096), row("gpu", 1 * M, 99.0, 65536, 8)};
+  const std::string s = gcfs::cli::crossover_summary(rows, 64 * K);
+  EXPECT_NE(s.find("64K 0.80x, 256K 1.50x, 1M 0.57x, 16M 1.25x"), std::string::npos) << s;
+  EXPECT_NE(s.find("faster at: 256K, 16M"), std::string::npos) << s;
+  rows = {row("cpu-all", 64 * K, 2.5), row("gpu", 64 * K, 2.0)};
+  EXPECT_NE(gcfs::cli::crossover_summary(rows, 64 * K).find("faster at: no request size"), std::string::npos);
+  EXPECT_EQ(gcfs::cli::crossover_summary({row("cpu-all", 64 * K, 2.5)}, 64 * K), "");
+}

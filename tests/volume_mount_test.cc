@@ -81,8 +81,12 @@ class MountGuard {
     if (dir_.empty()) return true;
     bool ok = true;
     if (is_mounted(dir_)) {
-      ok = run((fuse_ ? "fusermount3 -u " : "umount ") + q(dir_)).status == 0;
-      if (!ok) run((fuse_ ? "fusermount3 -u -z " : "umount -l ") + q(dir_));
+      // fusermount3 where it is installed (the GPU machine lacks it; root's umount does the same).
+      const std::string unmount = fuse_ ? "{ command -v fusermount3 >/dev/null && fusermount3 -u " + q(dir_) +
+                                              " || umount " + q(dir_) + "; }"
+                                        : "umount " + q(dir_);
+      ok = run(unmount).status == 0;
+      if (!ok) run("umount -l " + q(dir_));
     }
     for (int i = 0; i < 400 && pid_ > 0 && alive(pid_); ++i) ::usleep(25000);
     if (pid_ > 0 && alive(pid_)) {  // stuck: a test must never leave a daemon behind
