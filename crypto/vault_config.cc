@@ -125,7 +125,7 @@ SecretBytes VaultConfig::unlock(std::string_view password) const {
   const std::string aad = authenticated_fields();
   SecretBytes master(wrapped_key.size());
   if (!gcm_open(kek, key_nonce, as_bytes(aad), wrapped_key, key_tag, master.data()))
-    throw WrongPassword("wrong password (or the config file's fields were edited: its authentication failed)");
+    throw WrongPassword("wrong password (or the stored configuration's fields were edited: its authentication failed)");
   return master;
 }
 

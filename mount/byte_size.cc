@@ -12,6 +12,8 @@ std::uint64_t parse_byte_size(const std::string& text) {
   while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
   if (i == 0 || i > 19) throw UserError("'" + text + "' is not a size (examples: 4096, 512K, 64M, 10G, 1T)");
   const std::uint64_t n = std::stoull(text.substr(0, i));
+  if (i < text.size() && (text[i] == '.' || text[i] == ','))
+    throw UserError("'" + text + "' is not a whole number: give the size in a smaller unit (1536M, not 1.5G)");
   std::string unit = text.substr(i);
   for (auto& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   if (unit.size() > 1 && (unit.substr(1) == "IB" || unit.substr(1) == "B")) unit.resize(1);

@@ -26,7 +26,8 @@ int cmd_init(int argc, char** argv) {
         "plaintext bytes per encrypted chunk: a power of two from 4096 to 1048576")(
         "scrypt-logn", po::value(&scrypt_logn)->default_value(scrypt_logn),
         "scrypt cost: N = 2^logn (10..28); lower is faster to unlock and easier to guess")(
-        "passfile", po::value(&pw_src.passfile), "read the password from the first line of this file");
+        "passfile", po::value(&pw_src.passfile), "read the password from the first line of this file")(
+        "extpass", po::value(&pw_src.extpass), "run this shell command and read the password from its output");
     if (!parse_command_line(argc, argv, opts, {{"CIPHERDIR", &cipherdir}})) return kExitOk;
     if (!valid_chunk_size(chunk_size))
       throw po::error("--chunk-size must be a power of two from 4096 to 1048576, got " + std::to_string(chunk_size));

@@ -34,7 +34,8 @@ std::uint64_t size_option(const char* option, const std::string& text, std::uint
 }
 
 void volume_usage(std::ostream& out) {
-  out << "usage: gpucryptfs volume create --size SIZE [--chunk-size N] [--scrypt-logn N] [--passfile F] CONTAINER\n"
+  out << "usage: gpucryptfs volume create --size SIZE [--chunk-size N] [--scrypt-logn N] [--passfile F] [--extpass CMD]\n"
+         "                               CONTAINER\n"
          "       gpucryptfs volume mount [--passfile F] [--extpass CMD] [--engine auto|cpu|gpu] [-f] [--read-only]\n"
          "                               [--log FILE] CONTAINER MOUNTDIR\n"
          "       gpucryptfs volume resize --size SIZE [--passfile F] [--extpass CMD] CONTAINER\n"
@@ -43,16 +44,18 @@ void volume_usage(std::ostream& out) {
 }
 
 int volume_create(int argc, char** argv) {
-  std::string size_text, chunk_text = std::to_string(kDefaultChunkSize / 1024) + "K", container, passfile;
+  std::string size_text, chunk_text = std::to_string(kDefaultChunkSize / 1024) + "K", container, passfile, extpass;
   int logn = ScryptParams{}.log_n;
   po::options_description desc(
-      "usage: gpucryptfs volume create --size SIZE [--chunk-size N] [--scrypt-logn N] [--passfile F] CONTAINER\n\n"
+      "usage: gpucryptfs volume create --size SIZE [--chunk-size N] [--scrypt-logn N] [--passfile F] [--extpass CMD]\n"
+      "                               CONTAINER\n\n"
       "Creates an encrypted volume in the new sparse file CONTAINER.\n\noptions");
   desc.add_options()("help,h", "this help")
       ("size", po::value(&size_text)->required(), "plaintext size of the volume (K, M, G, T suffixes)")
       ("chunk-size", po::value(&chunk_text)->default_value(chunk_text), "bytes per chunk: a power of two, 4K..1M")
       ("scrypt-logn", po::value(&logn)->default_value(logn), "scrypt cost N = 2^logn (10..28)")
-      ("passfile", po::value(&passfile), "read the password from the first line of this file");
+      ("passfile", po::value(&passfile), "read the password from the first line of this file")
+      ("extpass", po::value(&extpass), "run this command and read the password from its output");
   if (!parse_command_line(argc, argv, desc, {{"CONTAINER", &container}}))
     return kExitOk;
   if (logn < 10 || logn > 28) throw po::error("--scrypt-logn must be from 10 to 28");
@@ -64,7 +67,7 @@ int volume_create(int argc, char** argv) {
   struct stat st {};
   if (::stat(container.c_str(), &st) == 0) throw UserError(container + " already exists; choose a new file name");
 
-  std::string password = read_password({passfile, ""}, "New volume password: ", true);
+  std::string password = read_password({passfile, extpass}, "New volume password: ", true);
   ScryptParams params;
   params.log_n = logn;
   SecretBytes master;

@@ -11,7 +11,9 @@
 #include <filesystem>
 #include <regex>
 
+#include "crypto/errors.h"
 #include "fs/vault_check.h"
+#include "mount/byte_size.h"
 #include "mount/commands.h"
 #include "mount/process_hardening.h"
 #include "tests/fault_support.h"
@@ -199,6 +201,27 @@ TEST_F(FaultCli, PasswordFileWithCrLfAndNoNewline) {
   write_text(tmp / "bare", TestVault::kPassword);
   EXPECT_EQ(run("fsck --passfile " + (tmp / "bare") + " " + v.dir()).status, 0);
   expect_refused("fsck --passfile " + tmp.path() + " " + v.dir(), cli::kExitError, "cannot read the password file");
+}
+
+// Sizes on the command line (volume --size, bench): binary units, and a clear refusal of what
+// would otherwise be silently misread, a fraction above all.
+TEST(ByteSize, ParsesBinaryUnitsAndRefusesFractionsAndUnknownUnits) {
+  EXPECT_EQ(cli::parse_byte_size("4096"), 4096u);
+  EXPECT_EQ(cli::parse_byte_size("512K"), 512u << 10);
+  EXPECT_EQ(cli::parse_byte_size("64MiB"), 64u << 20);
+  EXPECT_EQ(cli::parse_byte_size("10g"), 10ull << 30);
+  auto refusal = [](const std::string& text) {
+    try {
+      cli::parse_byte_size(text);
+    } catch (const UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(refusal("1.5G").find("not a whole number"), std::string::npos) << refusal("1.5G");
+  EXPECT_NE(refusal("12X").find("unknown unit"), std::string::npos) << refusal("12X");
+  EXPECT_NE(refusal("G").find("not a size"), std::string::npos) << refusal("G");
+  EXPECT_NE(refusal("99999999999T").find("too large"), std::string::npos) << refusal("99999999999T");
 }
 
 }  // namespace
