@@ -79,6 +79,19 @@ Series by_request(const std::vector<BenchRow>& rows, std::size_t chunk) {
   return s;
 }
 
+// Host CPU seconds per GB against request size: what a request costs the machine's cores, the
+// second reason to offload. Engine rows only (kernel rows have no host cost to speak of).
+Series cpu_cost_by_request(const std::vector<BenchRow>& rows, std::size_t chunk) {
+  const std::string op = plot_op(rows);
+  Series s;
+  for (const auto& r : rows) {
+    if (r.engine == "gpu-kernel" || r.op != op || std::isnan(r.cpu_s_per_gb) || r.cpu_s_per_gb <= 0) continue;
+    const bool same_work = r.request_bytes < chunk && r.request_bytes <= r.chunk_size;
+    if (r.chunk_size == chunk || same_work) s[r.series()][r.request_bytes] = r.cpu_s_per_gb;
+  }
+  return s;
+}
+
 Series by_chunk(const std::vector<BenchRow>& rows, std::size_t request) {
   const std::string op = plot_op(rows);
   Series s;
@@ -88,7 +101,7 @@ Series by_chunk(const std::vector<BenchRow>& rows, std::size_t request) {
 }
 
 void emit_plot(std::ostream& gp, const std::string& png, const Series& series, const std::string& title,
-               const std::string& xlabel, const std::string& prefix) {
+               const std::string& xlabel, const std::string& ylabel, const std::string& prefix) {
   if (series.empty()) return;
   std::set<std::size_t> xs;
   int i = 0;
@@ -103,6 +116,7 @@ void emit_plot(std::ostream& gp, const std::string& png, const Series& series, c
   gp << "set output " << gnuplot_quote(png) << "\n"
      << "set title " << gnuplot_quote(title) << "\n"
      << "set xlabel " << gnuplot_quote(xlabel) << "\n"
+     << "set ylabel " << gnuplot_quote(ylabel) << "\n"
      << "set xtics (";
   bool first = true;
   for (std::size_t x : xs) {
@@ -219,8 +233,10 @@ PlotOutcome write_plots(const std::string& dir, const std::vector<BenchRow>& row
   const std::string script = dir + "/bench.gp";
   const std::string by_req_png = dir + "/throughput_vs_request.png";
   const std::string by_chunk_png = dir + "/throughput_vs_chunk.png";
+  const std::string cost_png = dir + "/cpu_cost_vs_request.png";
   const Series s1 = by_request(rows, plot_chunk);
   const Series s2 = by_chunk(rows, plot_request);
+  const Series s3 = cpu_cost_by_request(rows, plot_chunk);
   if (s1.empty() && s2.empty()) {
     outcome.note = "nothing to plot";
     return outcome;
@@ -232,7 +248,6 @@ PlotOutcome write_plots(const std::string& dir, const std::vector<BenchRow>& row
        << "set terminal pngcairo size 1280,800 enhanced font 'Sans,11'\n"
        << "set logscale xy\n"
        << "set grid xtics ytics mytics lc rgb '#dddddd'\n"
-       << "set ylabel 'throughput (GB/s, 10^9 bytes per second)'\n"
        << "set key top left box opaque\n"
        << "set format y '%g'\n"
        << "set style line 1 lw 2 pt 7 lc rgb '#1f77b4'\n"
@@ -246,18 +261,25 @@ PlotOutcome write_plots(const std::string& dir, const std::vector<BenchRow>& row
        << "set style line 9 lw 2 pt 10 lc rgb '#bcbd22'\n"
        << "set style line 10 lw 2 pt 12 lc rgb '#17becf'\n\n";
     const std::string op = plot_op(rows);
+    const std::string gbs = "throughput (GB/s, 10^9 bytes per second)";
+    const std::string request_axis = "request size (bytes per call; the plaintext one FUSE request hands the engine)";
     emit_plot(gp, "throughput_vs_request.png", s1,
               "AES-256-GCM " + op + " throughput vs request size (chunk " + short_size(plot_chunk) + ")\n" + title,
-              "request size (bytes per call; the plaintext one FUSE request hands the engine)", "r");
+              request_axis, gbs, "r");
     emit_plot(gp, "throughput_vs_chunk.png", s2,
               "AES-256-GCM " + op + " throughput vs chunk size (requests of " + short_size(plot_request) + ")\n" + title,
-              "chunk size (bytes sealed under one nonce and tag)", "c");
+              "chunk size (bytes sealed under one nonce and tag)", gbs, "c");
+    emit_plot(gp, "cpu_cost_vs_request.png", s3,
+              "Host CPU time per GB of AES-256-GCM " + op + " vs request size (chunk " + short_size(plot_chunk) +
+                  "; lower is better)\n" + title,
+              request_axis, "CPU seconds per GB (user + system, all threads of the process)", "u");
     if (!gp) throw UserError("cannot write " + script);
   }
   outcome.note = run_gnuplot(dir);
   if (outcome.note.empty()) {
     if (!s1.empty()) outcome.images.push_back(by_req_png);
     if (!s2.empty()) outcome.images.push_back(by_chunk_png);
+    if (!s3.empty()) outcome.images.push_back(cost_png);
   }
   return outcome;
 }

@@ -41,8 +41,8 @@ struct PlotOutcome {
   std::string note;                 // why a plot is missing, or empty
 };
 // Writes DIR/bench.gp (self-contained: data inline) and runs gnuplot on it to draw
-// DIR/throughput_vs_request.png (at plot_chunk) and DIR/throughput_vs_chunk.png (at
-// plot_request). Without gnuplot, keeps the script and says so in note.
+// DIR/throughput_vs_request.png and DIR/cpu_cost_vs_request.png (at plot_chunk), and
+// DIR/throughput_vs_chunk.png (at plot_request). Without gnuplot, keeps the script and says so.
 PlotOutcome write_plots(const std::string& dir, const std::vector<BenchRow>& rows, std::size_t plot_chunk,
                         std::size_t plot_request, const std::string& title);
 

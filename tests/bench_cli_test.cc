@@ -95,7 +95,7 @@ TEST_F(BenchCliTest, QuickCpuRunWritesOneCsvRowPerPointAndThePlots) {
 
   EXPECT_TRUE(fsys::exists(out + "/bench.gp"));
   if (have_gnuplot()) {
-    for (const char* png : {"/throughput_vs_request.png", "/throughput_vs_chunk.png"}) {
+    for (const char* png : {"/throughput_vs_request.png", "/throughput_vs_chunk.png", "/cpu_cost_vs_request.png"}) {
       ASSERT_TRUE(fsys::exists(out + png)) << png;
       std::ifstream f(out + png, std::ios::binary);
       char magic[8] = {};
