@@ -168,7 +168,9 @@ void EncryptedFs::write(fuse_req_t req, fuse_ino_t, const char* buf, std::size_t
   FileHandle* h = handle_of(fi);
   const auto* in = reinterpret_cast<const std::uint8_t*>(buf);
   ssize_t n;
-  if (h->append) {
+  // Page-cache writeback (mapped pages) may arrive through any writable handle of the inode, an
+  // O_APPEND one included: those bytes belong at their page's offset, never at the end.
+  if (h->append && !fi->writepage) {
     std::lock_guard lk(h->inode->append_mu);
     std::int64_t end = h->content->plain_size();
     n = end < 0 ? end : h->content->write(static_cast<std::uint64_t>(end), in, size);

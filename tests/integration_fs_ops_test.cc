@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/falloc.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/resource.h>
 #include <sys/statvfs.h>
@@ -340,6 +341,38 @@ TEST_F(FsOps, AppendAlwaysWritesAtTheEnd) {
   }
   auto r = v_.sh("wc -l < log; head -1 log; tail -1 log | cut -c1-8");
   EXPECT_EQ(r.output, "50\nline 0 \nline 49 \n");
+}
+
+// Without the writeback cache the daemon places O_APPEND writes itself. Pages dirtied through a
+// mapping come back as writes from the page cache, possibly through an O_APPEND handle, and
+// belong where the page is, not at the end.
+TEST(AppendWithoutWritebackCache, MappedPagesWrittenThroughAnAppendHandleStayInPlace) {
+  VaultOptions o;
+  o.chunk_size = 4096;
+  if (std::find(o.mount_args.begin(), o.mount_args.end(), "--no-writeback-cache") == o.mount_args.end())
+    o.mount_args.push_back("--no-writeback-cache");  // unless GPUCRYPTFS_TEST_MOUNT_ARGS gave it
+  MountedVault v(o);
+  const std::string p = v.path("log");
+  const std::size_t size = 3 * 4096 + 100;
+  std::string want = pattern(size, 9);
+  int fd = ::open(p.c_str(), O_RDWR | O_CREAT | O_APPEND, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, want.data(), size), static_cast<ssize_t>(size));
+  void* m = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(m, MAP_FAILED);
+  std::memcpy(static_cast<char*>(m) + 4000, "MAPPED", 6);
+  want.replace(4000, 6, "MAPPED");
+  ASSERT_EQ(::msync(m, size, MS_SYNC), 0);
+  ::munmap(m, size);
+  ASSERT_EQ(::write(fd, "tail", 4), 4);  // write(2) on the handle still appends
+  want += "tail";
+  ::close(fd);
+  std::string got = read_file(p);
+  EXPECT_EQ(got.size(), want.size());
+  EXPECT_TRUE(got == want) << "the mapped bytes did not stay at their offset";
+  v.remount();
+  got = read_file(p);
+  EXPECT_TRUE(got == want) << "after remount: " << got.size() << " bytes, want " << want.size();
 }
 
 TEST_F(FsOps, ModesOwnersTimesAndStatfs) {
