@@ -85,22 +85,36 @@ class MountGuard {
       const std::string unmount = fuse_ ? "{ command -v fusermount3 >/dev/null && fusermount3 -u " + q(dir_) +
                                               " || umount " + q(dir_) + "; }"
                                         : "umount " + q(dir_);
-      ok = run(unmount).status == 0;
-      if (!ok) run("umount -l " + q(dir_));
+      // A loop device detached just before may still hold volume.img for a moment (detaching is
+      // deferred while udev or blkid has the device open), so busy is retried for a while.
+      CommandResult r = run(unmount);
+      for (int i = 0; r.status != 0 && i < 50 && is_mounted(dir_); ++i) {
+        ::usleep(100000);
+        r = run(unmount);
+      }
+      ok = r.status == 0;
+      if (!ok) {
+        why_ = "unmounting " + dir_ + " failed: " + r.output;
+        run("umount -l " + q(dir_));
+      }
     }
     for (int i = 0; i < 400 && pid_ > 0 && alive(pid_); ++i) ::usleep(25000);
     if (pid_ > 0 && alive(pid_)) {  // stuck: a test must never leave a daemon behind
       ::kill(pid_, SIGKILL);
+      why_ += "the daemon " + std::to_string(pid_) + " did not exit within 10 s of the unmount; ";
       ok = false;
     }
     dir_.clear();
     return ok;
   }
+  // Why the last release() failed, for the assertion's message.
+  const std::string& why() const { return why_; }
 
  private:
   std::string dir_;
   bool fuse_;
   pid_t pid_;
+  std::string why_;
 };
 
 // A loop device over a file, detached on scope exit.
@@ -225,12 +239,12 @@ TEST_F(VolumeMountTest, Ext4OnTheVolumeSurvivesUnmountFsckAndRemount) {
       CommandResult trim = run("fstrim " + q(fs_));
       ASSERT_EQ(trim.status, 0) << trim.output;
       EXPECT_LT(container_bytes_on_disk() + (16ull << 20), before) << "fstrim must punch the freed chunks";
-      ASSERT_TRUE(ext4.release());
+      ASSERT_TRUE(ext4.release()) << ext4.why();
       loop.release();
     }
     CommandResult fsck = run("e2fsck -f -n " + q(image()));
     EXPECT_EQ(fsck.status, 0) << fsck.output;
-    ASSERT_TRUE(fuse.release());
+    ASSERT_TRUE(fuse.release()) << fuse.why();
   }
   EXPECT_LT(container_bytes_on_disk(), 120ull << 20) << "unwritten parts of the volume stay holes";
 
@@ -281,7 +295,7 @@ TEST_F(VolumeMountTest, RawBytesSurviveRemountUpToTheLastByte) {
     expect[size - 1] = 'b';
     EXPECT_NE(::ftruncate(fd, 1 << 20), 0) << "the image's size is fixed while mounted";
     ::close(fd);
-    ASSERT_TRUE(fuse.release());
+    ASSERT_TRUE(fuse.release()) << fuse.why();
   }
   CommandResult m = mount("--read-only");
   ASSERT_EQ(m.status, 0) << m.output;
@@ -366,7 +380,7 @@ TEST_F(VolumeMountTest, ODirectReadsAndWritesInParallel) {
 
   // The daemon logs how many requests it served at once: more than one, or the gpu engine
   // would never see a batch larger than a single request.
-  ASSERT_TRUE(fuse.release());
+  ASSERT_TRUE(fuse.release()) << fuse.why();
   std::string text;
   for (int i = 0; i < 250 && text.find("at most ") == std::string::npos; ++i) {  // the daemon logs it as it exits
     if (i) ::usleep(20000);
