@@ -290,7 +290,10 @@ PlotOutcome write_plots(const std::string& dir, const std::vector<BenchRow>& row
 std::string crossover_summary(const std::vector<BenchRow>& rows, std::size_t chunk) {
   std::map<std::size_t, double> best_cpu, gpu;
   for (const auto& r : rows) {
-    if (r.chunk_size != chunk || r.op != "seal" || r.concurrency != 1) continue;
+    // Requests smaller than the chunk are measured once, at the smallest chunk that holds them
+    // (the same work at any chunk size), as on the plots.
+    const bool same_work = r.request_bytes < chunk && r.request_bytes <= r.chunk_size;
+    if ((r.chunk_size != chunk && !same_work) || r.op != "seal" || r.concurrency != 1) continue;
     if (r.engine == "cpu-1t" || r.engine == "cpu-all") best_cpu[r.request_bytes] = std::max(best_cpu[r.request_bytes], r.gb_per_s);
     if (r.engine == "gpu") gpu[r.request_bytes] = r.gb_per_s;
   }

@@ -201,10 +201,12 @@ TEST(BenchReport, CrossoverNamesEverySizeWhereTheGpuIsAhead) {
       row("cpu-1t", 256 * K, 3.0), row("cpu-all", 256 * K, 4.0), row("gpu", 256 * K, 6.0),
       row("cpu-all", 1 * M, 14.0), row("gpu", 1 * M, 8.0),
       row("cpu-all", 16 * M, 40.0), row("gpu", 16 * M, 50.0),
+      // A request smaller than the chunk, measured at a smaller chunk: the same work.
+      row("cpu-1t", 4 * K, 2.0, 4096), row("gpu", 4 * K, 1.0, 4096),
       // Other chunk sizes and several callers do not count.
       row("gpu", 1 * M, 99.0, 4096), row("gpu", 1 * M, 99.0, 65536, 8)};
   const std::string s = gcfs::cli::crossover_summary(rows, 64 * K);
-  EXPECT_NE(s.find("64K 0.80x, 256K 1.50x, 1M 0.57x, 16M 1.25x"), std::string::npos) << s;
+  EXPECT_NE(s.find("4K 0.50x, 64K 0.80x, 256K 1.50x, 1M 0.57x, 16M 1.25x"), std::string::npos) << s;
   EXPECT_NE(s.find("faster at: 256K, 16M"), std::string::npos) << s;
   rows = {row("cpu-all", 64 * K, 2.5), row("gpu", 64 * K, 2.0)};
   EXPECT_NE(gcfs::cli::crossover_summary(rows, 64 * K).find("faster at: no request size"), std::string::npos);
