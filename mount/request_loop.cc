@@ -69,7 +69,8 @@ int run_request_loop(fuse_session* se, const RequestLoopOptions& o) {
           break;
         }
         fuse_session_process_buf(se, &buf);
-        if (o.on_ready && !ready.exchange(true)) o.on_ready();
+        // A plain load first: after the first request this is one cached read per request.
+        if (o.on_ready && !ready.load(std::memory_order_relaxed) && !ready.exchange(true)) o.on_ready();
       }
       self->done.store(true);
       std::lock_guard lk(mu);
