@@ -16,6 +16,7 @@
 
 #include "fs/chunk_layout.h"
 #include "fs/content_file.h"
+#include "fs/file_lock.h"
 
 namespace gcfs {
 namespace {
@@ -154,8 +155,7 @@ std::unique_ptr<ChunkJournal> ChunkJournal::open(const std::string& path, const 
     *error = "cannot open " + path + ": " + std::strerror(errno);
     return nullptr;
   }
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    const int e = errno;
+  if (const int e = flock_with_grace(fd, LOCK_EX); e != 0) {
     ::close(fd);
     if (busy) *busy = e == EWOULDBLOCK;
     *error = path + (e == EWOULDBLOCK ? ": in use by another gpucryptfs process (is the vault mounted twice?)"

@@ -21,6 +21,7 @@ struct State {
   Sink sink = Sink::Stderr;
   FILE* file = nullptr;
   Level min = Level::Info;
+  bool echo_warnings = false;
 };
 
 State& state() {
@@ -76,10 +77,17 @@ void set_min_level(Level level) {
   state().min = level;
 }
 
+void echo_warnings_to_stderr(bool on) {
+  std::lock_guard lk(state().mu);
+  state().echo_warnings = on;
+}
+
 void write(Level level, std::string_view message) {
   auto& s = state();
   std::lock_guard lk(s.mu);
   if (level < s.min) return;
+  if (s.echo_warnings && level >= Level::Warning && s.sink != Sink::Stderr)
+    std::fprintf(stderr, "gpucryptfs: %s: %.*s\n", name(level), static_cast<int>(message.size()), message.data());
   if (s.sink == Sink::Syslog) {
     syslog(syslog_priority(level), "%.*s", static_cast<int>(message.size()), message.data());
     return;

@@ -16,6 +16,10 @@ void to_syslog();
 // Appends to path; throws UserError if it cannot be opened.
 void to_file(const std::string& path);
 void set_min_level(Level level);
+// While on, warnings and errors sent to syslog or a file are also printed on stderr: a mount
+// that is still attached to its terminal says there what it found while unlocking (a damaged
+// header copy, a journal it recovered from) instead of only in a log the user may never read.
+void echo_warnings_to_stderr(bool on);
 
 void write(Level level, std::string_view message);
 inline void debug(std::string_view m) { write(Level::Debug, m); }

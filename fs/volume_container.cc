@@ -16,6 +16,7 @@
 #include "crypto/errors.h"
 #include "fs/content_file.h"
 #include "fs/file_header.h"
+#include "fs/file_lock.h"
 #include "fs/log.h"
 
 namespace gcfs {
@@ -146,10 +147,10 @@ VolumeContainer::VolumeContainer(const std::string& path, bool writable) : path_
     struct stat st {};
     if (::fstat(fd_, &st) != 0) throw UserError("cannot stat " + path + ": " + errno_text());
     if (!S_ISREG(st.st_mode)) throw UserError(path + " is not a regular file, so not a volume container");
-    if (::flock(fd_, (writable ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0) {
-      if (errno == EWOULDBLOCK)
+    if (const int e = flock_with_grace(fd_, writable ? LOCK_EX : LOCK_SH); e != 0) {
+      if (e == EWOULDBLOCK)
         throw UserError(path + " is in use by another gpucryptfs (mounted? unmount it first)");
-      throw UserError("cannot lock " + path + ": " + errno_text());
+      throw UserError("cannot lock " + path + ": " + std::strerror(e));
     }
     std::vector<std::uint8_t> block(kVolumeSlots * kVolumeSlotBytes, 0);
     ssize_t n = pread_full(fd_, block.data(), block.size(), 0);

@@ -138,6 +138,8 @@ std::optional<Failure> serve(const MountOptions& o, const std::function<FuseFile
                              const std::function<int(const std::exception&)>& error_code_of, int report_fd,
                              int* loop_status) {
   const rlim_t open_files = raise_open_file_limit();
+  // A detached mount keeps the terminal until it reports ready: what setup warns of shows there.
+  log::echo_warnings_to_stderr(report_fd >= 0);
   FuseFilesystem fs;
   try {
     fs = setup();
@@ -174,6 +176,7 @@ std::optional<Failure> serve(const MountOptions& o, const std::function<FuseFile
     loop.on_ready = [&] {
       raise_read_ahead(o.mountpoint, o.read_ahead_kb);
       if (report_fd >= 0) {
+        log::echo_warnings_to_stderr(false);
         report(report_fd, std::nullopt);
         detach_stdio();
         if (::chdir("/") != 0) { /* only matters for unmounting the cwd's filesystem */ }

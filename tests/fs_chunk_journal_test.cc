@@ -5,10 +5,12 @@
 // the vault restores the chunk, never touches a chunk that authenticates, and ignores torn records.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -16,6 +18,7 @@
 
 #include "fs/chunk_journal.h"
 #include "fs/content_file.h"
+#include "fs/file_lock.h"
 #include "fs/file_header.h"
 #include "fs/journal_recovery.h"
 #include "fs/log.h"
@@ -202,6 +205,40 @@ TEST_F(JournalRecords, LongRunsAreSplitOverSlots) {
   Bytes big(static_cast<std::size_t>(too_many) * D, 1);
   ChunkJournal::Pending q;
   EXPECT_EQ(j->record(some_id(9), 0, too_many, 0, 0, 0, "f", big.data(), big.size(), &q), -E2BIG);
+}
+
+// A daemon that was just unmounted may hold the journal for a moment while it exits; a mount
+// started right after waits for it instead of running without a journal.
+TEST_F(JournalRecords, AJournalReleasedWithinTheGraceIsTaken) {
+  auto first = open_journal();
+  ASSERT_TRUE(first);
+  std::thread exiting([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    first.reset();
+  });
+  bool busy = true;
+  auto second = open_journal(&busy);
+  exiting.join();
+  EXPECT_TRUE(second);
+  EXPECT_FALSE(busy);
+}
+
+TEST(FileLock, ALockHeldBeyondTheGraceIsReportedBusyAndSharedLocksShare) {
+  TempDir tmp{"gcfs-lock"};
+  const std::string path = tmp / "f";
+  const int a = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600), b = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(a, 0);
+  ASSERT_GE(b, 0);
+  EXPECT_EQ(flock_with_grace(a, LOCK_EX, std::chrono::milliseconds(0)), 0);
+  EXPECT_EQ(flock_with_grace(b, LOCK_EX, std::chrono::milliseconds(100)), EWOULDBLOCK);
+  EXPECT_EQ(flock_with_grace(b, LOCK_SH, std::chrono::milliseconds(100)), EWOULDBLOCK);
+  ::close(a);
+  EXPECT_EQ(flock_with_grace(b, LOCK_SH, std::chrono::milliseconds(0)), 0);
+  const int c = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  EXPECT_EQ(flock_with_grace(c, LOCK_SH, std::chrono::milliseconds(0)), 0);
+  EXPECT_EQ(flock_with_grace(c, LOCK_EX, std::chrono::milliseconds(0)), EWOULDBLOCK);
+  ::close(b);
+  ::close(c);
 }
 
 TEST_F(JournalRecords, OneProcessAtATimeAndSequencesKeepRising) {

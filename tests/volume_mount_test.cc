@@ -471,6 +471,41 @@ TEST_F(VolumeMountTest, DamagedHeaderIsAOneLineErrorWithItsExitCode) {
   EXPECT_NE(z.output.find("not a gpucryptfs volume container"), std::string::npos) << z.output;
 }
 
+// A script that unmounts and mounts again at once: the old daemon may still be exiting, holding
+// the container's lock for a moment; the new mount waits for it instead of failing "in use".
+TEST_F(VolumeMountTest, MountRightAfterUnmountWaitsForTheOldDaemon) {
+  ASSERT_EQ(create("16M").status, 0);
+  ASSERT_EQ(mount().status, 0);
+  const std::string unmount = "{ command -v fusermount3 >/dev/null && fusermount3 -u " + q(mnt_) + " || umount " + q(mnt_) + "; }";
+  for (int i = 0; i < 3; ++i) {
+    CommandResult r = run(unmount + " && " + kBinary + " volume mount --engine " + gcfs::test::test_engine() +
+                          " --passfile " + q(passfile_) + " --log " + q(log_path()) + " " + q(container_) + " " + q(mnt_));
+    ASSERT_EQ(r.status, 0) << "round " << i << ": " << r.output;
+  }
+  MountGuard fuse(mnt_, true, log_path());
+  struct stat st {};
+  EXPECT_EQ(::stat(image().c_str(), &st), 0);
+}
+
+// One damaged header copy: the volume mounts from the other, and the user at the terminal is told,
+// not only the log.
+TEST_F(VolumeMountTest, OneDamagedHeaderCopyMountsAndSaysSoOnTheTerminal) {
+  ASSERT_EQ(create("16M").status, 0);
+  {
+    std::fstream f(container_, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(40);
+    f.write("garbage garbage garbage", 23);
+  }
+  CommandResult m = mount();
+  ASSERT_EQ(m.status, 0) << m.output;
+  MountGuard fuse(mnt_, true, log_path());
+  EXPECT_NE(m.output.find("one copy of the volume header is damaged"), std::string::npos) << m.output;
+  EXPECT_NE(gcfs::test::read_file(log_path()).find("one copy of the volume header is damaged"), std::string::npos);
+  struct stat st {};
+  ASSERT_EQ(::stat(image().c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 16 << 20);
+}
+
 // The content stream's own header (magic, version, file ID) sits behind the config slots at 64 KiB.
 // A flipped byte there used to mount fine and then fail every read with EIO.
 TEST_F(VolumeMountTest, DamagedContentHeaderIsRefusedAtMountNotByEveryRead) {
