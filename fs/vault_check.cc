@@ -393,6 +393,8 @@ class Checker {
                      bool after_restore = false) {
     const ChunkLayout& layout = vault_.layout();
     if (size == 0) return;  // an empty plaintext file
+    // A file checked again after --repair restored chunks was counted the first time.
+    const std::uint64_t counts = after_restore ? 0 : 1;
     if (size < kFileHeaderBytes) {
       progress_.done_bytes += size;
       problem(cpath, plain, "ciphertext is " + std::to_string(size) + " bytes, shorter than a file header (truncated)", true);
@@ -444,9 +446,9 @@ class Checker {
       for (std::uint64_t k = first; k <= last; ++k) {
         const std::uint64_t len = layout.chunk_plain_len(k, checkable);
         const std::uint8_t* src = ct.data() + (k - first) * D;
-        ++report_.chunks;
+        report_.chunks += counts;
         if (all_zero(src, len + kChunkOverhead)) {
-          ++report_.holes;
+          report_.holes += counts;
           continue;
         }
         aads[k - first] = chunk_aad(header->id, k);
@@ -467,12 +469,12 @@ class Checker {
         if (!ops[i].ok) bad.push_back(which[i]);
       opened += ops.size();
       secure_wipe(pt.data(), pt.size());  // plaintext is not kept past the check
-      progress_.done_bytes += ct.size();
+      progress_.done_bytes += ct.size() * counts;
       accounted += ct.size();
       report_progress();
     }
-    progress_.done_bytes += size - accounted;  // the header and a torn tail
-    report_.bytes += size;
+    progress_.done_bytes += (size - accounted) * counts;  // the header and a torn tail
+    report_.bytes += size * counts;
     std::string journal_note;
     if ((size_bad || !bad.empty()) && !after_restore && try_journal(fd, header->id, cpath, plain, &journal_note)) return;
     const bool recoverable = !journal_note.empty();

@@ -474,10 +474,15 @@ TEST_F(JournalRecovery, FsckReportsAndRepairRestoresTornChunks) {
       << r.problems[0].what;
   EXPECT_FALSE(r.problems[0].unreadable);
 
+  const FsckReport before_repair = r;
   FsckOptions o;
   o.repair = true;
   r = check_vault(v.vault(), v.engine(), o);
   EXPECT_TRUE(r.clean()) << (r.problems.empty() ? "" : r.problems[0].what);
+  // The file checked again after its restore is counted once, as without --repair.
+  EXPECT_EQ(r.files, before_repair.files);
+  EXPECT_EQ(r.chunks, before_repair.chunks);
+  EXPECT_EQ(r.bytes, before_repair.bytes);
   ASSERT_EQ(r.restored.size(), 1u);
   EXPECT_NE(r.restored[0].find("restored chunk 1 of " + v.cipher_rel("/f")), std::string::npos);
   EXPECT_TRUE(read_range(p, 0, file_size(p)) == pre_crash) << "the pre-image goes back byte for byte";
