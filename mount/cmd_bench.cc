@@ -10,7 +10,6 @@
 #include <memory>
 #include <optional>
 #include <algorithm>
-#include <map>
 
 #include "crypto/cpu_engine.h"
 #include "crypto/errors.h"

@@ -72,7 +72,7 @@ TEST(Cli, UnmountRightAfterMountSucceeds) {
   const std::string q_mp = shell_quote(v.mountpoint());
   const std::string mount = bin() + " mount --engine " + test_engine() + " --passfile " + shell_quote(v.passfile()) +
                             " " + shell_quote(v.cipherdir()) + " " + q_mp;
-  const std::string unmount = "{ command -v fusermount3 >/dev/null && fusermount3 -u " + q_mp + " || umount " + q_mp + "; }";
+  const std::string unmount = MountedVault::unmount_command(false) + q_mp;
   for (int i = 0; i < 3; ++i) {
     auto r = run_shell(mount + " && " + unmount);
     EXPECT_EQ(r.status, 0) << "round " << i << ": " << r.output;

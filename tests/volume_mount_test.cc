@@ -81,10 +81,8 @@ class MountGuard {
     if (dir_.empty()) return true;
     bool ok = true;
     if (is_mounted(dir_)) {
-      // fusermount3 where it is installed (the GPU machine lacks it; root's umount does the same).
-      const std::string unmount = fuse_ ? "{ command -v fusermount3 >/dev/null && fusermount3 -u " + q(dir_) +
-                                              " || umount " + q(dir_) + "; }"
-                                        : "umount " + q(dir_);
+      const std::string unmount =
+          (fuse_ ? gcfs::test::MountedVault::unmount_command(false) : std::string("umount ")) + q(dir_);
       // A loop device detached just before may still hold volume.img for a moment (detaching is
       // deferred while udev or blkid has the device open), so busy is retried for a while.
       CommandResult r = run(unmount);
@@ -476,7 +474,7 @@ TEST_F(VolumeMountTest, DamagedHeaderIsAOneLineErrorWithItsExitCode) {
 TEST_F(VolumeMountTest, MountRightAfterUnmountWaitsForTheOldDaemon) {
   ASSERT_EQ(create("16M").status, 0);
   ASSERT_EQ(mount().status, 0);
-  const std::string unmount = "{ command -v fusermount3 >/dev/null && fusermount3 -u " + q(mnt_) + " || umount " + q(mnt_) + "; }";
+  const std::string unmount = gcfs::test::MountedVault::unmount_command(false) + q(mnt_);
   for (int i = 0; i < 3; ++i) {
     CommandResult r = run(unmount + " && " + kBinary + " volume mount --engine " + gcfs::test::test_engine() +
                           " --passfile " + q(passfile_) + " --log " + q(log_path()) + " " + q(container_) + " " + q(mnt_));
