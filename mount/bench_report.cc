@@ -66,15 +66,19 @@ std::string plot_op(const std::vector<BenchRow>& rows) {
 
 bool shown(const BenchRow& r, const std::string& op) { return r.op == op || (r.engine == "gpu-kernel" && r.op == "seal"); }
 
+// Whether a row belongs on a curve at `chunk`: measured at that chunk, or a request no larger
+// than its chunk, which is one op whatever the chunk size (the sweep measures those once, at the
+// smallest chunk that holds them).
+bool belongs_to_chunk(const BenchRow& r, std::size_t chunk) {
+  return r.chunk_size == chunk || (r.request_bytes < chunk && r.request_bytes <= r.chunk_size);
+}
+
 Series by_request(const std::vector<BenchRow>& rows, std::size_t chunk) {
   const std::string op = plot_op(rows);
   Series s;
   for (const auto& r : rows) {
     if (!shown(r, op)) continue;
-    // A request no larger than its chunk is one op whatever the chunk size: the sweep measures
-    // those once (at the smallest chunk that holds them), and they belong on every curve.
-    const bool same_work = r.request_bytes < chunk && r.request_bytes <= r.chunk_size;
-    if (r.chunk_size == chunk || same_work) s[r.series()][r.request_bytes] = r.gb_per_s;
+    if (belongs_to_chunk(r, chunk)) s[r.series()][r.request_bytes] = r.gb_per_s;
   }
   return s;
 }
@@ -86,8 +90,7 @@ Series cpu_cost_by_request(const std::vector<BenchRow>& rows, std::size_t chunk)
   Series s;
   for (const auto& r : rows) {
     if (r.engine == "gpu-kernel" || r.op != op || std::isnan(r.cpu_s_per_gb) || r.cpu_s_per_gb <= 0) continue;
-    const bool same_work = r.request_bytes < chunk && r.request_bytes <= r.chunk_size;
-    if (r.chunk_size == chunk || same_work) s[r.series()][r.request_bytes] = r.cpu_s_per_gb;
+    if (belongs_to_chunk(r, chunk)) s[r.series()][r.request_bytes] = r.cpu_s_per_gb;
   }
   return s;
 }
@@ -290,10 +293,7 @@ PlotOutcome write_plots(const std::string& dir, const std::vector<BenchRow>& row
 std::string crossover_summary(const std::vector<BenchRow>& rows, std::size_t chunk) {
   std::map<std::size_t, double> best_cpu, gpu;
   for (const auto& r : rows) {
-    // Requests smaller than the chunk are measured once, at the smallest chunk that holds them
-    // (the same work at any chunk size), as on the plots.
-    const bool same_work = r.request_bytes < chunk && r.request_bytes <= r.chunk_size;
-    if ((r.chunk_size != chunk && !same_work) || r.op != "seal" || r.concurrency != 1) continue;
+    if (!belongs_to_chunk(r, chunk) || r.op != "seal" || r.concurrency != 1) continue;
     if (r.engine == "cpu-1t" || r.engine == "cpu-all") best_cpu[r.request_bytes] = std::max(best_cpu[r.request_bytes], r.gb_per_s);
     if (r.engine == "gpu") gpu[r.request_bytes] = r.gb_per_s;
   }
