@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
       }
     }
   }
-  std::cerr << "gpucryptfs: unknown command '" << cmd << "'\n";
-  usage(std::cerr);
+  // One line, as every other failure: the list of commands is one --help away.
+  std::cerr << "gpucryptfs: unknown command '" << cmd << "' (see 'gpucryptfs --help' for the commands)\n";
   return gcfs::cli::kExitUsage;
 }

@@ -23,6 +23,14 @@ VaultOptions not_mounted() {
 
 std::string bin() { return test_binary(); }
 
+TEST(Cli, UnknownCommandIsOneLineWithAPointerToHelp) {
+  auto r = run_shell(bin() + " mountt /a /b");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_EQ(run_shell("grep -c . <<< " + shell_quote(r.output)).output, "1\n") << "one line: " << r.output;
+  EXPECT_NE(r.output.find("unknown command 'mountt'"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--help"), std::string::npos) << r.output;
+}
+
 TEST(Cli, MountErrorsHaveTheirExitCodes) {
   MountedVault v(not_mounted());
   TempDir t("gcfs-cli");
