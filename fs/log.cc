@@ -1,10 +1,14 @@
 #include "fs/log.h"
 
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <syslog.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <mutex>
@@ -60,6 +64,58 @@ void to_syslog() {
   std::lock_guard lk(state().mu);
   openlog("gpucryptfs", LOG_PID, LOG_USER);
   state().sink = Sink::Syslog;
+}
+
+namespace {
+
+// True when something accepts datagrams on /dev/log, where syslog(3) sends; syslog(3) itself
+// drops messages silently when nothing listens.
+bool syslog_listening() {
+  int s = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strcpy(addr.sun_path, "/dev/log");
+  const bool ok = ::connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(s);
+  return ok;
+}
+
+// $XDG_STATE_HOME/gpucryptfs, else $HOME/.local/state/gpucryptfs (the XDG default), created
+// 0700 as needed; "" when neither variable gives an absolute path.
+std::string state_dir() {
+  std::string base;
+  if (const char* x = std::getenv("XDG_STATE_HOME"); x && x[0] == '/') base = x;
+  else if (const char* h = std::getenv("HOME"); h && h[0] == '/') base = std::string(h) + "/.local/state";
+  if (base.empty()) return "";
+  std::string dir;
+  std::size_t start = 1;
+  const std::string full = base + "/gpucryptfs";
+  while (start <= full.size()) {
+    std::size_t slash = full.find('/', start);
+    if (slash == std::string::npos) slash = full.size();
+    dir = full.substr(0, slash);
+    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return "";
+    start = slash + 1;
+  }
+  return full;
+}
+
+}  // namespace
+
+std::string to_syslog_or_state_file() {
+  if (syslog_listening()) {
+    to_syslog();
+    return "";
+  }
+  const std::string dir = state_dir();
+  if (dir.empty()) {
+    to_syslog();  // nowhere better to go; the caller says so
+    return "";
+  }
+  const std::string path = dir + "/gpucryptfs.log";
+  to_file(path);
+  return path;
 }
 
 void to_file(const std::string& path) {

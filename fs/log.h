@@ -13,6 +13,11 @@ enum class Level { Debug, Info, Warning, Error };
 
 void to_stderr();
 void to_syslog();
+// Where a daemon that detaches without --log writes: syslog when a syslog daemon listens on
+// /dev/log; otherwise (containers, minimal systems) a file in the user's state directory,
+// $XDG_STATE_HOME/gpucryptfs/gpucryptfs.log or ~/.local/state/gpucryptfs/gpucryptfs.log, so that
+// damage reports never vanish. Returns "" for syslog, else the file's path.
+std::string to_syslog_or_state_file();
 // Appends to path; throws UserError if it cannot be opened.
 void to_file(const std::string& path);
 void set_min_level(Level level);

@@ -72,7 +72,7 @@ int cmd_mount(int argc, char** argv) {
         "read-only", po::bool_switch(&mo.read_only), "mount read-only")(
         "allow-other", po::bool_switch(&mo.allow_other), "let other users use the mount (needs user_allow_other)")(
         "fuse-options,o", po::value(&mo.extra_options)->composing(), "extra FUSE mount options, comma-separated (may repeat)")(
-        "log", po::value(&log_file), "append the log to this file (default: syslog when detached)")(
+        "log", po::value(&log_file), "append the log to this file (default when detached: syslog, or ~/.local/state/gpucryptfs/gpucryptfs.log where no syslog daemon listens)")(
         "no-writeback-cache", po::bool_switch(&no_writeback),
         "send every write to gpucryptfs as it happens instead of letting the kernel gather small "
         "writes into pages first (slower for small writes)")(
@@ -107,7 +107,7 @@ int cmd_mount(int argc, char** argv) {
     auto setup = [&]() -> mount::FuseFilesystem {
       ::umask(0);  // the kernel has applied the caller's umask to every mode we are given
       if (!log_file.empty()) log::to_file(log_file);
-      else if (!mo.foreground) log::to_syslog();
+      else if (!mo.foreground) mount::announce_detached_log(log::to_syslog_or_state_file());
       auto rv = std::make_shared<RunningVault>();
       rv->vault = Vault::open(cipherdir, config, *password);
       secure_wipe(password->data(), password->size());

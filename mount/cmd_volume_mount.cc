@@ -31,7 +31,7 @@ int cmd_volume_mount(int argc, char** argv) {
       ("engine", po::value(&engine)->default_value(engine), "cipher engine: auto, cpu or gpu")
       ("foreground,f", po::bool_switch(&foreground), "stay in the foreground, log to stderr")
       ("read-only", po::bool_switch(&read_only), "mount read-only")
-      ("log", po::value(&log_file), "append the daemon's log to this file (default: syslog once detached)")
+      ("log", po::value(&log_file), "append the daemon's log to this file (default when detached: syslog, or ~/.local/state/gpucryptfs/gpucryptfs.log where no syslog daemon listens)")
       ("threads", po::value(&threads)->default_value(threads), "FUSE worker threads (requests served at once)")
       ("gpus", po::value(&gpus)->default_value("all"),
        "GPUs the gpu engine uses, as 'gpucryptfs info' numbers them: all, or a list such as 0,1")
@@ -68,8 +68,8 @@ int cmd_volume_mount(int argc, char** argv) {
   return mount::run_fuse_mount(
       mo,
       [&] {
-        // Runs in the daemon: once detached, stderr is gone, so the log goes to syslog.
-        if (log_file.empty() && !foreground) log::to_syslog();
+        // Runs in the daemon: once detached, stderr is gone, so the log goes to syslog or the state file.
+        if (log_file.empty() && !foreground) mount::announce_detached_log(log::to_syslog_or_state_file());
         return mount::make_volume_filesystem(setup);
       },
       exit_code_for);

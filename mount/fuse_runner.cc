@@ -259,4 +259,9 @@ int run_fuse_mount(const MountOptions& o, const std::function<FuseFilesystem()>&
   return loop_status == 0 ? 0 : 1;
 }
 
+void announce_detached_log(const std::string& file) {
+  if (file.empty()) return;
+  log::warning("no syslog daemon listens on /dev/log: this mount logs to " + file + " (choose another file with --log)");
+}
+
 }  // namespace gcfs::mount

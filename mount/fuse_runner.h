@@ -64,6 +64,10 @@ void check_mountpoint(const std::string& path, int bad_mountpoint_code);
 // as soon as the child reports the mount ready. Throws MountFailure when setup or the mount
 // fails, in the foreground or in the parent of a detached child; error_code_of maps an exception
 // thrown by setup to that MountFailure's exit code.
+// For a daemon that detached without --log: says where its log went when that is a file (no
+// syslog daemon listens), as a warning, so that a mount still attached to its terminal prints it.
+void announce_detached_log(const std::string& file);
+
 int run_fuse_mount(const MountOptions& options, const std::function<FuseFilesystem()>& setup,
                    const std::function<int(const std::exception&)>& error_code_of);
 

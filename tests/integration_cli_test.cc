@@ -94,6 +94,27 @@ TEST(Cli, UnmountRightAfterMountSucceeds) {
   EXPECT_FALSE(v.in_mount_table());
 }
 
+TEST(Cli, DetachedMountWithoutSyslogLogsToTheStateDirectoryAndSaysSo) {
+  // Where a syslog daemon listens, the log goes there as before; this machine's case is the other.
+  if (run_shell("python3 -c 'import socket; s=socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); s.connect(\"/dev/log\")'").status == 0)
+    GTEST_SKIP() << "a syslog daemon listens on /dev/log here";
+  MountedVault v(not_mounted());
+  TempDir home("gcfs-home");
+  const std::string q_mp = shell_quote(v.mountpoint());
+  auto r = run_shell("env -u XDG_STATE_HOME HOME=" + shell_quote(home.path()) + " " + bin() + " mount --engine " +
+                     test_engine() + " --passfile " + shell_quote(v.passfile()) + " " + shell_quote(v.cipherdir()) + " " +
+                     q_mp + " && echo x > " + shell_quote(v.path("f")) + " && " + MountedVault::unmount_command(false) +
+                     q_mp);
+  EXPECT_EQ(r.status, 0) << r.output;
+  const std::string log_file = home.path() + "/.local/state/gpucryptfs/gpucryptfs.log";
+  EXPECT_NE(r.output.find("logs to " + log_file), std::string::npos) << r.output;
+  EXPECT_NE(read_file(log_file).find("mounted on"), std::string::npos) << read_file(log_file);
+  struct stat st {};
+  ASSERT_EQ(::stat((home.path() + "/.local/state/gpucryptfs").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  if (v.in_mount_table()) run_shell("umount -l " + q_mp);
+}
+
 TEST(Cli, CorruptConfigIsRefused) {
   MountedVault v(not_mounted());
   const std::string conf = v.cipherdir() + "/gpucryptfs.conf";
