@@ -426,10 +426,21 @@ ssize_t ContentFile::write(std::uint64_t off, const std::uint8_t* in, std::size_
   }
   // Writes that grow the file change the size and the last chunk's length: run them alone.
   std::unique_lock lk(size_mu_);
-  if (!size_valid_) {
-    int r = load_size_locked();
-    if (r < 0) return r;
-  }
+  if (int r = load_size_if_needed_locked(); r < 0) return r;
+  return write_growing_locked(off, in, len);
+}
+
+ssize_t ContentFile::append(const std::uint8_t* in, std::size_t len, std::uint64_t* at) {
+  std::unique_lock lk(size_mu_);
+  if (int r = load_size_if_needed_locked(); r < 0) return r;
+  if (at) *at = size_;
+  if (len == 0) return 0;
+  return write_growing_locked(size_, in, len);
+}
+
+int ContentFile::load_size_if_needed_locked() { return size_valid_ ? 0 : load_size_locked(); }
+
+ssize_t ContentFile::write_growing_locked(std::uint64_t off, const std::uint8_t* in, std::size_t len) {
   const std::uint64_t old_size = size_;
   if (off > size_) {
     int r = truncate_locked(off);
@@ -495,11 +506,14 @@ int ContentFile::truncate_locked(std::uint64_t new_size) {
 
 int ContentFile::truncate(std::uint64_t new_size) {
   std::unique_lock lk(size_mu_);
-  if (!size_valid_) {
-    int r = load_size_locked();
-    if (r < 0) return r;
-  }
+  if (int r = load_size_if_needed_locked(); r < 0) return r;
   return truncate_locked(new_size);
+}
+
+int ContentFile::extend_to(std::uint64_t new_size) {
+  std::unique_lock lk(size_mu_);
+  if (int r = load_size_if_needed_locked(); r < 0) return r;
+  return new_size > size_ ? truncate_locked(new_size) : 0;
 }
 
 int ContentFile::punch_disk_range_locked(std::uint64_t disk_off, std::uint64_t disk_len) {
@@ -520,10 +534,7 @@ int ContentFile::punch_disk_range_locked(std::uint64_t disk_off, std::uint64_t d
 
 int ContentFile::punch_hole(std::uint64_t off, std::uint64_t len) {
   std::unique_lock lk(size_mu_);
-  if (!size_valid_) {
-    int r = load_size_locked();
-    if (r < 0) return r;
-  }
+  if (int r = load_size_if_needed_locked(); r < 0) return r;
   if (off >= size_ || len == 0) return 0;
   const std::uint64_t end = std::min(size_, off + len);
   const std::uint64_t C = layout_.chunk_size();

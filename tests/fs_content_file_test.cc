@@ -674,6 +674,103 @@ TEST_F(ContentFileTest, ConcurrentAppendersEndWithEveryBlock) {
   EXPECT_EQ(b.read_all(b.reopen()), expect);
 }
 
+// fallocate's extension (issue 18, finding 3): extend_to grows a file and never shrinks it, also
+// while a write is growing it. One thread writes a file block by block; the other keeps extending
+// it to half a block past the last block it saw written, so that every block the writer adds
+// races an extension to less than its end. Had the extension read the size and then set it in two
+// steps, a write landing in between would be cut back to the extension's end and its second half
+// would read as zeros.
+TEST_F(ContentFileTest, ExtendToNeverShrinksAFileThatAWriteIsGrowing) {
+  const std::uint32_t C = 4096;
+  Backing b(file_path("extend"), C, 2);
+  ContentFile& f = *b.file;
+
+  // Alone: a shorter target changes nothing, a longer one adds zeros.
+  const Bytes start = pattern(3 * C + 100, 11);
+  ASSERT_EQ(f.write(0, start.data(), start.size()), static_cast<ssize_t>(start.size()));
+  EXPECT_EQ(f.extend_to(C), 0);
+  EXPECT_EQ(f.extend_to(3 * C + 100), 0);
+  EXPECT_EQ(b.read_all(b.reopen()), start);
+  ContentFile& g = *b.file;
+  EXPECT_EQ(g.extend_to(5 * C), 0);
+  Bytes grown = start;
+  grown.resize(5 * C, 0);
+  EXPECT_EQ(b.read_all(g), grown);
+  EXPECT_EQ(b.read_all(b.reopen()), grown);
+  EXPECT_EQ(b.disk_size(), b.layout.cipher_size(5 * C));
+
+  // Racing a writer that grows the file by small writes, while the extender keeps extending it
+  // to just past the end it last saw: every extension can meet a write that goes further.
+  constexpr int kRounds = 4;
+  constexpr std::uint64_t kPiece = 100, kPieces = 500;
+  int bad_rounds = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    ContentFile& h = *b.file;
+    ASSERT_EQ(h.truncate(0), 0);
+    const Bytes data = pattern(kPieces * kPiece, static_cast<std::uint32_t>(100 + round));
+    std::atomic<bool> done{false};
+    std::atomic<int> failures{0};
+    std::thread extender([&] {
+      while (!done.load()) {
+        const std::int64_t size = h.plain_size();
+        if (size < 0 || h.extend_to(static_cast<std::uint64_t>(size) + kPiece / 2) < 0) ++failures;
+      }
+    });
+    for (std::uint64_t k = 0; k < kPieces; ++k)
+      if (h.write(k * kPiece, data.data() + k * kPiece, kPiece) != static_cast<ssize_t>(kPiece)) ++failures;
+    done.store(true);
+    extender.join();
+    EXPECT_EQ(failures.load(), 0);
+    // Every written byte is there; past them, the extender may have run ahead of the writer (zeros).
+    for (const Bytes& got : {b.read_all(h), b.read_all(b.reopen())}) {
+      const bool ok = got.size() >= data.size() && std::equal(data.begin(), data.end(), got.begin()) &&
+                      std::all_of(got.begin() + static_cast<std::ptrdiff_t>(data.size()), got.end(),
+                                  [](std::uint8_t x) { return x == 0; });
+      if (!ok) ++bad_rounds;
+    }
+  }
+  EXPECT_EQ(bad_rounds, 0) << "of " << kRounds << " rounds lost written bytes to an extension (counted twice: "
+                           << "the same object and a fresh one)";
+}
+
+// ContentFile::append (O_APPEND) finds the end and writes there under one lock: appenders racing
+// each other never overwrite one another, and each learns where its bytes went.
+TEST_F(ContentFileTest, ConcurrentAppendsNeverOverwriteEachOther) {
+  const std::uint32_t C = 4096;
+  Backing b(file_path("append"), C, 2);
+  const int threads = 4, blocks = 40;
+  const std::size_t blk = 1000;  // not a divisor of the chunk size: appends share chunks
+  std::vector<std::vector<std::uint64_t>> at(threads);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t) {
+    ts.emplace_back([&, t] {
+      for (int i = 0; i < blocks; ++i) {
+        const Bytes v = pattern(blk, static_cast<std::uint32_t>(t * 1000 + i));
+        std::uint64_t where = 0;
+        if (b.file->append(v.data(), blk, &where) != static_cast<ssize_t>(blk)) ++failures;
+        at[t].push_back(where);
+      }
+    });
+  }
+  for (auto& th : ts) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  const Bytes all = b.read_all(b.reopen());
+  ASSERT_EQ(all.size(), threads * blocks * blk);
+  std::set<std::uint64_t> offsets;
+  for (int t = 0; t < threads; ++t) {
+    for (int i = 0; i < blocks; ++i) {
+      const std::uint64_t o = at[t][static_cast<std::size_t>(i)];
+      offsets.insert(o);
+      ASSERT_LE(o + blk, all.size());
+      EXPECT_EQ(Bytes(all.begin() + static_cast<std::ptrdiff_t>(o), all.begin() + static_cast<std::ptrdiff_t>(o + blk)),
+                pattern(blk, static_cast<std::uint32_t>(t * 1000 + i)))
+          << "thread " << t << " block " << i << " at " << o;
+    }
+  }
+  EXPECT_EQ(offsets.size(), static_cast<std::size_t>(threads * blocks)) << "two appends landed at one offset";
+}
+
 TEST_F(ContentFileTest, ConcurrentMixedOperationsNeverCorruptAChunk) {
   // Writes, truncates, hole punches and reads from many threads at once. No serial model fits a
   // free-for-all, but no operation may ever fail, and the file must read back whole, through the
