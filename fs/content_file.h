@@ -94,6 +94,8 @@ class ContentFile {
   ssize_t write_growing_locked(std::uint64_t off, const std::uint8_t* in, std::size_t len);
   int load_size_if_needed_locked();
   int truncate_locked(std::uint64_t size);
+  // Cuts an incomplete last chunk off the ciphertext (fragment_), leaving the whole chunks.
+  int drop_fragment_locked();
   // Makes a disk range read as zeros, by punching it or, where that is unsupported, writing zeros.
   int punch_disk_range_locked(std::uint64_t disk_off, std::uint64_t disk_len);
   int corrupt(const std::string& what);
@@ -115,6 +117,10 @@ class ContentFile {
   RangeLock chunk_locks_;
   std::uint64_t size_ = 0;
   bool size_valid_ = false;
+  // Bytes of an incomplete last chunk past the whole chunks at load (docs/FORMAT.md "Sizes"):
+  // they are not part of size_, and must be gone before the file grows over them, or the chunk
+  // that grows there would start with them and fail authentication instead of reading as zeros.
+  std::uint64_t fragment_ = 0;
   // Plaintext bytes that someone may rely on: the size at load (all that existed when the file
   // was opened), raised to the size by mark_durable(), lowered by truncation. Chunks below it
   // are journaled before an in-place rewrite; chunks written only since the last fsync are not.

@@ -543,6 +543,72 @@ TEST_F(ContentFileDamage, IncompleteLastChunkIsLeftOutAndACutHeaderIsEio) {
   EXPECT_EQ(g.reload(), -EIO);
 }
 
+// Issue 18, finding 8: after an incomplete last chunk, growing the file (truncate upwards, a write
+// past the end, fallocate) reads as zeros past the whole chunks, as docs/FORMAT.md "Sizes" says,
+// never as EIO: the fragment is dropped before the file grows over it, so the chunk that takes
+// its place is a hole instead of the fragment's bytes followed by zeros. Truncating to the size
+// the file reads as drops it too.
+TEST_F(ContentFileDamage, GrowingAFileWithAnIncompleteLastChunkReadsAsZeros) {
+  const std::uint64_t good = b->disk_size();
+  const std::uint64_t whole = b->layout.cipher_size(4 * C);  // the four whole chunks
+  const Bytes zeros(2 * C, 0);
+  auto expect_whole_chunks_then_zeros = [&](ContentFile& f, std::uint64_t size) {
+    ASSERT_EQ(f.plain_size(), static_cast<std::int64_t>(size));
+    Bytes all(size);
+    ASSERT_EQ(f.read(0, all.size(), all.data()), static_cast<ssize_t>(size));
+    EXPECT_TRUE(std::equal(all.begin(), all.begin() + 4 * C, data.begin()));
+    EXPECT_TRUE(std::all_of(all.begin() + 4 * C, all.end(), [](std::uint8_t x) { return x == 0; }));
+  };
+  for (std::uint64_t fragment : {1, 13, 28}) {
+    SCOPED_TRACE("fragment of " + std::to_string(fragment) + " bytes");
+    for (int how = 0; how < 4; ++how) {
+      SCOPED_TRACE("how " + std::to_string(how));
+      ASSERT_EQ(::ftruncate(b->fd, static_cast<off_t>(whole + fragment)), 0);
+      ContentFile& f = b->reopen();
+      ASSERT_EQ(f.plain_size(), static_cast<std::int64_t>(4 * C));
+      if (how == 0) {  // truncate upwards inside the chunk that held the fragment
+        ASSERT_EQ(f.truncate(4 * C + 500), 0);
+        expect_whole_chunks_then_zeros(f, 4 * C + 500);
+        expect_whole_chunks_then_zeros(b->reopen(), 4 * C + 500);
+      } else if (how == 1) {  // truncate upwards past it
+        ASSERT_EQ(f.truncate(6 * C + 7), 0);
+        expect_whole_chunks_then_zeros(f, 6 * C + 7);
+        expect_whole_chunks_then_zeros(b->reopen(), 6 * C + 7);
+      } else if (how == 2) {  // a write past the end leaves a gap where the fragment was
+        const Bytes tail = pattern(100, 62);
+        ASSERT_EQ(f.write(5 * C, tail.data(), tail.size()), 100);
+        for (bool fresh : {false, true}) {  // the same object, then a new one (which replaces it)
+          ContentFile& g = fresh ? b->reopen() : f;
+          Bytes all(5 * C + 100);
+          ASSERT_EQ(g.read(0, all.size(), all.data()), static_cast<ssize_t>(all.size()));
+          EXPECT_TRUE(std::equal(all.begin(), all.begin() + 4 * C, data.begin()));
+          EXPECT_TRUE(std::equal(all.begin() + 4 * C, all.begin() + 5 * C, zeros.begin()));
+          EXPECT_TRUE(std::equal(all.begin() + 5 * C, all.end(), tail.begin()));
+        }
+      } else {  // truncating to the size it reads as keeps the size and drops the fragment
+        ASSERT_EQ(f.truncate(4 * C), 0);
+        EXPECT_EQ(b->disk_size(), whole);
+        ASSERT_EQ(f.extend_to(4 * C + 10), 0);
+        expect_whole_chunks_then_zeros(b->reopen(), 4 * C + 10);
+      }
+      ASSERT_EQ(b->file->truncate(4 * C), 0);
+      ASSERT_EQ(b->file->write(4 * C, data.data() + 4 * C, 1000), 1000);  // back to the fixture's contents
+      ASSERT_EQ(b->disk_size(), good);
+    }
+  }
+  // A file of nothing but a header and a fragment reads as empty and grows as zeros, too.
+  ASSERT_EQ(::ftruncate(b->fd, static_cast<off_t>(kFileHeaderBytes + 20)), 0);
+  ContentFile& f = b->reopen();
+  ASSERT_EQ(f.plain_size(), 0);
+  ASSERT_EQ(f.truncate(300), 0);
+  for (bool fresh : {false, true}) {
+    ContentFile& g = fresh ? b->reopen() : f;
+    Bytes all(300, 0xCC);
+    ASSERT_EQ(g.read(0, all.size(), all.data()), 300);
+    EXPECT_EQ(all, Bytes(300, 0));
+  }
+}
+
 TEST_F(ContentFileDamage, FileCutShortUnderAnOpenObjectIsEioNotGarbage) {
   ContentFile& f = *b->file;  // has the size cached
   ASSERT_EQ(::ftruncate(b->fd, static_cast<off_t>(b->layout.cipher_size(2 * C + 500))), 0);

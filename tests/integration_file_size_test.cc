@@ -132,5 +132,42 @@ TEST(FallocateRace, ExtendingDuringWritebackNeverShrinksFsyncedData) {
   EXPECT_TRUE(back == data) << "contents differ after remount";
 }
 
+// A file whose ciphertext ends in an incomplete chunk (shorter than a nonce and tag: what an
+// append cut short between pages leaves) reads as its whole chunks; growing it by truncate,
+// fallocate or a write past the end reads as zeros past them (docs/FORMAT.md "Sizes"), not EIO.
+TEST(IncompleteLastChunk, GrowingTheFileReadsAsZerosPastTheWholeChunks) {
+  VaultOptions o;
+  o.chunk_size = static_cast<unsigned>(kChunk);
+  MountedVault v(o);
+  const std::string data(2 * kChunk, 's');
+  for (const char* name : {"by-truncate", "by-fallocate", "by-write"}) write_file(v.path(name), data + "tail");
+  v.unmount();
+  for (const auto& f : all_ciphertext_files(v.cipherdir()))
+    ASSERT_EQ(::truncate(f.c_str(), static_cast<off_t>(cipher_size(2 * kChunk) + 13)), 0) << f;
+  v.mount();
+  const std::string grown = data + std::string(kChunk / 2, '\0');
+  ASSERT_EQ(::truncate(v.path("by-truncate").c_str(), static_cast<off_t>(grown.size())), 0) << std::strerror(errno);
+  {
+    const int fd = ::open(v.path("by-fallocate").c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    EXPECT_EQ(::fallocate(fd, 0, 0, static_cast<off_t>(grown.size())), 0) << std::strerror(errno);
+    ::close(fd);
+  }
+  {
+    const int fd = ::open(v.path("by-write").c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    EXPECT_EQ(::pwrite(fd, "end", 3, static_cast<off_t>(grown.size())), 3) << std::strerror(errno);
+    EXPECT_EQ(::fsync(fd), 0);
+    ::close(fd);
+  }
+  for (int pass = 0; pass < 2; ++pass) {  // through this mount, then a fresh one
+    SCOPED_TRACE(pass ? "after remount" : "same mount");
+    EXPECT_TRUE(read_file(v.path("by-truncate")) == grown);
+    EXPECT_TRUE(read_file(v.path("by-fallocate")) == grown);
+    EXPECT_TRUE(read_file(v.path("by-write")) == grown + "end");
+    if (pass == 0) v.remount();
+  }
+}
+
 }  // namespace
 }  // namespace gcfs::test
