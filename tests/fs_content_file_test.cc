@@ -741,11 +741,11 @@ TEST_F(ContentFileTest, ConcurrentAppendersEndWithEveryBlock) {
 }
 
 // fallocate's extension (issue 18, finding 3): extend_to grows a file and never shrinks it, also
-// while a write is growing it. One thread writes a file block by block; the other keeps extending
-// it to half a block past the last block it saw written, so that every block the writer adds
-// races an extension to less than its end. Had the extension read the size and then set it in two
-// steps, a write landing in between would be cut back to the extension's end and its second half
-// would read as zeros.
+// while a write is growing it. One thread writes a file piece by piece; the other keeps extending
+// it to half a piece past the end it last saw, so that extensions meet writes that go further.
+// Every written byte must stay. (Here the old two-step extension, a size read and then a
+// truncate, loses only when a whole write fits between its two locks, which the scheduler rarely
+// allows; integration_file_size_test reproduces the race through the kernel's writeback.)
 TEST_F(ContentFileTest, ExtendToNeverShrinksAFileThatAWriteIsGrowing) {
   const std::uint32_t C = 4096;
   Backing b(file_path("extend"), C, 2);
