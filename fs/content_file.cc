@@ -105,11 +105,13 @@ int ContentFile::load_size_locked() {
   }
   if (!plain) {
     size_valid_ = false;
+    fragment_ = 0;
     return corrupt("ciphertext size " + std::to_string(st.st_size) +
                    " is impossible for this vault's chunk size (truncated or damaged file)");
   }
   size_ = *plain;
   size_valid_ = true;
+  fragment_ = fragment;
   durable_size_.store(size_);  // everything there at open may be relied on
   return 0;
 }
@@ -410,7 +412,11 @@ ssize_t ContentFile::write_locked(std::uint64_t off, const std::uint8_t* in, std
   if (rc < 0) return rc;
   // Only a growing write changes the size, and it holds size_mu_ exclusively; writes inside the
   // file run under the shared lock alongside readers of size_, so they must not store to it.
-  if (new_size != size_) size_ = new_size;
+  // Its first new chunk, at least a nonce and a tag long, went over any fragment.
+  if (new_size != size_) {
+    size_ = new_size;
+    fragment_ = 0;
+  }
   return static_cast<ssize_t>(len);
 }
 
@@ -426,10 +432,21 @@ ssize_t ContentFile::write(std::uint64_t off, const std::uint8_t* in, std::size_
   }
   // Writes that grow the file change the size and the last chunk's length: run them alone.
   std::unique_lock lk(size_mu_);
-  if (!size_valid_) {
-    int r = load_size_locked();
-    if (r < 0) return r;
-  }
+  if (int r = load_size_if_needed_locked(); r < 0) return r;
+  return write_growing_locked(off, in, len);
+}
+
+ssize_t ContentFile::append(const std::uint8_t* in, std::size_t len, std::uint64_t* at) {
+  std::unique_lock lk(size_mu_);
+  if (int r = load_size_if_needed_locked(); r < 0) return r;
+  if (at) *at = size_;
+  if (len == 0) return 0;
+  return write_growing_locked(size_, in, len);
+}
+
+int ContentFile::load_size_if_needed_locked() { return size_valid_ ? 0 : load_size_locked(); }
+
+ssize_t ContentFile::write_growing_locked(std::uint64_t off, const std::uint8_t* in, std::size_t len) {
   const std::uint64_t old_size = size_;
   if (off > size_) {
     int r = truncate_locked(off);
@@ -442,14 +459,25 @@ ssize_t ContentFile::write(std::uint64_t off, const std::uint8_t* in, std::size_
   return n;
 }
 
+int ContentFile::drop_fragment_locked() {
+  if (fragment_ == 0) return 0;
+  // The whole chunks stay; a file of a header and a fragment keeps its header.
+  const std::uint64_t keep = layout_.base_offset() + std::max<std::uint64_t>(layout_.cipher_size(size_), kFileHeaderBytes);
+  if (::ftruncate(fd(), static_cast<off_t>(keep)) != 0) return -errno;
+  fragment_ = 0;
+  return 0;
+}
+
 int ContentFile::truncate_locked(std::uint64_t new_size) {
   const std::uint64_t C = layout_.chunk_size();
-  if (new_size == size_) return 0;
+  // Truncating to the size the file reads as still replaces a fragment (docs/FORMAT.md "Sizes").
+  if (new_size == size_) return drop_fragment_locked();
   if (new_size == 0) {
     if (::ftruncate(fd(), static_cast<off_t>(layout_.base_offset())) != 0) return -errno;
     std::lock_guard hl(header_mu_);
     header_.reset();  // the next write starts a new file ID, hence a new key
     size_ = 0;
+    fragment_ = 0;
     durable_size_.store(0);
     return 0;
   }
@@ -477,6 +505,12 @@ int ContentFile::truncate_locked(std::uint64_t new_size) {
     int rc = ensure_header_locked(true);
     if (rc < 0) return rc;
   }
+  // Growing over an incomplete last chunk: cut it off first, so that the chunk growing in its
+  // place is a hole (zeros) instead of its bytes followed by zeros (EIO). (A partial last chunk
+  // was resealed above; a file with a fragment ends at a chunk boundary, so none was.)
+  if (new_size > size_) {
+    if (int rc = drop_fragment_locked(); rc < 0) return rc;
+  }
   if (::ftruncate(fd(), static_cast<off_t>(layout_.base_offset() + layout_.cipher_size(new_size))) != 0) {
     const int err = -errno;
     // The filesystem refused the size (EFBIG past its limit, say): reseal the edge chunk at its
@@ -489,17 +523,21 @@ int ContentFile::truncate_locked(std::uint64_t new_size) {
     return err;
   }
   size_ = new_size;
+  fragment_ = 0;
   if (durable_size_.load() > new_size) durable_size_.store(new_size);
   return 0;
 }
 
 int ContentFile::truncate(std::uint64_t new_size) {
   std::unique_lock lk(size_mu_);
-  if (!size_valid_) {
-    int r = load_size_locked();
-    if (r < 0) return r;
-  }
+  if (int r = load_size_if_needed_locked(); r < 0) return r;
   return truncate_locked(new_size);
+}
+
+int ContentFile::extend_to(std::uint64_t new_size) {
+  std::unique_lock lk(size_mu_);
+  if (int r = load_size_if_needed_locked(); r < 0) return r;
+  return new_size > size_ ? truncate_locked(new_size) : 0;
 }
 
 int ContentFile::punch_disk_range_locked(std::uint64_t disk_off, std::uint64_t disk_len) {
@@ -520,10 +558,7 @@ int ContentFile::punch_disk_range_locked(std::uint64_t disk_off, std::uint64_t d
 
 int ContentFile::punch_hole(std::uint64_t off, std::uint64_t len) {
   std::unique_lock lk(size_mu_);
-  if (!size_valid_) {
-    int r = load_size_locked();
-    if (r < 0) return r;
-  }
+  if (int r = load_size_if_needed_locked(); r < 0) return r;
   if (off >= size_ || len == 0) return 0;
   const std::uint64_t end = std::min(size_, off + len);
   const std::uint64_t C = layout_.chunk_size();

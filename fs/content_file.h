@@ -58,7 +58,16 @@ class ContentFile {
   // Writes len bytes at off, filling any gap before off with a hole. Returns len or -errno; on
   // ENOSPC and other write errors the file's earlier contents are left intact.
   ssize_t write(std::uint64_t off, const std::uint8_t* in, std::size_t len);
+  // Writes len bytes at the end of the file, wherever the end is when the write runs: finding the
+  // end and writing there happen under one lock, so a concurrent write that grows the file is
+  // never overwritten (O_APPEND). *at (optional) receives the offset written at.
+  ssize_t append(const std::uint8_t* in, std::size_t len, std::uint64_t* at = nullptr);
+  // Sets the size exactly, shrinking or growing (ftruncate).
   int truncate(std::uint64_t size);
+  // Grows the file to size if it is shorter; never shrinks it (fallocate without KEEP_SIZE). The
+  // size is compared and changed under one lock: with the kernel's writeback cache a WRITE may
+  // grow the file at any moment, and a size read before it must never cut that write off.
+  int extend_to(std::uint64_t size);
   // Makes [off, off+len) read as zeros without changing the size; whole chunks become holes that
   // take no space on disk.
   int punch_hole(std::uint64_t off, std::uint64_t len);
@@ -81,7 +90,12 @@ class ContentFile {
   // seals the chunks it covers whole straight from the caller's buffer.
   int seal_and_write_locked(ChunkRange r, const std::uint8_t* const* plains, std::uint64_t new_size);
   ssize_t write_locked(std::uint64_t off, const std::uint8_t* in, std::size_t len);
+  // A write that may change the size, under size_mu_ held exclusively.
+  ssize_t write_growing_locked(std::uint64_t off, const std::uint8_t* in, std::size_t len);
+  int load_size_if_needed_locked();
   int truncate_locked(std::uint64_t size);
+  // Cuts an incomplete last chunk off the ciphertext (fragment_), leaving the whole chunks.
+  int drop_fragment_locked();
   // Makes a disk range read as zeros, by punching it or, where that is unsupported, writing zeros.
   int punch_disk_range_locked(std::uint64_t disk_off, std::uint64_t disk_len);
   int corrupt(const std::string& what);
@@ -103,6 +117,10 @@ class ContentFile {
   RangeLock chunk_locks_;
   std::uint64_t size_ = 0;
   bool size_valid_ = false;
+  // Bytes of an incomplete last chunk past the whole chunks at load (docs/FORMAT.md "Sizes"):
+  // they are not part of size_, and must be gone before the file grows over them, or the chunk
+  // that grows there would start with them and fail authentication instead of reading as zeros.
+  std::uint64_t fragment_ = 0;
   // Plaintext bytes that someone may rely on: the size at load (all that existed when the file
   // was opened), raised to the size by mark_durable(), lowered by truncation. Chunks below it
   // are journaled before an in-place rewrite; chunks written only since the last fsync are not.

@@ -170,10 +170,10 @@ void EncryptedFs::write(fuse_req_t req, fuse_ino_t, const char* buf, std::size_t
   ssize_t n;
   // Page-cache writeback (mapped pages) may arrive through any writable handle of the inode, an
   // O_APPEND one included: those bytes belong at their page's offset, never at the end.
+  // An append finds the end and writes there under one lock in ContentFile, so that no other
+  // write growing the file in between is overwritten.
   if (h->append && !fi->writepage) {
-    std::lock_guard lk(h->inode->append_mu);
-    std::int64_t end = h->content->plain_size();
-    n = end < 0 ? end : h->content->write(static_cast<std::uint64_t>(end), in, size);
+    n = h->content->append(in, size);
   } else {
     n = h->content->write(static_cast<std::uint64_t>(off), in, size);
   }
@@ -212,10 +212,11 @@ void EncryptedFs::fallocate(fuse_req_t req, fuse_ino_t, int mode, off_t offset, 
   int rc = 0;
   if (mode == 0) {
     // The range must read as zeros and the size cover it; holes do both (space is not reserved:
-    // the chunks are sealed only when written).
-    std::int64_t size = c.plain_size();
-    if (size < 0) rc = static_cast<int>(size);
-    else if (end > static_cast<std::uint64_t>(size)) rc = c.truncate(end);
+    // the chunks are sealed only when written). Grow only, comparing and growing under one lock:
+    // under the writeback cache the kernel sends this without flushing its dirty pages, and a
+    // WRITE of one of them may grow the file past `end` while we run (issue 18: a size read
+    // first, then a truncate to `end`, cut fsynced pages off).
+    rc = c.extend_to(end);
   } else if (mode == FALLOC_FL_KEEP_SIZE) {
     rc = 0;
   } else if (mode == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)) {

@@ -543,6 +543,72 @@ TEST_F(ContentFileDamage, IncompleteLastChunkIsLeftOutAndACutHeaderIsEio) {
   EXPECT_EQ(g.reload(), -EIO);
 }
 
+// Issue 18, finding 8: after an incomplete last chunk, growing the file (truncate upwards, a write
+// past the end, fallocate) reads as zeros past the whole chunks, as docs/FORMAT.md "Sizes" says,
+// never as EIO: the fragment is dropped before the file grows over it, so the chunk that takes
+// its place is a hole instead of the fragment's bytes followed by zeros. Truncating to the size
+// the file reads as drops it too.
+TEST_F(ContentFileDamage, GrowingAFileWithAnIncompleteLastChunkReadsAsZeros) {
+  const std::uint64_t good = b->disk_size();
+  const std::uint64_t whole = b->layout.cipher_size(4 * C);  // the four whole chunks
+  const Bytes zeros(2 * C, 0);
+  auto expect_whole_chunks_then_zeros = [&](ContentFile& f, std::uint64_t size) {
+    ASSERT_EQ(f.plain_size(), static_cast<std::int64_t>(size));
+    Bytes all(size);
+    ASSERT_EQ(f.read(0, all.size(), all.data()), static_cast<ssize_t>(size));
+    EXPECT_TRUE(std::equal(all.begin(), all.begin() + 4 * C, data.begin()));
+    EXPECT_TRUE(std::all_of(all.begin() + 4 * C, all.end(), [](std::uint8_t x) { return x == 0; }));
+  };
+  for (std::uint64_t fragment : {1, 13, 28}) {
+    SCOPED_TRACE("fragment of " + std::to_string(fragment) + " bytes");
+    for (int how = 0; how < 4; ++how) {
+      SCOPED_TRACE("how " + std::to_string(how));
+      ASSERT_EQ(::ftruncate(b->fd, static_cast<off_t>(whole + fragment)), 0);
+      ContentFile& f = b->reopen();
+      ASSERT_EQ(f.plain_size(), static_cast<std::int64_t>(4 * C));
+      if (how == 0) {  // truncate upwards inside the chunk that held the fragment
+        ASSERT_EQ(f.truncate(4 * C + 500), 0);
+        expect_whole_chunks_then_zeros(f, 4 * C + 500);
+        expect_whole_chunks_then_zeros(b->reopen(), 4 * C + 500);
+      } else if (how == 1) {  // truncate upwards past it
+        ASSERT_EQ(f.truncate(6 * C + 7), 0);
+        expect_whole_chunks_then_zeros(f, 6 * C + 7);
+        expect_whole_chunks_then_zeros(b->reopen(), 6 * C + 7);
+      } else if (how == 2) {  // a write past the end leaves a gap where the fragment was
+        const Bytes tail = pattern(100, 62);
+        ASSERT_EQ(f.write(5 * C, tail.data(), tail.size()), 100);
+        for (bool fresh : {false, true}) {  // the same object, then a new one (which replaces it)
+          ContentFile& g = fresh ? b->reopen() : f;
+          Bytes all(5 * C + 100);
+          ASSERT_EQ(g.read(0, all.size(), all.data()), static_cast<ssize_t>(all.size()));
+          EXPECT_TRUE(std::equal(all.begin(), all.begin() + 4 * C, data.begin()));
+          EXPECT_TRUE(std::equal(all.begin() + 4 * C, all.begin() + 5 * C, zeros.begin()));
+          EXPECT_TRUE(std::equal(all.begin() + 5 * C, all.end(), tail.begin()));
+        }
+      } else {  // truncating to the size it reads as keeps the size and drops the fragment
+        ASSERT_EQ(f.truncate(4 * C), 0);
+        EXPECT_EQ(b->disk_size(), whole);
+        ASSERT_EQ(f.extend_to(4 * C + 10), 0);
+        expect_whole_chunks_then_zeros(b->reopen(), 4 * C + 10);
+      }
+      ASSERT_EQ(b->file->truncate(4 * C), 0);
+      ASSERT_EQ(b->file->write(4 * C, data.data() + 4 * C, 1000), 1000);  // back to the fixture's contents
+      ASSERT_EQ(b->disk_size(), good);
+    }
+  }
+  // A file of nothing but a header and a fragment reads as empty and grows as zeros, too.
+  ASSERT_EQ(::ftruncate(b->fd, static_cast<off_t>(kFileHeaderBytes + 20)), 0);
+  ContentFile& f = b->reopen();
+  ASSERT_EQ(f.plain_size(), 0);
+  ASSERT_EQ(f.truncate(300), 0);
+  for (bool fresh : {false, true}) {
+    ContentFile& g = fresh ? b->reopen() : f;
+    Bytes all(300, 0xCC);
+    ASSERT_EQ(g.read(0, all.size(), all.data()), 300);
+    EXPECT_EQ(all, Bytes(300, 0));
+  }
+}
+
 TEST_F(ContentFileDamage, FileCutShortUnderAnOpenObjectIsEioNotGarbage) {
   ContentFile& f = *b->file;  // has the size cached
   ASSERT_EQ(::ftruncate(b->fd, static_cast<off_t>(b->layout.cipher_size(2 * C + 500))), 0);
@@ -672,6 +738,103 @@ TEST_F(ContentFileTest, ConcurrentAppendersEndWithEveryBlock) {
   }
   EXPECT_EQ(b.read_all(*b.file), expect);
   EXPECT_EQ(b.read_all(b.reopen()), expect);
+}
+
+// fallocate's extension (issue 18, finding 3): extend_to grows a file and never shrinks it, also
+// while a write is growing it. One thread writes a file piece by piece; the other keeps extending
+// it to half a piece past the end it last saw, so that extensions meet writes that go further.
+// Every written byte must stay. (Here the old two-step extension, a size read and then a
+// truncate, loses only when a whole write fits between its two locks, which the scheduler rarely
+// allows; integration_file_size_test reproduces the race through the kernel's writeback.)
+TEST_F(ContentFileTest, ExtendToNeverShrinksAFileThatAWriteIsGrowing) {
+  const std::uint32_t C = 4096;
+  Backing b(file_path("extend"), C, 2);
+  ContentFile& f = *b.file;
+
+  // Alone: a shorter target changes nothing, a longer one adds zeros.
+  const Bytes start = pattern(3 * C + 100, 11);
+  ASSERT_EQ(f.write(0, start.data(), start.size()), static_cast<ssize_t>(start.size()));
+  EXPECT_EQ(f.extend_to(C), 0);
+  EXPECT_EQ(f.extend_to(3 * C + 100), 0);
+  EXPECT_EQ(b.read_all(b.reopen()), start);
+  ContentFile& g = *b.file;
+  EXPECT_EQ(g.extend_to(5 * C), 0);
+  Bytes grown = start;
+  grown.resize(5 * C, 0);
+  EXPECT_EQ(b.read_all(g), grown);
+  EXPECT_EQ(b.read_all(b.reopen()), grown);
+  EXPECT_EQ(b.disk_size(), b.layout.cipher_size(5 * C));
+
+  // Racing a writer that grows the file by small writes, while the extender keeps extending it
+  // to just past the end it last saw: every extension can meet a write that goes further.
+  constexpr int kRounds = 4;
+  constexpr std::uint64_t kPiece = 100, kPieces = 500;
+  int bad_rounds = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    ContentFile& h = *b.file;
+    ASSERT_EQ(h.truncate(0), 0);
+    const Bytes data = pattern(kPieces * kPiece, static_cast<std::uint32_t>(100 + round));
+    std::atomic<bool> done{false};
+    std::atomic<int> failures{0};
+    std::thread extender([&] {
+      while (!done.load()) {
+        const std::int64_t size = h.plain_size();
+        if (size < 0 || h.extend_to(static_cast<std::uint64_t>(size) + kPiece / 2) < 0) ++failures;
+      }
+    });
+    for (std::uint64_t k = 0; k < kPieces; ++k)
+      if (h.write(k * kPiece, data.data() + k * kPiece, kPiece) != static_cast<ssize_t>(kPiece)) ++failures;
+    done.store(true);
+    extender.join();
+    EXPECT_EQ(failures.load(), 0);
+    // Every written byte is there; past them, the extender may have run ahead of the writer (zeros).
+    for (const Bytes& got : {b.read_all(h), b.read_all(b.reopen())}) {
+      const bool ok = got.size() >= data.size() && std::equal(data.begin(), data.end(), got.begin()) &&
+                      std::all_of(got.begin() + static_cast<std::ptrdiff_t>(data.size()), got.end(),
+                                  [](std::uint8_t x) { return x == 0; });
+      if (!ok) ++bad_rounds;
+    }
+  }
+  EXPECT_EQ(bad_rounds, 0) << "of " << kRounds << " rounds lost written bytes to an extension (counted twice: "
+                           << "the same object and a fresh one)";
+}
+
+// ContentFile::append (O_APPEND) finds the end and writes there under one lock: appenders racing
+// each other never overwrite one another, and each learns where its bytes went.
+TEST_F(ContentFileTest, ConcurrentAppendsNeverOverwriteEachOther) {
+  const std::uint32_t C = 4096;
+  Backing b(file_path("append"), C, 2);
+  const int threads = 4, blocks = 40;
+  const std::size_t blk = 1000;  // not a divisor of the chunk size: appends share chunks
+  std::vector<std::vector<std::uint64_t>> at(threads);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t) {
+    ts.emplace_back([&, t] {
+      for (int i = 0; i < blocks; ++i) {
+        const Bytes v = pattern(blk, static_cast<std::uint32_t>(t * 1000 + i));
+        std::uint64_t where = 0;
+        if (b.file->append(v.data(), blk, &where) != static_cast<ssize_t>(blk)) ++failures;
+        at[t].push_back(where);
+      }
+    });
+  }
+  for (auto& th : ts) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  const Bytes all = b.read_all(b.reopen());
+  ASSERT_EQ(all.size(), threads * blocks * blk);
+  std::set<std::uint64_t> offsets;
+  for (int t = 0; t < threads; ++t) {
+    for (int i = 0; i < blocks; ++i) {
+      const std::uint64_t o = at[t][static_cast<std::size_t>(i)];
+      offsets.insert(o);
+      ASSERT_LE(o + blk, all.size());
+      EXPECT_EQ(Bytes(all.begin() + static_cast<std::ptrdiff_t>(o), all.begin() + static_cast<std::ptrdiff_t>(o + blk)),
+                pattern(blk, static_cast<std::uint32_t>(t * 1000 + i)))
+          << "thread " << t << " block " << i << " at " << o;
+    }
+  }
+  EXPECT_EQ(offsets.size(), static_cast<std::size_t>(threads * blocks)) << "two appends landed at one offset";
 }
 
 TEST_F(ContentFileTest, ConcurrentMixedOperationsNeverCorruptAChunk) {
