@@ -50,19 +50,18 @@ SecretString from_program(const std::string& cmd) {
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) throw UserError("cannot run the --extpass program: " + std::string(std::strerror(errno)));
   SecretString out;
-  char buf[256];
+  SecretBytes buf(256);  // wiped on every way out
   bool line_done = false;
   for (;;) {
-    ssize_t n = ::read(fileno(p), buf, sizeof buf);
+    ssize_t n = ::read(fileno(p), buf.data(), buf.size());
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
-    const std::string_view got(buf, static_cast<std::size_t>(n));
+    const std::string_view got(reinterpret_cast<const char*>(buf.data()), static_cast<std::size_t>(n));
     if (!line_done && out.size() < kMaxPasswordBytes) {
       out.append(got.substr(0, kMaxPasswordBytes - out.size()));
       line_done = got.find('\n') != std::string_view::npos;
     }
   }
-  secure_wipe(buf, sizeof buf);
   const int status = ::pclose(p);
   if (status != 0) throw UserError("the --extpass program failed (exit status " + std::to_string(status) + ")");
   return first_line(out.view());
