@@ -3,6 +3,7 @@
 #include <openssl/crypto.h>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -33,6 +34,11 @@ SecretMemory& memory() {
   return *m;
 }
 
+// The system call itself, as OpenSSL's secure heap makes it (mlock2): AddressSanitizer replaces the
+// mlock() library function with one that does nothing, which would leave sanitized builds (and
+// their tests) with unlocked secrets.
+void lock_pages(void* p, std::size_t len) { (void)::syscall(SYS_mlock, p, len); }
+
 std::size_t page_size() {
   static const std::size_t n = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   return n;
@@ -44,8 +50,8 @@ void before_fork() { memory().pages_mu.lock(); }
 void after_fork_parent() { memory().pages_mu.unlock(); }
 void after_fork_child() {
   SecretMemory& m = memory();
-  if (m.arena) (void)::mlock(m.arena, kArenaBytes);
-  for (const auto& [p, len] : m.pages) (void)::mlock(p, len);
+  if (m.arena) lock_pages(m.arena, kArenaBytes);
+  for (const auto& [p, len] : m.pages) lock_pages(p, len);
   m.pages_mu.unlock();
 }
 
@@ -78,7 +84,7 @@ void* allocate_pages(std::size_t n) {
   const std::size_t len = page_round(n);
   void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
-  (void)::mlock(p, len);
+  lock_pages(p, len);
   (void)::madvise(p, len, MADV_DONTDUMP);
   SecretMemory& m = memory();
   std::lock_guard lock(m.pages_mu);
