@@ -1,6 +1,11 @@
 // RAII for the CUDA runtime's handles: device and pinned buffers, streams, events. Each owner
 // remembers its device, because the runtime's current device is per thread and the gpu engine's
 // callers are many threads.
+//
+// Buffers hold key schedules and plaintext, so both kinds are zeroed before they are freed: the
+// driver hands freed memory to the next allocation as it is. The cost is paid once per buffer, at
+// free, never per batch. An owner frees a buffer only when no work on it is in flight (the gpu
+// engine synchronizes its devices first), as cudaFree and cudaFreeHost already require.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -9,6 +14,8 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+
+#include "crypto/secret.h"
 
 namespace gcfs::gpu {
 
@@ -34,6 +41,10 @@ class DeviceBuffer {
   ~DeviceBuffer() {
     if (ptr_) {
       cudaSetDevice(device_);
+      // cudaMemset may return before the zeros are written: wait for them before the free. Errors
+      // are ignored; after a sticky error the context can do nothing more (zeroing included).
+      cudaMemset(ptr_, 0, bytes_);
+      cudaDeviceSynchronize();
       cudaFree(ptr_);
     }
   }
@@ -64,7 +75,10 @@ class PinnedBuffer {
   PinnedBuffer(PinnedBuffer&& o) noexcept { swap(o); }
   PinnedBuffer& operator=(PinnedBuffer&& o) noexcept { swap(o); return *this; }
   ~PinnedBuffer() {
-    if (ptr_) cudaFreeHost(ptr_);
+    if (ptr_) {
+      secure_wipe(ptr_, bytes_);
+      cudaFreeHost(ptr_);
+    }
   }
   template <class T = unsigned char>
   T* get() const { return static_cast<T*>(ptr_); }

@@ -127,7 +127,7 @@ struct Slot {
         d_scratch(d.device, kDirectMaxChunks * sizeof(ChunkScratch)) {
     check_cuda(cudaMemset(d_scratch.get(), 0, d_scratch.size()), "clearing the GPU scratch");
   }
-  ~Slot() { std::memset(h_keys.get(), 0, h_keys.size()); }
+  // Freed only after ~GpuEngine synchronized the device; the buffers zero themselves (cuda_handles.h).
 
   DeviceState* dev;
   Stream stream;
@@ -248,8 +248,9 @@ class GpuEngine final : public ChunkEngine {
     pinned_->add(data, bytes);
     return HostBuffer(
         data, bytes,
-        [reg = pinned_](std::uint8_t* q, std::size_t) {
+        [reg = pinned_](std::uint8_t* q, std::size_t n) {
           reg->remove(q);  // first, so no later batch takes the freed range for pinned
+          secure_wipe(q, n);  // it held plaintext; the driver reuses pinned memory as it is
           cudaFreeHost(q);
         },
         true);

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <vector>
 
+#include "crypto/secret.h"
 #include "cuda/gcm_layout.h"
 #include "cuda/host_tables.h"
 
@@ -11,7 +12,7 @@ namespace gcfs::gpu {
 void build_key_blob(const std::uint8_t key[32], KeyBlob& blob) {
   std::memset(&blob, 0, sizeof blob);
   aes256_expand_key(key, blob.round_keys);
-  const Block128 h = aes256_encrypt_te0(host_te0().data(), blob.round_keys, Block128{{0, 0, 0, 0}});
+  Block128 h = aes256_encrypt_te0(host_te0().data(), blob.round_keys, Block128{{0, 0, 0, 0}});
 
   Block128 power = h;  // H^(2^l)
   for (int l = 0; l < kPowerTables; ++l) {
@@ -30,7 +31,12 @@ void build_key_blob(const std::uint8_t key[32], KeyBlob& blob) {
   blob.segment_power[0] = Block128{{0x80, 0, 0, 0}};  // the field's one: bit 0 = MSB of byte 0
   for (std::uint32_t u = 1; u < kSegmentPowers; ++u)
     blob.segment_power[u] = gf_mul_table(blob.segment_power[u - 1], scratch.data());
-  std::memset(scratch.data(), 0, scratch.size() * sizeof(std::uint32_t));
+  // H and its powers are key material. OPENSSL_cleanse, not memset: a compiler may drop a plain
+  // store to memory that is freed right after.
+  secure_wipe(scratch.data(), scratch.size() * sizeof(std::uint32_t));
+  secure_wipe(&h, sizeof h);
+  secure_wipe(&power, sizeof power);
+  secure_wipe(&p, sizeof p);
 }
 
 }  // namespace gcfs::gpu

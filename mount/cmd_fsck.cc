@@ -85,15 +85,11 @@ int cmd_fsck(int argc, char** argv) {
     while (cipherdir.size() > 1 && cipherdir.back() == '/') cipherdir.pop_back();
 
     VaultConfig cfg = Vault::load_config(cipherdir);
-    std::string password = read_password(pw_src, "Password: ");
     std::unique_ptr<Vault> vault;
-    try {
-      vault = Vault::open(cipherdir, cfg, password);
-    } catch (...) {
-      secure_wipe(password.data(), password.size());
-      throw;
-    }
-    secure_wipe(password.data(), password.size());
+    {
+      const SecretString password = read_password(pw_src, "Password: ");
+      vault = Vault::open(cipherdir, cfg, password.view());
+    }  // the password is wiped here, or on the way out when open throws
 
     EngineOptions eo;
     eo.name = engine;

@@ -34,9 +34,10 @@ int cmd_init(int argc, char** argv) {
     if (scrypt_logn < 10 || scrypt_logn > 28) throw po::error("--scrypt-logn must be from 10 to 28");
     ScryptParams scrypt;
     scrypt.log_n = scrypt_logn;
-    std::string password = read_password(pw_src, "Password for the new vault: ", true);
-    Vault::create(cipherdir, password, chunk_size, scrypt);
-    secure_wipe(password.data(), password.size());
+    {
+      const SecretString password = read_password(pw_src, "Password for the new vault: ", true);
+      Vault::create(cipherdir, password.view(), chunk_size, scrypt);
+    }  // the password is wiped here, or on the way out when create throws
     std::cout << "Created a vault in " << cipherdir << " (chunk size " << chunk_size << ").\n"
               << "Mount it with: gpucryptfs mount " << cipherdir << " MOUNTPOINT\n";
     return kExitOk;

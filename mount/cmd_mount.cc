@@ -97,20 +97,17 @@ int cmd_mount(int argc, char** argv) {
     mount::check_mountpoint(mo.mountpoint, kExitBadMountpoint);
     if (mo.mountpoint == cipherdir || mo.mountpoint.starts_with(cipherdir + "/"))
       throw mount::MountFailure(kExitBadMountpoint, "the mountpoint must not lie inside CIPHERDIR");
-    auto password = std::make_shared<std::string>(read_password(pw_src, "Password: "));
-    // The parent of a detached mount keeps its copy until it exits: wipe it on every way out.
-    struct Wiper {
-      std::string& s;
-      ~Wiper() { secure_wipe(s.data(), s.size()); }
-    } wipe_password{*password};
+    // The parent of a detached mount keeps its copy until it returns: SecretString wipes it on
+    // every way out.
+    SecretString password = read_password(pw_src, "Password: ");
 
     auto setup = [&]() -> mount::FuseFilesystem {
       ::umask(0);  // the kernel has applied the caller's umask to every mode we are given
       if (!log_file.empty()) log::to_file(log_file);
       else if (!mo.foreground) mount::announce_detached_log(log::to_syslog_or_state_file());
       auto rv = std::make_shared<RunningVault>();
-      rv->vault = Vault::open(cipherdir, config, *password);
-      secure_wipe(password->data(), password->size());
+      rv->vault = Vault::open(cipherdir, config, password.view());
+      password.clear();
       int root_fd = ::open(cipherdir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
       if (root_fd < 0) throw UserError("cannot open " + cipherdir + ": " + std::strerror(errno));
       DirIv iv{};

@@ -26,14 +26,23 @@ int cmd_passwd(int argc, char** argv) {
         "new-passfile", po::value(&new_src.passfile), "read the new password from this file");
     if (!parse_command_line(argc, argv, opts, {{"CIPHERDIR", &cipherdir}})) return kExitOk;
     VaultConfig cfg = Vault::load_config(cipherdir);
-    std::string old_pw = read_password(old_src, "Current password: ");
-    SecretBytes master = cfg.unlock(old_pw);
-    secure_wipe(old_pw.data(), old_pw.size());
-    std::string new_pw = read_password(new_src, "New password: ", true);
-    cfg.rewrap(master, new_pw);
-    secure_wipe(new_pw.data(), new_pw.size());
+    // Each password is a SecretString: wiped when its block ends, or on the way out when
+    // unlock (a wrong password), the prompt (the two new ones differ) or rewrap throws.
+    SecretBytes master;
+    {
+      const SecretString old_pw = read_password(old_src, "Current password: ");
+      master = cfg.unlock(old_pw.view());
+    }
+    {
+      const SecretString new_pw = read_password(new_src, "New password: ", true);
+      cfg.rewrap(master, new_pw.view());
+    }
     cfg.save_file(config_path(cipherdir));
-    std::cout << "Password changed.\n";
+    // The master key stays the same (nothing is re-encrypted): docs/SECURITY.md, "Changing the
+    // password", says what that does not revoke.
+    std::cout << "Password changed.\n"
+              << "Note: copies of the old gpucryptfs.conf (backups, sync history) still open this vault with the "
+                 "old password; see docs/SECURITY.md.\n";
     return kExitOk;
   });
 }

@@ -67,15 +67,15 @@ int volume_create(int argc, char** argv) {
   struct stat st {};
   if (::stat(container.c_str(), &st) == 0) throw UserError(container + " already exists; choose a new file name");
 
-  std::string password = read_password({passfile, extpass}, "New volume password: ", true);
+  SecretString password = read_password({passfile, extpass}, "New volume password: ", true);
   ScryptParams params;
   params.log_n = logn;
   SecretBytes master;
-  VaultConfig config = VaultConfig::create(password, chunk_size, params, VaultKind::Volume, &master);
+  VaultConfig config = VaultConfig::create(password.view(), chunk_size, params, VaultKind::Volume, &master);
   // volume_size is one of the authenticated fields: wrap the key again now that it is set.
   config.volume_size = size;
-  config.rewrap(master, password);
-  secure_wipe(password.data(), password.size());
+  config.rewrap(master, password.view());
+  password.clear();  // and wiped on the way out should create or rewrap throw
   VolumeContainer::create(container, config);
   std::cout << "Created volume " << container << ": " << format_byte_size(size) << " (" << size << " bytes), chunk size "
             << chunk_size << ", sparse: unwritten chunks take no space.\n"
@@ -99,9 +99,10 @@ int volume_resize(int argc, char** argv) {
   if (size < old_size)
     throw UserError("cannot shrink " + container + " from " + format_byte_size(old_size) + " to " + format_byte_size(size) +
                     ": only growing is supported (the filesystem inside may use the end)");
-  std::string password = read_password({passfile, extpass}, "Password: ");
-  vol.grow(size, password);
-  secure_wipe(password.data(), password.size());
+  {
+    const SecretString password = read_password({passfile, extpass}, "Password: ");
+    vol.grow(size, password.view());
+  }  // the password is wiped here, or on the way out when grow throws
   if (size == old_size) {
     std::cout << container << " already has " << format_byte_size(size) << "; nothing changed.\n";
     return kExitOk;

@@ -7,101 +7,128 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <iostream>
 
 #include "crypto/errors.h"
-#include "crypto/secret.h"
+#include "fs/unique_fd.h"
 
 namespace gcfs::cli {
 namespace {
 
-std::string first_line(std::string s) {
-  auto nl = s.find('\n');
-  if (nl != std::string::npos) s.resize(nl);
-  if (!s.empty() && s.back() == '\r') s.pop_back();
-  return s;
+// A password longer than this is cut here (it is still far beyond any typed one).
+constexpr std::size_t kMaxPasswordBytes = 64 * 1024;
+
+// The first line of s, without its "\r\n" or "\n", in secret memory.
+SecretString first_line(std::string_view s) {
+  const auto nl = s.find('\n');
+  if (nl != std::string_view::npos) s = s.substr(0, nl);
+  if (!s.empty() && s.back() == '\r') s.remove_suffix(1);
+  return SecretString(s);
 }
 
-// Reads up to the first newline with plain read(2) into one buffer that is wiped afterwards; an
-// ifstream would leave copies of the password in its own buffer and in reallocated strings.
-std::string from_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw UserError("cannot read the password file " + path + ": " + std::strerror(errno));
-  std::string buf(64 * 1024, '\0');
+// Reads up to the first newline with plain read(2) into secret memory; an ifstream or a FILE
+// would leave copies of the password in their own buffers, and a growing std::string in the
+// heap blocks it leaves behind.
+SecretString from_file(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) throw UserError("cannot read the password file " + path + ": " + std::strerror(errno));
+  SecretBytes buf(kMaxPasswordBytes);
   std::size_t len = 0;
-  int err = 0;
   while (len < buf.size() && std::memchr(buf.data(), '\n', len) == nullptr) {
-    ssize_t n = ::read(fd, buf.data() + len, buf.size() - len);
+    ssize_t n = ::read(fd.get(), buf.data() + len, buf.size() - len);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) err = errno;
-    if (n <= 0) break;
+    if (n < 0) throw UserError("cannot read the password file " + path + ": " + std::strerror(errno));
+    if (n == 0) break;
     len += static_cast<std::size_t>(n);
   }
-  ::close(fd);
-  std::string pw;
-  if (!err) {
-    const char* nl = static_cast<const char*>(std::memchr(buf.data(), '\n', len));
-    std::size_t end = nl ? static_cast<std::size_t>(nl - buf.data()) : len;
-    if (end && buf[end - 1] == '\r') --end;
-    pw.assign(buf.data(), end);
-  }
-  secure_wipe(buf.data(), buf.size());
-  if (err) throw UserError("cannot read the password file " + path + ": " + std::strerror(err));
-  return pw;
+  return first_line({reinterpret_cast<const char*>(buf.data()), len});
 }
 
-std::string from_program(const std::string& cmd) {
+// The program's output is read from the pipe's descriptor with read(2), never through the FILE,
+// whose buffer would keep a copy; only the first line is kept, the rest is drained and wiped so
+// that the program does not die of SIGPIPE.
+SecretString from_program(const std::string& cmd) {
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) throw UserError("cannot run the --extpass program: " + std::string(std::strerror(errno)));
-  std::string out;
-  char buf[256];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  secure_wipe(buf, sizeof buf);
-  int status = ::pclose(p);
+  SecretString out;
+  SecretBytes buf(256);  // wiped on every way out
+  bool line_done = false;
+  for (;;) {
+    ssize_t n = ::read(fileno(p), buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    const std::string_view got(reinterpret_cast<const char*>(buf.data()), static_cast<std::size_t>(n));
+    if (!line_done && out.size() < kMaxPasswordBytes) {
+      out.append(got.substr(0, kMaxPasswordBytes - out.size()));
+      line_done = got.find('\n') != std::string_view::npos;
+    }
+  }
+  const int status = ::pclose(p);
   if (status != 0) throw UserError("the --extpass program failed (exit status " + std::to_string(status) + ")");
-  std::string pw = first_line(out);
-  secure_wipe(out.data(), out.size());
-  return pw;
+  return first_line(out.view());
 }
 
-std::string from_terminal(const std::string& prompt) {
-  FILE* tty = std::fopen("/dev/tty", "r+");
-  if (!tty) throw UserError("no terminal to ask for the password on: use --passfile or --extpass");
-  std::fputs(prompt.c_str(), tty);
-  std::fflush(tty);
-  termios old{};
-  const int fd = fileno(tty);
-  const bool have_termios = ::tcgetattr(fd, &old) == 0;
-  if (have_termios) {
-    termios quiet = old;
+// Turns the terminal's echo off for as long as it lives, on every way out.
+class EchoOff {
+ public:
+  explicit EchoOff(int fd) : fd_(fd), have_(::tcgetattr(fd, &old_) == 0) {
+    if (!have_) return;
+    termios quiet = old_;
     quiet.c_lflag &= ~static_cast<tcflag_t>(ECHO);
-    ::tcsetattr(fd, TCSAFLUSH, &quiet);
+    ::tcsetattr(fd_, TCSAFLUSH, &quiet);
   }
-  char* line = nullptr;
-  size_t cap = 0;
-  ssize_t n = ::getline(&line, &cap, tty);
-  if (have_termios) ::tcsetattr(fd, TCSAFLUSH, &old);
-  std::fputc('\n', tty);
-  std::fclose(tty);
-  std::string pw = n > 0 ? first_line(std::string(line, static_cast<size_t>(n))) : std::string();
-  if (line) {
-    secure_wipe(line, cap);
-    std::free(line);
+  ~EchoOff() {
+    if (have_) ::tcsetattr(fd_, TCSAFLUSH, &old_);
   }
+  EchoOff(const EchoOff&) = delete;
+  EchoOff& operator=(const EchoOff&) = delete;
+
+ private:
+  int fd_;
+  termios old_{};
+  bool have_;
+};
+
+void write_text(int fd, std::string_view s) {
+  while (!s.empty()) {
+    ssize_t n = ::write(fd, s.data(), s.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    s.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
+
+// The terminal is read byte by byte with read(2) straight into secret memory: stdio would keep
+// the line in its FILE buffer, and getline in a heap block of its own.
+SecretString from_terminal(const std::string& prompt) {
+  UniqueFd tty(::open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC));
+  if (!tty) throw UserError("no terminal to ask for the password on: use --passfile or --extpass");
+  write_text(tty.get(), prompt);
+  SecretString pw;
+  {
+    EchoOff quiet(tty.get());
+    char c = 0;
+    for (;;) {
+      ssize_t n = ::read(tty.get(), &c, 1);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0 || c == '\n') break;
+      if (pw.size() < kMaxPasswordBytes) pw.push_back(c);
+    }
+    secure_wipe(&c, 1);
+  }
+  write_text(tty.get(), "\n");
+  if (!pw.empty() && pw.view().back() == '\r') pw.pop_back();
   return pw;
 }
 
 }  // namespace
 
-std::string read_password(const PasswordSource& src, const std::string& prompt, bool confirm) {
-  std::string pw;
+SecretString read_password(const PasswordSource& src, const std::string& prompt, bool confirm) {
+  SecretString pw;
   if (!src.passfile.empty()) pw = from_file(src.passfile);
   else if (!src.extpass.empty()) pw = from_program(src.extpass);
   else {
     pw = from_terminal(prompt);
-    if (confirm && !pw.empty() && from_terminal("Repeat password: ") != pw)
+    if (confirm && !pw.empty() && !from_terminal("Repeat password: ").equals(pw))
       throw UserError("the two passwords differ; nothing was changed");
   }
   if (pw.empty()) throw UserError("the password is empty; refusing (an empty password file or an empty answer)");

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "crypto/secret.h"
+
 namespace gcfs::cli {
 
 struct PasswordSource {
@@ -12,7 +14,9 @@ struct PasswordSource {
 };
 
 // Throws UserError for an unreadable file, a failing program, an empty password, or no terminal
-// to ask on. With confirm, asks twice on the terminal and insists the two match.
-std::string read_password(const PasswordSource& src, const std::string& prompt, bool confirm = false);
+// to ask on. With confirm, asks twice on the terminal and insists the two match. The password
+// and every buffer it passed through are wiped when they are dropped, on the error paths too;
+// nothing holds it in a std::string.
+SecretString read_password(const PasswordSource& src, const std::string& prompt, bool confirm = false);
 
 }  // namespace gcfs::cli

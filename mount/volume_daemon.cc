@@ -312,8 +312,7 @@ FuseFilesystem make_volume_filesystem(VolumeMountSetup& setup) {
   VolumeContainer container(setup.container, !setup.read_only);
   container.check_stream_size();
   container.check_content_header();  // damaged, it would turn every read into EIO
-  SecretBytes master = container.config().unlock(setup.password);  // throws WrongPassword
-  secure_wipe(setup.password.data(), setup.password.size());
+  SecretBytes master = container.config().unlock(setup.password.view());  // throws WrongPassword
   setup.password.clear();
   auto s = std::make_shared<VolumeState>(std::move(container), master, setup.engine, setup.read_only);
   const std::int64_t stream = s->content.plain_size();

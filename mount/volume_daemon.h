@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "crypto/secret.h"
 #include "fs/engine_factory.h"
 #include "mount/fuse_runner.h"
 
@@ -16,7 +17,7 @@ constexpr const char* kVolumeImageName = "volume.img";
 
 struct VolumeMountSetup {
   std::string container;
-  std::string password;
+  SecretString password;
   EngineOptions engine;
   bool read_only = false;
 };

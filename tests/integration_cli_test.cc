@@ -156,6 +156,27 @@ TEST(Cli, PasswdThenMountWithTheNewPassword) {
   EXPECT_EQ(read_file(v.path("kept")), "still here");
 }
 
+// passwd wraps the same master key again: it says so, and an old copy of the config (a backup,
+// sync history) still opens the vault with the old password (docs/SECURITY.md, "Changing the
+// password"). This test pins that documented limit: should a re-key ever change it, update both.
+TEST(Cli, PasswdWarnsThatAnOldConfigCopyStillOpensWithTheOldPassword) {
+  MountedVault v(not_mounted());
+  TempDir t("gcfs-cli");
+  const std::string config = v.cipherdir() + "/gpucryptfs.conf";
+  ASSERT_EQ(run_shell("cp " + shell_quote(config) + " " + shell_quote(t.path() + "/old.conf")).status, 0);
+  write_file(t.path() + "/new", "a new password\n");
+  auto r = run_shell(bin() + " passwd --passfile " + shell_quote(v.passfile()) + " --new-passfile " +
+                     shell_quote(t.path() + "/new") + " " + shell_quote(v.cipherdir()));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("old gpucryptfs.conf"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("still open"), std::string::npos) << r.output;
+  const std::string fsck_old = bin() + " fsck --passfile " + shell_quote(v.passfile()) + " " + shell_quote(v.cipherdir());
+  EXPECT_EQ(run_shell(fsck_old).status, 12) << "the current config refuses the old password";
+  ASSERT_EQ(run_shell("cp " + shell_quote(t.path() + "/old.conf") + " " + shell_quote(config)).status, 0);
+  r = run_shell(fsck_old);
+  EXPECT_EQ(r.status, 0) << "the old config and the old password still open the vault: " << r.output;
+}
+
 TEST(Cli, InfoAndHelp) {
   MountedVault v(not_mounted());
   auto r = run_shell(bin() + " info " + shell_quote(v.cipherdir()));
