@@ -328,7 +328,7 @@ class Checker {
                              ": fsck --repair does not use it and moves nothing; remove or rename it (it may lead "
                              "outside the vault), then run the repair again";
     problem(cpath, std::nullopt, what, false);
-    if (report_.repair_refused.empty()) report_.repair_refused = what;
+    if (report_.repair_refused.empty()) report_.repair_refused = cpath + " " + why;
   }
 
   // The pre-pass: how much there is to read, for the progress bar. Iterative, like the check.

@@ -61,7 +61,8 @@ struct FsckReport {
   std::uint64_t bytes = 0;  // ciphertext bytes of regular files read
   // --repair: one line per chunk put back from the crash journal ("restored chunk K of PATH ...").
   std::vector<std::string> restored;
-  // --repair: why it moved nothing (lost+found or its index is a link, a FIFO, ...); also a problem.
+  // Why --repair moves nothing, e.g. "gpucryptfs.lost+found is a FIFO, ...": lost+found or its
+  // index is not a real directory / regular file of CIPHERDIR. Also reported as a problem.
   std::string repair_refused;
   bool clean() const { return problems.empty(); }
 };

@@ -129,7 +129,8 @@ int cmd_fsck(int argc, char** argv) {
     }
     std::cout << rep.problems.size() << (rep.problems.size() == 1 ? " problem" : " problems") << ".\n";
     if (repair && !rep.repair_refused.empty())
-      std::cout << "fsck: --repair moved nothing: " << rep.repair_refused << ".\n";
+      std::cout << "fsck: --repair moved nothing, because " << rep.repair_refused
+                << "; remove or rename it, then run the repair again.\n";
     else if (repair && moved)
       std::cout << "fsck: moved " << moved << " unreadable item(s) into " << cipherdir << "/" << kLostFoundDirName
                 << " (listed in its " << kLostFoundIndexName << "); nothing was deleted.\n";
