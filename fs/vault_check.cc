@@ -414,16 +414,18 @@ class Checker {
     f.names = std::move(*listed);
   }
 
-  // The directory at the top was moved or replaced while the walk was below it: what it still
-  // holds is neither checked nor moved, since its descriptor is gone and a path would not lead to
-  // the same place.
+  // The walk cannot get back to the directory at the top (its descriptor was closed and ".." of
+  // the level below is no longer it): what it still holds is neither checked nor moved, since no
+  // path would be sure to lead to the same place.
   void lost_dir(const std::vector<Frame>& frames) {
     const Frame& f = frames.back();
     const std::string crel = dir_crel(frames);
     problem(crel.empty() ? "." : crel, dir_plain(frames),
-            "directory was moved or replaced while fsck read it: the rest of it was not checked", false);
+            "fsck lost its way back to this directory (something on the way was moved or replaced while it "
+            "ran): the rest of it was not checked",
+            false);
     for (const PendingMove& m : f.moves)
-      report_.problems[m.problem].what += "; not moved: its directory was moved or replaced during the check";
+      report_.problems[m.problem].what += "; not moved: the way back to its directory changed during the check";
   }
 
   void finish_dir(int dirfd, Frame& f) {

@@ -781,6 +781,63 @@ TEST_F(FaultFsckHostile, NineteenThousandNestedDirectories) {
   ::close(rootfd);
 }
 
+// Deeper than the walk keeps descriptors for, a directory high up is moved out from under the
+// walk (to CIPHERDIR's top) while it is at the bottom: going back up through "..", the walk must
+// notice that the parent is no longer the directory it came down through, report the levels it
+// cannot get back to, and read nothing on a way it did not check.
+TEST_F(FaultFsckHostile, WalkNoticesATreeMovedUnderIt) {
+  constexpr int kDepth = 100, kMovedLevel = 20;
+  int rootfd = ::open(v.dir().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(rootfd, 0);
+  DirIv iv{};
+  ASSERT_EQ(read_dir_iv(rootfd, &iv, v.dir()), 0);
+  const std::string name = v.vault().names().to_disk("d", iv).entry;
+  int fd = ::dup(rootfd);
+  for (int i = 0; i < kDepth; ++i) {
+    ASSERT_EQ(::mkdirat(fd, name.c_str(), 0700), 0);
+    int sub = ::openat(fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ::close(fd);
+    fd = sub;
+    int ivfd = ::openat(fd, kDirIvFileName, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0440);
+    ASSERT_EQ(::write(ivfd, iv.data(), iv.size()), static_cast<ssize_t>(iv.size()));
+    ::close(ivfd);
+  }
+  int planted = ::openat(fd, "planted", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);  // unreadable: moved at the bottom
+  ::close(planted);
+  ::close(fd);
+
+  FsckOptions o = repair_options();
+  o.before_move = [&](const std::string&) {
+    int at = ::dup(rootfd);  // level kMovedLevel - 1, reached by descriptors
+    for (int i = 1; i < kMovedLevel; ++i) {
+      int sub = ::openat(at, name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      ::close(at);
+      at = sub;
+    }
+    EXPECT_EQ(::renameat(at, name.c_str(), rootfd, "moved"), 0) << std::strerror(errno);
+    ::close(at);
+  };
+  const auto r = fsck_with_deadline(v, o, std::chrono::seconds(20));
+  std::size_t lost = 0;
+  for (const auto& p : r.problems)
+    if (p.what.find("lost its way back") != std::string::npos) ++lost;
+  EXPECT_EQ(lost, static_cast<std::size_t>(kMovedLevel - 1)) << "levels 1.." << kMovedLevel - 1 << " cannot be reached again";
+  EXPECT_EQ(moved(r), 1u);
+  // The tree is whole again once moved back, and fsck then finds it clean.
+  int at = ::dup(rootfd);
+  for (int i = 1; i < kMovedLevel; ++i) {
+    int sub = ::openat(at, name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ::close(at);
+    at = sub;
+  }
+  ASSERT_EQ(::renameat(rootfd, "moved", at, name.c_str()), 0);
+  ::close(at);
+  ::close(rootfd);
+  const auto again = fsck();
+  for (const auto& p : again.problems) ADD_FAILURE() << p.cipher_path.substr(0, 80) << ": " << p.what;
+  EXPECT_EQ(again.directories, static_cast<std::uint64_t>(kDepth) + 1);
+}
+
 // issue 20: a 1 TiB sparse file with a few bytes at its end is checked from its data, not by
 // reading a terabyte of holes.
 TEST_F(FaultFsckHostile, TerabyteSparseFileIsQuick) {
