@@ -104,6 +104,13 @@ bool skipped_entry(std::string_view name, bool at_root) {
   return name == kDirIvFileName || is_leftover_temp(name);
 }
 
+// What open_beneath found, for a message that starts with the item: "is a FIFO, not what the
+// vault keeps there", "is or passes through a symbolic link (...)", "cannot be opened (EACCES...)".
+std::string describe(const OpenResult& r) {
+  if (r.error == EUCLEAN || r.error == ELOOP || r.error == EXDEV) return r.why();
+  return "cannot be opened (" + r.why() + ")";
+}
+
 std::string sha256_base64url(std::string_view s) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
@@ -291,7 +298,7 @@ class Checker {
     if (look.error == ENOENT) return;
     if (!look) {
       problem(kJournalFileName, std::nullopt,
-              std::string("crash journal ") + look.why() + ": it was not read, so no torn chunk can be restored from it",
+              "crash journal " + describe(look) + ": it was not read, so no torn chunk can be restored from it",
               false);
       return;
     }
@@ -311,14 +318,14 @@ class Checker {
     OpenResult dir = open_beneath(root_fd_, kLostFoundDirName, FileType::Directory, O_PATH);
     if (dir.error == ENOENT) return;
     if (!dir) {
-      refuse_repair(kLostFoundDirName, dir.why());
+      refuse_repair(kLostFoundDirName, describe(dir));
       return;
     }
     const std::string index = join(kLostFoundDirName, kLostFoundIndexName);
     OpenResult idx = open_beneath(dir.fd.get(), kLostFoundIndexName, FileType::Regular, O_PATH);
     struct stat st {};
     if (idx.error == ENOENT) return;
-    if (!idx) refuse_repair(index, idx.why());
+    if (!idx) refuse_repair(index, describe(idx));
     else if (::fstat(idx.fd.get(), &st) == 0 && st.st_nlink != 1)
       refuse_repair(index, "has " + std::to_string(st.st_nlink) + " hard links (one may be a file outside the vault)");
   }
@@ -505,7 +512,7 @@ class Checker {
     OpenResult r = open_beneath(dirfd, file, FileType::Regular, O_RDONLY);
     std::vector<std::uint8_t> raw;
     if (!r) {
-      *why = "long name whose " + file + (r.error == ENOENT ? std::string(" file is missing") : " file " + r.why());
+      *why = "long name whose " + file + " file " + (r.error == ENOENT ? std::string("is missing") : describe(r));
       return std::nullopt;
     }
     if (read_capped(r.fd.get(), kMaxNameFileBytes, &raw) != 0 || raw.empty()) {
@@ -530,8 +537,8 @@ class Checker {
     OpenResult r = open_beneath(dirfd, kDirIvFileName, FileType::Regular, O_RDONLY);
     if (!r) {
       problem(cpath(), dir_plain(frames),
-              std::string("directory IV missing or unreadable (") + (r.error == ENOENT ? std::strerror(ENOENT) : r.why()) +
-                  "): no name in this directory can be decrypted",
+              std::string("directory IV ") + (r.error == ENOENT ? std::string("missing") : describe(r)) +
+                  ": no name in this directory can be decrypted",
               false);
       return false;
     }
@@ -577,7 +584,7 @@ class Checker {
     if (S_ISDIR(st.st_mode)) {
       OpenResult sub = chain.descend(name);
       if (sub.error) {
-        problem(where.cipher(), where.plain(), "cannot open the directory: it " + sub.why(), false);
+        problem(where.cipher(), where.plain(), "the directory " + describe(sub), false);
         return;
       }
       if (contents) check_xattrs(chain.top(), where);
@@ -593,8 +600,12 @@ class Checker {
     } else if (S_ISREG(st.st_mode)) {
       ++report_.files;
       OpenResult file = open_beneath(dirfd, name, FileType::Regular, O_RDONLY);
-      if (!file || ::fstat(file.fd.get(), &st) != 0) {
-        problem(where.cipher(), where.plain(), "cannot open: it " + file.why(), false);
+      if (!file) {
+        problem(where.cipher(), where.plain(), "the file " + describe(file), false);
+        return;
+      }
+      if (::fstat(file.fd.get(), &st) != 0) {
+        problem(where.cipher(), where.plain(), std::string("cannot stat: ") + std::strerror(errno), false);
         return;
       }
       check_xattrs(file.fd.get(), where);
@@ -852,13 +863,13 @@ class Checker {
     }
     OpenResult dir = open_beneath(root_fd_, kLostFoundDirName, FileType::Directory, O_RDONLY);
     if (!dir) {
-      refuse_repair(kLostFoundDirName, dir.why());
+      refuse_repair(kLostFoundDirName, describe(dir));
       return false;
     }
     const std::string index = join(kLostFoundDirName, kLostFoundIndexName);
     OpenResult idx = open_beneath(dir.fd.get(), kLostFoundIndexName, FileType::Regular, O_WRONLY | O_APPEND | O_CREAT, 0600);
     if (!idx) {
-      refuse_repair(index, idx.why());
+      refuse_repair(index, describe(idx));
       return false;
     }
     struct stat st {};
