@@ -698,6 +698,59 @@ TEST_F(FaultFsckHostile, SpecialFilesInEveryRoleAreDamageNotAHang) {
   expect_canary_untouched();
 }
 
+// The other shapes of issue 18 in the roles where fsck reads a file of the vault's own: a link to
+// a file outside, an empty file and a 1 TiB sparse file as dir IV and .name file, a link as the
+// journal, and a regular file or a link where lost+found belongs. Each is reported (by what it is) without a big read.
+TEST_F(FaultFsckHostile, LinksEmptyAndHugeFilesInTheVaultsOwnRoles) {
+  enum Shape { kLinkOut, kEmpty, kHugeSparse };
+  enum Role { kDirIv, kNameFile, kJournal, kLostFound };
+  struct Case {
+    Shape shape;
+    Role role;
+    const char* expect;  // in the problem's text
+  };
+  const Case cases[] = {
+      {kLinkOut, kDirIv, "symbolic link"},       {kLinkOut, kNameFile, "symbolic link"},
+      {kEmpty, kDirIv, "has 0 bytes"},           {kEmpty, kNameFile, "empty"},
+      {kHugeSparse, kDirIv, "has 1099511627776 bytes"}, {kHugeSparse, kNameFile, "too big"},
+      {kEmpty, kLostFound, "regular file"},      {kLinkOut, kLostFound, "symbolic link"},
+      {kLinkOut, kJournal, "symbolic link"},
+  };
+  int n = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE("case " + std::to_string(n));
+    TestVault w(tmp / ("w" + std::to_string(n++)));
+    w.mkdir("/d");
+    const std::string long_plain = "/d/" + std::string(240, 'n');
+    w.write_file(long_plain, testing::pattern_bytes(50, 44));
+    std::string path, rel;
+    switch (c.role) {
+      case kDirIv: path = w.cipher_path("/d") + "/" + kDirIvFileName; rel = w.cipher_rel("/d") + "/" + kDirIvFileName; break;
+      case kNameFile: path = w.cipher_path(long_plain) + ".name"; rel = w.cipher_rel(long_plain); break;
+      case kJournal: path = w.dir() + "/" + kJournalFileName; rel = kJournalFileName; break;
+      case kLostFound: path = w.dir() + "/" + kLostFoundDirName; rel = kLostFoundDirName; break;
+    }
+    std::filesystem::remove(path);
+    switch (c.shape) {
+      case kLinkOut: std::filesystem::create_symlink(outside + "/notes.txt", path); break;
+      case kEmpty: testing::write_all(path, {}); break;
+      case kHugeSparse:
+        testing::write_all(path, {});
+        std::filesystem::resize_file(path, 1ull << 40);
+        break;
+    }
+    testing::write_all(w.dir() + "/planted", {'x'});
+    const auto start = std::chrono::steady_clock::now();
+    const auto r = fsck_with_deadline(w, repair_options(), std::chrono::seconds(20));
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5)) << "a big read?";
+    const FsckProblem* p = find_problem(r, rel);
+    ASSERT_NE(p, nullptr) << "nothing reported for " << rel;
+    EXPECT_NE(p->what.find(c.expect), std::string::npos) << p->what;
+    EXPECT_EQ(r.repair_refused.empty(), c.role != kLostFound);
+  }
+  expect_canary_untouched();
+}
+
 // A folder for a big tree of directories: on /dev/shm when that tmpfs has room (19,000 mkdirs on a
 // busy disk take tens of seconds, on tmpfs a second), else under TMPDIR.
 class ScratchDir {
