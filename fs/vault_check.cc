@@ -21,6 +21,7 @@
 #include "crypto/base64url.h"
 #include "fs/chunk_journal.h"
 #include "fs/content_file.h"
+#include "fs/dir_chain.h"
 #include "fs/dir_iv.h"
 #include "fs/file_header.h"
 #include "fs/journal_recovery.h"
@@ -35,10 +36,6 @@ namespace {
 constexpr std::uint64_t kBatchBytes = 8u << 20;
 // A long name's .name file holds one encrypted name; anything this big is not one.
 constexpr std::size_t kMaxNameFileBytes = 4095;
-// Directory descriptors the walk keeps open besides CIPHERDIR's: the deepest levels. Going back
-// up past them goes through "..", checked against the inode seen on the way down, so a tree of
-// any depth is walked with a bounded number of descriptors.
-constexpr std::size_t kHeldLevels = 64;
 
 std::string join(const std::string& dir, const std::string& name) { return dir.empty() ? name : dir + "/" + name; }
 std::string plain_join(const std::string& dir, const std::string& name) {
@@ -144,60 +141,6 @@ bool append_all(int fd, std::string_view s) {
   }
   return true;
 }
-
-// The directories from CIPHERDIR down to the one being read, for a walk without recursion. Each
-// level is opened beneath its parent's descriptor with open_beneath (a real directory, never a
-// link), so the walk never leaves CIPHERDIR. Only CIPHERDIR and the kHeldLevels deepest levels
-// keep a descriptor; going back up to a level whose descriptor was closed opens ".." of the
-// level below and accepts it only when it is the very directory (device and inode) the walk came
-// down through. When it is not (the tree was moved about meanwhile) the level is lost: top()
-// is -1 until the walk is back at a level that kept its descriptor.
-class DirChain {
- public:
-  explicit DirChain(UniqueFd root) {
-    struct stat st {};
-    ::fstat(root.get(), &st);
-    levels_.push_back({std::move(root), st.st_dev, st.st_ino});
-  }
-  std::size_t depth() const { return levels_.size() - 1; }
-  int root() const { return levels_.front().fd.get(); }
-  int top() const { return levels_.back().fd.get(); }
-
-  // Makes the directory `name` beneath top() the new top; on failure nothing changes and the
-  // result says why (a link, another type, gone).
-  OpenResult descend(const std::string& name) {
-    OpenResult r = open_beneath(top(), name, FileType::Directory, O_RDONLY);
-    if (!r) return r;
-    struct stat st {};
-    if (::fstat(r.fd.get(), &st) != 0) {
-      r.error = errno;
-      r.fd.reset();
-      return r;
-    }
-    levels_.push_back({std::move(r.fd), st.st_dev, st.st_ino});
-    if (levels_.size() > kHeldLevels + 1) levels_[levels_.size() - 1 - kHeldLevels].fd.reset();
-    return r;
-  }
-
-  void ascend() {
-    Level child = std::move(levels_.back());
-    levels_.pop_back();
-    Level& parent = levels_.back();
-    if (parent.fd || !child.fd) return;
-    UniqueFd up(::openat(child.fd.get(), "..", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    struct stat st {};
-    if (up && ::fstat(up.get(), &st) == 0 && st.st_dev == parent.dev && st.st_ino == parent.ino)
-      parent.fd = std::move(up);
-  }
-
- private:
-  struct Level {
-    UniqueFd fd;
-    dev_t dev;
-    ino_t ino;
-  };
-  std::vector<Level> levels_;
-};
 
 // An unreadable item that --repair moves aside once its directory has been read: its name in
 // that directory and the inode the check saw there, so only that very item is ever moved.
