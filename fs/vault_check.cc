@@ -197,8 +197,8 @@ struct Where {
 };
 
 // rename(2) that never replaces what is at the target: RENAME_NOREPLACE where the filesystem has
-// it, else a look first (lost+found belongs to the vault, so the look cannot be raced from inside
-// the check).
+// it, else a look first (what a race could then replace is an entry of lost+found, inside the
+// vault, never anything outside it).
 int rename_noreplace(int from_dir, const std::string& from, int to_dir, const std::string& to) {
   if (::renameat2(from_dir, from.c_str(), to_dir, to.c_str(), RENAME_NOREPLACE) == 0) return 0;
   if (errno != EINVAL && errno != ENOSYS) return -1;
