@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <openssl/evp.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
@@ -10,46 +11,31 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstring>
-#include <optional>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 
+#include "crypto/base64url.h"
 #include "fs/chunk_journal.h"
 #include "fs/content_file.h"
+#include "fs/dir_chain.h"
 #include "fs/dir_iv.h"
 #include "fs/file_header.h"
 #include "fs/journal_recovery.h"
 #include "fs/log.h"
+#include "fs/safe_open.h"
+#include "fs/unique_fd.h"
 
 namespace gcfs {
 namespace {
 
 // Ciphertext read per engine batch: large enough to keep every engine thread busy.
 constexpr std::uint64_t kBatchBytes = 8u << 20;
-
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd(const Fd&) = delete;
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-  explicit operator bool() const { return fd_ >= 0; }
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      if (fd_ >= 0) ::close(fd_);
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-
- private:
-  int fd_;
-};
+// A long name's .name file holds one encrypted name; anything this big is not one.
+constexpr std::size_t kMaxNameFileBytes = 4095;
 
 std::string join(const std::string& dir, const std::string& name) { return dir.empty() ? name : dir + "/" + name; }
 std::string plain_join(const std::string& dir, const std::string& name) {
@@ -108,52 +94,219 @@ bool is_leftover_temp(std::string_view name) {
   return name == std::string(kConfigFileName) + ".tmp" || name == std::string(kDirIvFileName) + ".tmp";
 }
 
+// Names the walk never checks as entries: the vault's own files, and at the top its config,
+// journal and lost+found.
+bool skipped_entry(std::string_view name, bool at_root) {
+  if (at_root && (name == kConfigFileName || name == kLostFoundDirName || name == kJournalFileName)) return true;
+  return name == kDirIvFileName || is_leftover_temp(name);
+}
+
+// What open_beneath found, for a message that starts with the item: "is a FIFO, not what the
+// vault keeps there", "is or passes through a symbolic link (...)", "cannot be opened (EACCES...)".
+std::string describe(const OpenResult& r) {
+  if (r.error == EUCLEAN || r.error == ELOOP || r.error == EXDEV) return r.why();
+  return "cannot be opened (" + r.why() + ")";
+}
+
+std::string sha256_base64url(std::string_view s) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (EVP_Digest(s.data(), s.size(), md, &len, EVP_sha256(), nullptr) != 1) throw std::runtime_error("SHA-256 failed");
+  return base64url_encode({md, len});
+}
+
+// A name for the lost+found index: control characters (a newline or tab in a planted file name)
+// are written as \xNN, so every move stays one line of four tab-separated fields.
+std::string index_field(std::string_view s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f || c == '\\') {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+// write(2) until all of s is out (the index is opened O_APPEND, where pwrite would ignore its offset).
+bool append_all(int fd, std::string_view s) {
+  while (!s.empty()) {
+    ssize_t n = ::write(fd, s.data(), s.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    s.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return true;
+}
+
+// An unreadable item that --repair moves aside once its directory has been read: its name in
+// that directory and the inode the check saw there, so only that very item is ever moved.
+struct PendingMove {
+  std::string name;
+  dev_t dev = 0;
+  ino_t ino = 0;
+  std::size_t problem = 0;       // index into the report's problems
+  bool with_name_file = false;   // a long name's .name file goes along
+};
+
+// One directory of the walk.
+struct Frame {
+  std::string name;        // its entry in the parent ("" for CIPHERDIR)
+  std::string plain_name;  // its plaintext name, when plain_known
+  bool plain_known = true; // every name from CIPHERDIR down to it decrypts
+  bool have_iv = false;
+  DirIv iv{};
+  std::vector<std::string> names;  // what it holds, sorted; entries are read in this order
+  std::size_t next = 0;
+  std::vector<std::size_t> bad_names;  // indexes into the report's problems
+  std::size_t named = 0;
+  bool moving = false;  // it, or a directory above it, is moved aside as a whole
+  std::vector<PendingMove> moves;
+};
+
+// CIPHERDIR-relative path of the directory at the top of the walk ("" for CIPHERDIR). Built only
+// when a message needs it: keeping it in every level would cost memory quadratic in the depth.
+std::string dir_crel(const std::vector<Frame>& frames) {
+  std::string out;
+  for (std::size_t i = 1; i < frames.size(); ++i) out = join(out, frames[i].name);
+  return out;
+}
+
+// Its plaintext path ("/" for CIPHERDIR), nullopt when a name on the way does not decrypt.
+std::optional<std::string> dir_plain(const std::vector<Frame>& frames) {
+  if (!frames.back().plain_known) return std::nullopt;
+  std::string out = "/";
+  for (std::size_t i = 1; i < frames.size(); ++i) out = plain_join(out, frames[i].plain_name);
+  return out;
+}
+
+// An entry of the directory at the top of the walk, for messages.
+struct Where {
+  const std::vector<Frame>& frames;
+  const std::string& name;
+  const std::optional<std::string>& pname;  // its plaintext name, when it decrypts
+  std::string cipher() const { return join(dir_crel(frames), name); }
+  std::optional<std::string> plain() const {
+    auto dir = dir_plain(frames);
+    if (!dir || !pname) return std::nullopt;
+    return plain_join(*dir, *pname);
+  }
+};
+
+// rename(2) that never replaces what is at the target: RENAME_NOREPLACE where the filesystem has
+// it, else a look first (what a race could then replace is an entry of lost+found, inside the
+// vault, never anything outside it).
+int rename_noreplace(int from_dir, const std::string& from, int to_dir, const std::string& to) {
+  if (::renameat2(from_dir, from.c_str(), to_dir, to.c_str(), RENAME_NOREPLACE) == 0) return 0;
+  if (errno != EINVAL && errno != ENOSYS) return -1;
+  struct stat st {};
+  if (::fstatat(to_dir, to.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    errno = EEXIST;
+    return -1;
+  }
+  return ::renameat(from_dir, from.c_str(), to_dir, to.c_str());
+}
+
 class Checker {
  public:
   Checker(const Vault& vault, ChunkEngine& engine, const FsckOptions& options)
-      : vault_(vault), engine_(engine), options_(options), names_(vault.keys().names_key()) {
-    // The crash journal's valid records: pre-images of rewrites a killed daemon may have torn.
-    journal_ = ChunkJournal::read_records(vault.journal_path(), vault.config().chunk_size);
-    for (const auto& r : journal_) journal_by_id_[r.file_id].push_back(&r);
-    if (options_.repair && !journal_.empty()) {
-      // Restoring takes the journal's lock, as a mount does: never while a daemon writes.
-      journal_lock_ = Fd(::open(vault.journal_path().c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
-      if (journal_lock_ && ::flock(journal_lock_.get(), LOCK_EX | LOCK_NB) != 0) journal_lock_ = Fd();
-    }
-  }
+      : vault_(vault), engine_(engine), options_(options), names_(vault.keys().names_key()) {}
 
   FsckReport run() {
-    Fd root(::open(vault_.cipherdir().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    UniqueFd root(::open(vault_.cipherdir().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!root) throw UserError("cannot open CIPHERDIR " + vault_.cipherdir() + ": " + std::strerror(errno));
-    count(root.get(), true);
+    DirChain chain(std::move(root));
+    root_fd_ = chain.root();
+    check_lost_found_shape();
+    load_journal();
+    count();
     report_progress(true);
-    check_dir(root.get(), "", std::string("/"));
+    walk(chain);
     progress_.done_bytes = progress_.total_bytes;  // long-name files and the like are counted, not read
     progress_.done_entries = progress_.total_entries;
     report_progress(true);
-    if (options_.repair) repair();
     if (journal_lock_ && ChunkJournal::invalidate_records(vault_.journal_path(), vault_.config().chunk_size, journal_) == 0)
       journal_.clear();  // dealt with: what was restorable is restored
     return std::move(report_);
   }
 
  private:
-  // The pre-pass: how much there is to read, for the progress bar.
-  void count(int dirfd, bool is_root) {
-    auto names = list_dir(dirfd);
-    if (!names) return;
-    for (const auto& n : *names) {
-      if ((is_root && (n == kLostFoundDirName || n == kConfigFileName || n == kJournalFileName)) || n == kDirIvFileName ||
-          is_leftover_temp(n))
+  // The crash journal's valid records: pre-images of rewrites a killed daemon may have torn.
+  // Anything but a regular file there is damage to report, never something to open.
+  void load_journal() {
+    OpenResult look = open_beneath(root_fd_, kJournalFileName, FileType::Regular, O_PATH);
+    if (look.error == ENOENT) return;
+    if (!look) {
+      problem(kJournalFileName, std::nullopt,
+              "crash journal " + describe(look) + ": it was not read, so no torn chunk can be restored from it",
+              false);
+      return;
+    }
+    journal_ = ChunkJournal::read_records(vault_.journal_path(), vault_.config().chunk_size);
+    for (const auto& r : journal_) journal_by_id_[r.file_id].push_back(&r);
+    if (options_.repair && !journal_.empty()) {
+      // Restoring takes the journal's lock, as a mount does: never while a daemon writes.
+      OpenResult lock = open_beneath(root_fd_, kJournalFileName, FileType::Regular, O_RDWR);
+      if (lock && ::flock(lock.fd.get(), LOCK_EX | LOCK_NB) == 0) journal_lock_ = std::move(lock.fd);
+    }
+  }
+
+  // gpucryptfs.lost+found and its index must be a real directory and a regular file of their own
+  // (no link, no FIFO, no second hard link): otherwise --repair would move files or write lines
+  // wherever they lead. Anything else is reported, and --repair then moves nothing.
+  void check_lost_found_shape() {
+    OpenResult dir = open_beneath(root_fd_, kLostFoundDirName, FileType::Directory, O_PATH);
+    if (dir.error == ENOENT) return;
+    if (!dir) {
+      refuse_repair(kLostFoundDirName, describe(dir));
+      return;
+    }
+    const std::string index = join(kLostFoundDirName, kLostFoundIndexName);
+    OpenResult idx = open_beneath(dir.fd.get(), kLostFoundIndexName, FileType::Regular, O_PATH);
+    struct stat st {};
+    if (idx.error == ENOENT) return;
+    if (!idx) refuse_repair(index, describe(idx));
+    else if (::fstat(idx.fd.get(), &st) == 0 && st.st_nlink != 1)
+      refuse_repair(index, "has " + std::to_string(st.st_nlink) + " hard links (one may be a file outside the vault)");
+  }
+
+  void refuse_repair(const std::string& cpath, const std::string& why) {
+    const std::string what = cpath + " " + why +
+                             ": fsck --repair does not use it and moves nothing; remove or rename it (it may lead "
+                             "outside the vault), then run the repair again";
+    problem(cpath, std::nullopt, what, false);
+    if (report_.repair_refused.empty()) report_.repair_refused = cpath + " " + why;
+  }
+
+  // The pre-pass: how much there is to read, for the progress bar. Iterative, like the check.
+  void count() {
+    UniqueFd dup(::fcntl(root_fd_, F_DUPFD_CLOEXEC, 0));
+    if (!dup) return;
+    DirChain chain(std::move(dup));
+    struct Level {
+      std::vector<std::string> names;
+      std::size_t next = 0;
+    };
+    std::vector<Level> stack;
+    stack.push_back({list_dir(chain.top()).value_or(std::vector<std::string>{})});
+    while (!stack.empty()) {
+      Level& level = stack.back();
+      if (chain.top() < 0 || level.next == level.names.size()) {
+        stack.pop_back();
+        if (!stack.empty()) chain.ascend();
         continue;
+      }
+      const std::string name = level.names[level.next++];
+      if (skipped_entry(name, stack.size() == 1)) continue;
       struct stat st {};
-      if (::fstatat(dirfd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      if (::fstatat(chain.top(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
       ++progress_.total_entries;
       if (S_ISREG(st.st_mode)) progress_.total_bytes += static_cast<std::uint64_t>(st.st_size);
-      if (S_ISDIR(st.st_mode)) {
-        Fd sub(::openat(dirfd, n.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-        if (sub) count(sub.get(), false);
-      }
+      if (S_ISDIR(st.st_mode) && chain.descend(name).error == 0)
+        stack.push_back({list_dir(chain.top()).value_or(std::vector<std::string>{})});
     }
   }
 
@@ -163,169 +316,274 @@ class Checker {
     options_.progress(progress_);
   }
 
-  FsckProblem& problem(std::string cipher_path, std::optional<std::string> plain_path, std::string what,
-                       bool unreadable) {
+  // Adds a problem; returns its index in the report.
+  std::size_t problem(std::string cipher_path, std::optional<std::string> plain_path, std::string what, bool unreadable) {
     FsckProblem p;
     p.cipher_path = std::move(cipher_path);
     p.plain_path = plain_path.value_or("");
     p.what = std::move(what);
     p.unreadable = unreadable;
     report_.problems.push_back(std::move(p));
-    return report_.problems.back();
+    return report_.problems.size() - 1;
   }
 
-  // crel: the directory's ciphertext path relative to CIPHERDIR ("" for the root); plain: its
-  // plaintext path, nullopt when a name on the way does not decrypt.
-  void check_dir(int dirfd, const std::string& crel, const std::optional<std::string>& plain) {
-    ++report_.directories;
-    DirIv iv{};
-    const bool have_iv = read_iv(dirfd, crel, plain, &iv);
-    auto listed = list_dir(dirfd);
-    if (!listed) {
-      problem(crel.empty() ? "." : crel, plain, std::string("cannot list the directory: ") + std::strerror(errno), false);
-      return;
-    }
-    const std::set<std::string> present(listed->begin(), listed->end());
-    std::vector<std::size_t> bad_names;  // indexes into report_.problems
-    std::size_t named = 0;
-    for (const std::string& name : *listed) {
-      const std::string cpath = join(crel, name);
-      if (crel.empty() && (name == kConfigFileName || name == kLostFoundDirName || name == kJournalFileName)) continue;
-      if (name == kDirIvFileName || is_leftover_temp(name)) continue;
-      ++progress_.done_entries;
-      report_progress();
-
-      const bool name_file = name.starts_with(kLongNamePrefix) && name.ends_with(kLongNameSuffix);
-      if (name_file) {
-        const std::string entry = name.substr(0, name.size() - kLongNameSuffix.size());
-        if (!present.count(entry))
-          problem(cpath, std::nullopt,
-                  "long-name file without its entry " + entry + " (left over, or its entry was removed)" +
-                      in_dir(plain),
-                  true);
-        continue;
-      }
-
-      std::optional<std::string> pname;
-      bool bad_name = false;
-      std::string why;
-      if (!have_iv) {
-        // Reported once for the directory; entries have no plaintext name but are still checked.
-      } else if (is_long_name_entry(name)) {
-        pname = vault_.names().to_plain(dirfd, name, iv);
-        if (!pname) {
-          bad_name = true;
-          auto encoded = NameMapping::read_name_file(dirfd, name);
-          if (!encoded) why = "long name whose " + name + std::string(kLongNameSuffix) + " file is missing or unreadable";
-          else if (encoded->size() <= kMaxNameBytes)
-            why = "long-name entry holding a name short enough for its own entry (a planted second spelling)";
-          else if (names_.decrypt(*encoded, iv)) why = "long name whose .name file does not match its hash (swapped or edited)";
-          else why = "long name that does not decrypt (damaged, from another vault, or moved from another directory)";
-        }
-      } else if (is_internal_entry(name)) {
-        problem(cpath, std::nullopt, "not a file gpucryptfs writes (a name with a dot that is none of its own)" + in_dir(plain),
-                true);
+  // Depth first, without recursion: `frames` is the path from CIPHERDIR to the directory being
+  // read, each level holding its own listing, so memory grows with the depth and the widest
+  // listing on the way, never with the whole tree.
+  void walk(DirChain& chain) {
+    std::vector<Frame> frames(1);
+    enter_dir(chain, frames);
+    while (!frames.empty()) {
+      Frame& f = frames.back();
+      if (chain.top() < 0) {
+        lost_dir(frames);
+      } else if (f.next < f.names.size()) {
+        const std::string name = f.names[f.next++];
+        check_name(chain, frames, name);  // may descend: a new frame on top
         continue;
       } else {
-        pname = names_.decrypt(name, iv);
-        if (!pname) {
-          bad_name = true;
-          why = "name does not decrypt (damaged, from another vault, or moved from another directory)";
-        }
+        finish_dir(chain.top(), frames.back());
       }
-      std::optional<std::string> child_plain;
-      if (plain && pname) child_plain = plain_join(*plain, *pname);
-      ++named;
-      if (bad_name) {
-        bad_names.push_back(report_.problems.size());
-        problem(cpath, std::nullopt, why + in_dir(plain), true);
-        if (is_long_name_entry(name) && present.count(name + std::string(kLongNameSuffix)))
-          long_siblings_.insert(cpath);
-      }
-      // An item whose name does not decrypt is reported (and moved aside) as a whole; only a
-      // directory's contents are still worth checking one by one.
-      check_entry(dirfd, name, cpath, child_plain, /*contents=*/!bad_name);
+      frames.pop_back();
+      if (!frames.empty()) chain.ascend();
     }
-    if (bad_names.size() >= 2 && bad_names.size() == named)
-      for (std::size_t i : bad_names)
+  }
+
+  // The walk just descended into the directory of frames.back(): read its IV and its listing.
+  void enter_dir(DirChain& chain, std::vector<Frame>& frames) {
+    ++report_.directories;
+    Frame& f = frames.back();
+    f.have_iv = read_iv(chain.top(), frames, &f.iv);
+    auto listed = list_dir(chain.top());
+    if (!listed) {
+      const std::string crel = dir_crel(frames);
+      problem(crel.empty() ? "." : crel, dir_plain(frames), std::string("cannot list the directory: ") + std::strerror(errno),
+              false);
+      return;
+    }
+    f.names = std::move(*listed);
+  }
+
+  // The walk cannot get back to the directory at the top (its descriptor was closed and ".." of
+  // the level below is no longer it): what it still holds is neither checked nor moved, since no
+  // path would be sure to lead to the same place.
+  void lost_dir(const std::vector<Frame>& frames) {
+    const Frame& f = frames.back();
+    const std::string crel = dir_crel(frames);
+    problem(crel.empty() ? "." : crel, dir_plain(frames),
+            "fsck lost its way back to this directory (something on the way was moved or replaced while it "
+            "ran): the rest of it was not checked",
+            false);
+    for (const PendingMove& m : f.moves)
+      report_.problems[m.problem].what += "; not moved: the way back to its directory changed during the check";
+  }
+
+  void finish_dir(int dirfd, Frame& f) {
+    if (f.bad_names.size() >= 2 && f.bad_names.size() == f.named)
+      for (std::size_t i : f.bad_names)
         report_.problems[i].what += "; no name in this directory decrypts, so its " + std::string(kDirIvFileName) +
                                     " is probably damaged or replaced";
+    for (const PendingMove& m : f.moves) move_aside(dirfd, m);
   }
 
   static std::string in_dir(const std::optional<std::string>& plain) {
     return plain ? " in plaintext directory " + *plain : "";
   }
 
-  bool read_iv(int dirfd, const std::string& crel, const std::optional<std::string>& plain, DirIv* iv) {
-    Fd fd(::openat(dirfd, kDirIvFileName, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-    const std::string cpath = join(crel, kDirIvFileName);
-    if (!fd) {
-      problem(cpath, plain,
-              std::string("directory IV missing or unreadable (") + std::strerror(errno) +
-                  "): no name in this directory can be decrypted",
+  // One entry of the directory at the top of the walk.
+  void check_name(DirChain& chain, std::vector<Frame>& frames, const std::string& name) {
+    Frame& f = frames.back();
+    if (skipped_entry(name, frames.size() == 1)) return;
+    ++progress_.done_entries;
+    report_progress();
+    const int dirfd = chain.top();
+    const auto present = [&](const std::string& n) { return std::binary_search(f.names.begin(), f.names.end(), n); };
+    const std::optional<std::string> no_name;
+    const Where where{frames, name, no_name};
+
+    if (name.starts_with(kLongNamePrefix) && name.ends_with(kLongNameSuffix)) {
+      const std::string entry = name.substr(0, name.size() - kLongNameSuffix.size());
+      if (!present(entry)) {
+        const std::size_t i = problem(where.cipher(), std::nullopt,
+                                      "long-name file without its entry " + entry +
+                                          " (left over, or its entry was removed)" + in_dir(dir_plain(frames)),
+                                      true);
+        schedule_move(dirfd, f, name, i, false);
+      }
+      return;
+    }
+
+    std::optional<std::string> pname;
+    bool bad_name = false;
+    std::string why;
+    if (!f.have_iv) {
+      // Reported once for the directory; entries have no plaintext name but are still checked.
+    } else if (is_long_name_entry(name)) {
+      pname = long_name(dirfd, name, f.iv, &why);
+      bad_name = !pname;
+    } else if (is_internal_entry(name)) {
+      const std::size_t i = problem(where.cipher(), std::nullopt,
+                                    "not a file gpucryptfs writes (a name with a dot that is none of its own)" +
+                                        in_dir(dir_plain(frames)),
+                                    true);
+      schedule_move(dirfd, f, name, i, false);
+      return;
+    } else {
+      pname = names_.decrypt(name, f.iv);
+      if (!pname) {
+        bad_name = true;
+        why = "name does not decrypt (damaged, from another vault, or moved from another directory)";
+      }
+    }
+    ++f.named;
+    std::optional<std::size_t> bad;
+    if (bad_name) {
+      bad = problem(where.cipher(), std::nullopt, why + in_dir(dir_plain(frames)), true);
+      f.bad_names.push_back(*bad);
+    }
+    // An item whose name does not decrypt is reported (and moved aside) as a whole; only a
+    // directory's contents are still worth checking one by one.
+    const bool with_name_file = bad_name && is_long_name_entry(name) && present(name + std::string(kLongNameSuffix));
+    check_entry(chain, frames, name, pname, bad, with_name_file);
+  }
+
+  // A long name: its .name file, read beneath the directory (a regular file of at most a few KiB,
+  // nothing else is opened), must hash to the entry, be too long for an entry of its own, and
+  // decrypt. nullopt with *why saying which of these fails.
+  std::optional<std::string> long_name(int dirfd, const std::string& entry, const DirIv& iv, std::string* why) {
+    const std::string file = entry + std::string(kLongNameSuffix);
+    OpenResult r = open_beneath(dirfd, file, FileType::Regular, O_RDONLY);
+    std::vector<std::uint8_t> raw;
+    if (!r) {
+      *why = "long name whose " + file + " file " + (r.error == ENOENT ? std::string("is missing") : describe(r));
+      return std::nullopt;
+    }
+    if (read_capped(r.fd.get(), kMaxNameFileBytes, &raw) != 0 || raw.empty()) {
+      *why = "long name whose " + file + " file is unreadable, empty or too big for a name";
+      return std::nullopt;
+    }
+    const std::string encoded(raw.begin(), raw.end());
+    // The hash check comes first: otherwise a swapped .name file could rename entries.
+    if (std::string(kLongNamePrefix) + sha256_base64url(encoded) == entry && encoded.size() > kMaxNameBytes)
+      if (auto plain = names_.decrypt(encoded, iv)) return plain;
+    if (encoded.size() <= kMaxNameBytes)
+      *why = "long-name entry holding a name short enough for its own entry (a planted second spelling)";
+    else if (names_.decrypt(encoded, iv))
+      *why = "long name whose .name file does not match its hash (swapped or edited)";
+    else
+      *why = "long name that does not decrypt (damaged, from another vault, or moved from another directory)";
+    return std::nullopt;
+  }
+
+  bool read_iv(int dirfd, const std::vector<Frame>& frames, DirIv* iv) {
+    auto cpath = [&] { return join(dir_crel(frames), kDirIvFileName); };
+    OpenResult r = open_beneath(dirfd, kDirIvFileName, FileType::Regular, O_RDONLY);
+    if (!r) {
+      problem(cpath(), dir_plain(frames),
+              std::string("directory IV ") + (r.error == ENOENT ? std::string("missing") : describe(r)) +
+                  ": no name in this directory can be decrypted",
               false);
       return false;
     }
-    std::uint8_t buf[kDirIvBytes + 1];
-    ssize_t n = pread_full(fd.get(), buf, sizeof buf, 0);
-    if (n != static_cast<ssize_t>(kDirIvBytes)) {
-      problem(cpath, plain,
-              "directory IV has " + std::to_string(n < 0 ? 0 : n) + " bytes instead of 16: no name in this directory can be decrypted",
+    std::vector<std::uint8_t> buf;
+    const int rc = read_capped(r.fd.get(), kDirIvBytes, &buf);
+    if (rc != 0 || buf.size() != kDirIvBytes) {
+      struct stat st {};
+      const long long size = ::fstat(r.fd.get(), &st) == 0 ? static_cast<long long>(st.st_size) : 0;
+      problem(cpath(), dir_plain(frames),
+              (rc == 0 || rc == -EFBIG ? "directory IV has " + std::to_string(size) + " bytes instead of 16"
+                                       : std::string("directory IV cannot be read: ") + std::strerror(-rc)) +
+                  ": no name in this directory can be decrypted",
               false);
       return false;
     }
-    std::copy(buf, buf + kDirIvBytes, iv->begin());
+    std::copy(buf.begin(), buf.end(), iv->begin());
     return true;
   }
 
-  void check_entry(int dirfd, const std::string& name, const std::string& cpath, const std::optional<std::string>& plain,
-                   bool contents) {
+  // Only when --repair runs, can use lost+found, and nothing above the item is moved already.
+  bool schedule_move(int dirfd, Frame& f, const std::string& name, std::size_t problem_index, bool with_name_file,
+                     const struct stat* seen = nullptr) {
+    if (!options_.repair || f.moving || !report_.repair_refused.empty()) return false;
+    struct stat st {};
+    if (seen) st = *seen;
+    else if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return false;
+    f.moves.push_back({name, st.st_dev, st.st_ino, problem_index, with_name_file});
+    return true;
+  }
+
+  void check_entry(DirChain& chain, std::vector<Frame>& frames, const std::string& name,
+                   const std::optional<std::string>& pname, std::optional<std::size_t> bad_name, bool with_name_file) {
+    Frame& f = frames.back();
+    const int dirfd = chain.top();
+    const Where where{frames, name, pname};
     struct stat st {};
     if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      problem(cpath, plain, std::string("cannot stat: ") + std::strerror(errno), false);
+      problem(where.cipher(), where.plain(), std::string("cannot stat: ") + std::strerror(errno), false);
       return;
     }
+    const bool contents = !bad_name;
+    const bool moving = bad_name && schedule_move(dirfd, f, name, *bad_name, with_name_file, &st);
     if (S_ISDIR(st.st_mode)) {
-      Fd sub(::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-      if (!sub) {
-        problem(cpath, plain, std::string("cannot open the directory: ") + std::strerror(errno), false);
+      OpenResult sub = chain.descend(name);
+      if (sub.error) {
+        problem(where.cipher(), where.plain(), "the directory " + describe(sub), false);
         return;
       }
-      if (contents) check_xattrs(sub.get(), cpath, plain);
-      check_dir(sub.get(), cpath, plain);
+      if (contents) check_xattrs(chain.top(), where);
+      Frame child;
+      child.name = name;
+      child.plain_known = f.plain_known && pname.has_value();
+      child.plain_name = pname.value_or("");
+      child.moving = f.moving || moving;
+      frames.push_back(std::move(child));  // f and where are not used past this point
+      enter_dir(chain, frames);
     } else if (!contents) {
       if (S_ISREG(st.st_mode)) progress_.done_bytes += static_cast<std::uint64_t>(st.st_size);
     } else if (S_ISREG(st.st_mode)) {
       ++report_.files;
-      Fd f(::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-      if (!f) {
-        problem(cpath, plain, std::string("cannot open: ") + std::strerror(errno), false);
+      OpenResult file = open_beneath(dirfd, name, FileType::Regular, O_RDONLY);
+      if (!file) {
+        problem(where.cipher(), where.plain(), "the file " + describe(file), false);
         return;
       }
-      check_xattrs(f.get(), cpath, plain);
+      if (::fstat(file.fd.get(), &st) != 0) {
+        problem(where.cipher(), where.plain(), std::string("cannot stat: ") + std::strerror(errno), false);
+        return;
+      }
+      check_xattrs(file.fd.get(), where);
       // Hard links share one ciphertext: read it once.
       if (st.st_nlink > 1 && !seen_.insert({st.st_dev, st.st_ino}).second) {
         progress_.done_bytes += static_cast<std::uint64_t>(st.st_size);
         return;
       }
-      check_content(f.get(), static_cast<std::uint64_t>(st.st_size), cpath, plain);
+      const std::size_t before = report_.problems.size();
+      check_content(file.fd.get(), static_cast<std::uint64_t>(st.st_size), dirfd, where);
+      for (std::size_t i = before; i < report_.problems.size(); ++i)
+        if (report_.problems[i].unreadable) {
+          schedule_move(dirfd, f, name, i, false, &st);
+          break;
+        }
     } else if (S_ISLNK(st.st_mode)) {
       ++report_.symlinks;
       std::string target(PATH_MAX + 1, '\0');
       ssize_t n = ::readlinkat(dirfd, name.c_str(), target.data(), target.size());
       if (n < 0) {
-        problem(cpath, plain, std::string("cannot read the symlink: ") + std::strerror(errno), false);
+        problem(where.cipher(), where.plain(), std::string("cannot read the symlink: ") + std::strerror(errno), false);
         return;
       }
       target.resize(static_cast<std::size_t>(n));
-      if (!vault_.names().decrypt_symlink(target))
-        problem(cpath, plain, "symlink target does not decrypt (damaged or not from this vault)", true);
+      if (!vault_.names().decrypt_symlink(target)) {
+        const std::size_t i = problem(where.cipher(), where.plain(),
+                                      "symlink target does not decrypt (damaged or not from this vault)", true);
+        schedule_move(dirfd, f, name, i, false, &st);
+      }
     } else {
-      ++report_.others;  // fifos, sockets, device nodes: nothing encrypted but the name
+      ++report_.others;  // fifos, sockets, device nodes: nothing encrypted but the name, never opened
     }
   }
 
-  void check_xattrs(int fd, const std::string& cpath, const std::optional<std::string>& plain) {
+  void check_xattrs(int fd, const Where& where) {
     ssize_t len = ::flistxattr(fd, nullptr, 0);
     if (len <= 0) return;  // none, or a filesystem without xattrs
     std::string list(static_cast<std::size_t>(len), '\0');
@@ -339,19 +597,21 @@ class Checker {
       ++report_.xattrs;
       auto pname = vault_.names().decrypt_xattr_name(stored);
       if (!pname) {
-        problem(cpath, plain, "extended attribute " + stored + ": its name does not decrypt", false);
+        problem(where.cipher(), where.plain(), "extended attribute " + stored + ": its name does not decrypt", false);
         continue;
       }
       ssize_t vlen = ::fgetxattr(fd, stored.c_str(), nullptr, 0);
       std::vector<std::uint8_t> value(vlen > 0 ? static_cast<std::size_t>(vlen) : 0);
       if (vlen >= 0) vlen = ::fgetxattr(fd, stored.c_str(), value.data(), value.size());
       if (vlen < 0) {
-        problem(cpath, plain, "extended attribute " + *pname + ": cannot read it: " + std::strerror(errno), false);
+        problem(where.cipher(), where.plain(), "extended attribute " + *pname + ": cannot read it: " + std::strerror(errno),
+                false);
         continue;
       }
       value.resize(static_cast<std::size_t>(vlen));
       if (!vault_.names().decrypt_xattr_value(stored, value))
-        problem(cpath, plain, "extended attribute " + *pname + ": its value does not decrypt (damaged or moved)", false);
+        problem(where.cipher(), where.plain(),
+                "extended attribute " + *pname + ": its value does not decrypt (damaged or moved)", false);
     }
   }
 
@@ -359,25 +619,28 @@ class Checker {
   // back. With --repair (and the journal's lock) they are restored and the file is checked
   // again: returns true, all is reported. Otherwise returns false and sets *note to append to
   // the problem ("" when the journal cannot help).
-  bool try_journal(int fd, const FileId& id, const std::string& cpath, const std::optional<std::string>& plain,
-                   std::string* note) {
+  bool try_journal(int fd, const FileId& id, int dirfd, const Where& where, std::string* note) {
     auto it = journal_by_id_.find(id);
     if (it == journal_by_id_.end()) return false;
     const RestorePlan plan = restore_from_records(fd, id, it->second, vault_.layout(), vault_.keys(), engine_, false);
     if (plan.chunks.empty()) return false;
     if (journal_lock_) {
-      Fd rw(::open((vault_.cipherdir() + "/" + cpath).c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
-      if (rw) {
+      // For writing, the same name beneath the same directory descriptor, and the same inode.
+      OpenResult rw = open_beneath(dirfd, where.name, FileType::Regular, O_RDWR);
+      struct stat was {}, now {};
+      if (rw && ::fstat(fd, &was) == 0 && ::fstat(rw.fd.get(), &now) == 0 && was.st_dev == now.st_dev &&
+          was.st_ino == now.st_ino) {
+        const std::string cpath = where.cipher();
         const RestorePlan done =
-            restore_from_records(rw.get(), id, it->second, vault_.layout(), vault_.keys(), engine_, true);
+            restore_from_records(rw.fd.get(), id, it->second, vault_.layout(), vault_.keys(), engine_, true);
         for (std::uint64_t k : done.chunks) {
           report_.restored.push_back("restored chunk " + std::to_string(k) + " of " + cpath + " from the crash journal");
           log::warning("restored chunk " + std::to_string(k) + " of " + vault_.cipherdir() + "/" + cpath +
                        " from the crash journal");
         }
         struct stat st {};
-        if (done.error == 0 && ::fstat(rw.get(), &st) == 0) {
-          check_content(rw.get(), static_cast<std::uint64_t>(st.st_size), cpath, plain, /*after_restore=*/true);
+        if (done.error == 0 && ::fstat(rw.fd.get(), &st) == 0) {
+          check_content(rw.fd.get(), static_cast<std::uint64_t>(st.st_size), dirfd, where, /*after_restore=*/true);
           return true;
         }
       }
@@ -389,27 +652,39 @@ class Checker {
     return false;
   }
 
-  void check_content(int fd, std::uint64_t size, const std::string& cpath, const std::optional<std::string>& plain,
-                     bool after_restore = false) {
+  // The first chunk at or after `first` that may hold data: chunks wholly inside a hole of a
+  // sparse file read as zeros, which the format calls holes, so they are counted without being
+  // read (a 1 TiB sparse file is checked in one step). nchunks when only holes follow.
+  std::uint64_t next_data_chunk(int fd, std::uint64_t first, std::uint64_t nchunks) const {
+    const ChunkLayout& layout = vault_.layout();
+    const off_t at = ::lseek(fd, static_cast<off_t>(layout.disk_offset(first)), SEEK_DATA);
+    if (at < 0) return errno == ENXIO ? nchunks : first;  // ENXIO: no data past this point; else no SEEK_DATA here
+    const std::uint64_t data = static_cast<std::uint64_t>(at);
+    if (data <= layout.disk_offset(first)) return first;
+    return std::min(nchunks, (data - layout.disk_offset(0)) / layout.disk_chunk_size());
+  }
+
+  void check_content(int fd, std::uint64_t size, int dirfd, const Where& where, bool after_restore = false) {
     const ChunkLayout& layout = vault_.layout();
     if (size == 0) return;  // an empty plaintext file
     // A file checked again after --repair restored chunks was counted the first time.
     const std::uint64_t counts = after_restore ? 0 : 1;
     if (size < kFileHeaderBytes) {
       progress_.done_bytes += size;
-      problem(cpath, plain, "ciphertext is " + std::to_string(size) + " bytes, shorter than a file header (truncated)", true);
+      problem(where.cipher(), where.plain(),
+              "ciphertext is " + std::to_string(size) + " bytes, shorter than a file header (truncated)", true);
       return;
     }
     std::array<std::uint8_t, kFileHeaderBytes> raw{};
     if (pread_full(fd, raw.data(), raw.size(), 0) != static_cast<ssize_t>(raw.size())) {
-      problem(cpath, plain, std::string("cannot read the file header: ") + std::strerror(errno), false);
+      problem(where.cipher(), where.plain(), std::string("cannot read the file header: ") + std::strerror(errno), false);
       return;
     }
     auto header = FileHeader::decode(raw);
     if (!header) {
       progress_.done_bytes += size;
-      problem(cpath, plain, "file header is damaged (not a gpucryptfs version 1 header): nothing in the file can be read",
-              true);
+      problem(where.cipher(), where.plain(),
+              "file header is damaged (not a gpucryptfs version 1 header): nothing in the file can be read", true);
       return;
     }
     auto plain_size = layout.plain_size(size);
@@ -425,18 +700,32 @@ class Checker {
     const std::uint64_t C = layout.chunk_size(), D = layout.disk_chunk_size();
     const std::uint64_t nchunks = layout.chunk_count(checkable);
     const std::uint64_t per_batch = std::max<std::uint64_t>(1, kBatchBytes / D);
+    const auto disk_end = [&](std::uint64_t k) {  // where chunk k ends in the file
+      return layout.disk_offset(k) + layout.chunk_plain_len(k, checkable) + kChunkOverhead;
+    };
     std::vector<std::uint64_t> bad;
     std::vector<std::uint8_t> ct, pt;
     std::uint64_t opened = 0, accounted = 0;
-    for (std::uint64_t first = 0; first < nchunks; first += per_batch) {
+    for (std::uint64_t first = 0; first < nchunks;) {
+      if (const std::uint64_t data = next_data_chunk(fd, first, nchunks); data > first) {
+        const std::uint64_t skipped = disk_end(data - 1) - layout.disk_offset(first);
+        report_.chunks += (data - first) * counts;
+        report_.holes += (data - first) * counts;
+        progress_.done_bytes += skipped * counts;
+        accounted += skipped;
+        first = data;
+        report_progress();
+        continue;
+      }
       const std::uint64_t last = std::min(nchunks, first + per_batch) - 1;
       const std::uint64_t begin = layout.disk_offset(first);
-      const std::uint64_t end = layout.disk_offset(last) + layout.chunk_plain_len(last, checkable) + kChunkOverhead;
+      const std::uint64_t end = disk_end(last);
       ct.resize(end - begin);
       pt.resize((last - first + 1) * C);
       ssize_t n = pread_full(fd, ct.data(), ct.size(), begin);
       if (n != static_cast<ssize_t>(ct.size())) {
-        problem(cpath, plain, std::string("cannot read the ciphertext: ") + (n < 0 ? std::strerror(static_cast<int>(-n)) : "short read"),
+        problem(where.cipher(), where.plain(),
+                std::string("cannot read the ciphertext: ") + (n < 0 ? std::strerror(static_cast<int>(-n)) : "short read"),
                 false);
         return;
       }
@@ -472,17 +761,18 @@ class Checker {
       progress_.done_bytes += ct.size() * counts;
       accounted += ct.size();
       report_progress();
+      first = last + 1;
     }
     progress_.done_bytes += (size - accounted) * counts;  // the header and a torn tail
     report_.bytes += size * counts;
     std::string journal_note;
-    if ((size_bad || !bad.empty()) && !after_restore && try_journal(fd, header->id, cpath, plain, &journal_note)) return;
+    if ((size_bad || !bad.empty()) && !after_restore && try_journal(fd, header->id, dirfd, where, &journal_note)) return;
     const bool recoverable = !journal_note.empty();
     if (size_bad) {
       const std::uint64_t tail = (size - kFileHeaderBytes) % D;
       // The mount reads such a file as its whole chunks (an append cut short between pages
       // leaves exactly this), so it is not unreadable unless its chunks are.
-      problem(cpath, plain,
+      problem(where.cipher(), where.plain(),
               "ciphertext size " + std::to_string(size) + " ends in an incomplete chunk of " + std::to_string(tail) +
                   " bytes (at most its nonce and tag): a write cut short, or a cut; the mount reads the " +
                   std::to_string(nchunks) + " whole chunks before it and drops the fragment at the next write" +
@@ -501,53 +791,76 @@ class Checker {
     else
       what += ": reading them gives EIO, the other chunks read";
     // A file none of whose chunks read is moved aside by --repair, unless the journal can restore it.
-    problem(cpath, plain, what + journal_note, all_bad && !recoverable);
+    problem(where.cipher(), where.plain(), what + journal_note, all_bad && !recoverable);
   }
 
-  // --repair: moves every unreadable item into CIPHERDIR/gpucryptfs.lost+found, parents before
-  // children (a moved directory takes its contents along), and writes an index of what came from
-  // where. Never deletes anything.
-  void repair() {
-    std::vector<FsckProblem*> todo;
-    for (auto& p : report_.problems)
-      if (p.unreadable) todo.push_back(&p);
-    if (todo.empty()) return;
-    std::sort(todo.begin(), todo.end(), [](const FsckProblem* a, const FsckProblem* b) {
-      return a->cipher_path.size() < b->cipher_path.size();
-    });
-    const std::string root = vault_.cipherdir();
-    const std::string lf = root + "/" + kLostFoundDirName;
-    if (::mkdir(lf.c_str(), 0700) != 0 && errno != EEXIST)
-      throw UserError("cannot create " + lf + ": " + std::strerror(errno) + "; nothing was moved");
-    FILE* index = std::fopen((lf + "/" + kLostFoundIndexName).c_str(), "a");
-    if (!index) throw UserError("cannot write " + lf + "/" + kLostFoundIndexName + ": " + std::strerror(errno));
-    std::vector<std::string> moved;
-    for (FsckProblem* p : todo) {
-      bool under_moved = false;
-      for (const auto& m : moved)
-        if (p->cipher_path == m || p->cipher_path.starts_with(m + "/")) under_moved = true;
-      if (under_moved) continue;
-      const std::string base = p->cipher_path.substr(p->cipher_path.rfind('/') + 1);
-      std::string target;
-      for (unsigned n = 1;; ++n) {
-        target = std::to_string(n) + "-" + base.substr(0, 200);
-        struct stat st {};
-        if (::lstat((lf + "/" + target).c_str(), &st) != 0 && errno == ENOENT) break;
-      }
-      if (::rename((root + "/" + p->cipher_path).c_str(), (lf + "/" + target).c_str()) != 0) {
-        p->what += std::string("; could not move it aside: ") + std::strerror(errno);
-        continue;
-      }
-      if (long_siblings_.count(p->cipher_path)) {
-        const std::string suffix(kLongNameSuffix);
-        (void)::rename((root + "/" + p->cipher_path + suffix).c_str(), (lf + "/" + target + suffix).c_str());
-      }
-      p->moved_to = std::string(kLostFoundDirName) + "/" + target;
-      moved.push_back(p->cipher_path);
-      std::fprintf(index, "%s\tfrom %s\tplaintext %s\t%s\n", target.c_str(), p->cipher_path.c_str(),
-                   p->plain_path.empty() ? "(unknown)" : p->plain_path.c_str(), p->what.c_str());
+  // --repair, at the first move: CIPHERDIR/gpucryptfs.lost+found as a real directory beneath
+  // CIPHERDIR's descriptor, and its index opened beneath that for appending, as a regular file
+  // with no other hard link. When either is anything else, nothing is moved at all.
+  bool open_lost_found() {
+    if (index_) return true;
+    if (!report_.repair_refused.empty()) return false;
+    if (::mkdirat(root_fd_, kLostFoundDirName, 0700) != 0 && errno != EEXIST) {
+      refuse_repair(kLostFoundDirName, std::string("cannot be created (") + std::strerror(errno) + ")");
+      return false;
     }
-    std::fclose(index);
+    OpenResult dir = open_beneath(root_fd_, kLostFoundDirName, FileType::Directory, O_RDONLY);
+    if (!dir) {
+      refuse_repair(kLostFoundDirName, describe(dir));
+      return false;
+    }
+    const std::string index = join(kLostFoundDirName, kLostFoundIndexName);
+    OpenResult idx = open_beneath(dir.fd.get(), kLostFoundIndexName, FileType::Regular, O_WRONLY | O_APPEND | O_CREAT, 0600);
+    if (!idx) {
+      refuse_repair(index, describe(idx));
+      return false;
+    }
+    struct stat st {};
+    if (::fstat(idx.fd.get(), &st) != 0 || st.st_nlink != 1) {
+      refuse_repair(index, "has " + std::to_string(st.st_nlink) + " hard links (one may be a file outside the vault)");
+      return false;
+    }
+    lost_found_ = std::move(dir.fd);
+    index_ = std::move(idx.fd);
+    return true;
+  }
+
+  // Moves one unreadable item from the directory descriptor the check read it through into
+  // lost+found: renameat between two held descriptors, so no path is resolved again, and only
+  // when the name still holds the inode the check saw.
+  void move_aside(int dirfd, const PendingMove& m) {
+    FsckProblem& p = report_.problems[m.problem];
+    if (!open_lost_found()) {
+      p.what += "; not moved: lost+found cannot be used";
+      return;
+    }
+    if (options_.before_move) options_.before_move(p.cipher_path);
+    struct stat st {};
+    if (::fstatat(dirfd, m.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_dev != m.dev || st.st_ino != m.ino) {
+      p.what += "; not moved: it was removed or replaced after the check";
+      return;
+    }
+    const std::string base = m.name.substr(0, 200);
+    std::string target;
+    int rc = -1;
+    for (unsigned n = 1; n < 1000000; ++n) {
+      target = std::to_string(n) + "-" + base;
+      rc = rename_noreplace(dirfd, m.name, lost_found_.get(), target);
+      if (rc == 0 || errno != EEXIST) break;
+    }
+    if (rc != 0) {
+      p.what += std::string("; could not move it aside: ") + std::strerror(errno);
+      return;
+    }
+    if (m.with_name_file) {
+      const std::string suffix(kLongNameSuffix);
+      (void)rename_noreplace(dirfd, m.name + suffix, lost_found_.get(), target + suffix);
+    }
+    p.moved_to = join(kLostFoundDirName, target);
+    const std::string line = index_field(target) + "\tfrom " + index_field(p.cipher_path) + "\tplaintext " +
+                             (p.plain_path.empty() ? "(unknown)" : index_field(p.plain_path)) + "\t" +
+                             index_field(p.what) + "\n";
+    if (!append_all(index_.get(), line)) log::warning(std::string("cannot write the lost+found index: ") + std::strerror(errno));
   }
 
   const Vault& vault_;
@@ -557,11 +870,12 @@ class Checker {
   FsckReport report_;
   FsckProgress progress_;
   std::uint64_t calls_ = 0;
+  int root_fd_ = -1;  // CIPHERDIR, held by the walk's DirChain for the whole run
   std::set<std::pair<dev_t, ino_t>> seen_;
-  std::set<std::string> long_siblings_;
   std::vector<JournalRecord> journal_;
   std::map<FileId, std::vector<const JournalRecord*>> journal_by_id_;
-  Fd journal_lock_;  // held while --repair restores from the journal
+  UniqueFd journal_lock_;  // held while --repair restores from the journal
+  UniqueFd lost_found_, index_;  // --repair, from the first move on
 };
 
 }  // namespace

@@ -7,6 +7,12 @@
 // read at all into CIPHERDIR/gpucryptfs.lost+found/ (FORMAT.md): it never deletes and never
 // rewrites ciphertext, except that it puts back a chunk that fails authentication from an
 // authentic pre-image in the crash journal (chunk_journal.h), which restores, never destroys.
+//
+// Nothing found in CIPHERDIR is trusted for its shape (fs/safe_open.h): every file and directory
+// is reached beneath CIPHERDIR's descriptor without following a link, a FIFO or device node is
+// never opened, the walk is iterative (any depth, a bounded number of descriptors), and a move is
+// a renameat between descriptors held from the check, of the very inode the check saw, into a
+// lost+found that is a real directory of CIPHERDIR (a link there makes --repair move nothing).
 #pragma once
 
 #include <cstdint>
@@ -43,6 +49,9 @@ struct FsckOptions {
   bool repair = false;
   // Called now and then from the checking thread.
   std::function<void(const FsckProgress&)> progress;
+  // --repair: called just before each item is moved, with its ciphertext path. Tests use it to
+  // change CIPHERDIR between the check and the move.
+  std::function<void(const std::string& cipher_path)> before_move;
 };
 
 struct FsckReport {
@@ -52,6 +61,9 @@ struct FsckReport {
   std::uint64_t bytes = 0;  // ciphertext bytes of regular files read
   // --repair: one line per chunk put back from the crash journal ("restored chunk K of PATH ...").
   std::vector<std::string> restored;
+  // Why --repair moves nothing, e.g. "gpucryptfs.lost+found is a FIFO, ...": lost+found or its
+  // index is not a real directory / regular file of CIPHERDIR. Also reported as a problem.
+  std::string repair_refused;
   bool clean() const { return problems.empty(); }
 };
 

@@ -3,7 +3,9 @@
 // ciphertext path (and its plaintext path where the names decrypt), and exit 0 only when the
 // vault is clean. --repair moves items that cannot be read at all into
 // CIPHERDIR/gpucryptfs.lost+found and restores torn chunks from the crash journal (only chunks
-// that fail authentication, from pre-images that pass it); nothing is ever deleted.
+// that fail authentication, from pre-images that pass it); nothing is ever deleted. A
+// lost+found (or index) that is not a real directory (regular file) of CIPHERDIR is reported and
+// makes --repair move nothing.
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
@@ -122,10 +124,13 @@ int cmd_fsck(int argc, char** argv) {
       return static_cast<int>(kExitOk);
     }
     std::cout << rep.problems.size() << (rep.problems.size() == 1 ? " problem" : " problems") << ".\n";
-    if (repair)
+    if (repair && !rep.repair_refused.empty())
+      std::cout << "fsck: --repair moved nothing, because " << rep.repair_refused
+                << "; remove or rename it, then run the repair again.\n";
+    else if (repair && moved)
       std::cout << "fsck: moved " << moved << " unreadable item(s) into " << cipherdir << "/" << kLostFoundDirName
                 << " (listed in its " << kLostFoundIndexName << "); nothing was deleted.\n";
-    else if (unreadable)
+    else if (!repair && unreadable)
       std::cout << "fsck: " << unreadable << " item(s) cannot be read at all; 'gpucryptfs fsck --repair' moves them into "
                 << cipherdir << "/" << kLostFoundDirName << " (nothing is deleted). Files with some damaged chunks stay"
                 << " in place: copy out what reads, e.g. with 'dd conv=noerror'.\n";

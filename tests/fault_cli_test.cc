@@ -165,6 +165,23 @@ TEST_F(FaultCli, FsckExitStatusOutputAndRepair) {
   r = run("fsck --passfile " + (tmp / "pw") + " " + v.dir());
   EXPECT_EQ(r.status, cli::kExitFsckProblems) << r.output;
   EXPECT_EQ(r.output.find("/docs/lost"), std::string::npos) << r.output;
+  // With nothing left to move, --repair does not claim to have moved anything.
+  r = run("fsck --repair --passfile " + (tmp / "pw") + " " + v.dir());
+  EXPECT_EQ(r.status, cli::kExitFsckProblems) << r.output;
+  EXPECT_EQ(r.output.find("moved 0"), std::string::npos) << r.output;
+}
+
+// A planted link where lost+found belongs: reported, --repair moves nothing, and says so.
+TEST_F(FaultCli, FsckRepairRefusesALostFoundLink) {
+  std::filesystem::create_directories(tmp / "outside");
+  std::filesystem::create_directory_symlink(tmp / "outside", v.dir() + "/" + kLostFoundDirName);
+  testing::write_all(v.dir() + "/planted", {'x'});
+  const Result r = run("fsck --repair --passfile " + (tmp / "pw") + " " + v.dir());
+  EXPECT_EQ(r.status, cli::kExitFsckProblems) << r.output;
+  EXPECT_NE(r.output.find("--repair moved nothing"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("symbolic link"), std::string::npos) << r.output;
+  EXPECT_TRUE(std::filesystem::is_empty(tmp / "outside"));
+  EXPECT_TRUE(std::filesystem::exists(v.dir() + "/planted"));
 }
 
 TEST_F(FaultCli, FsckUsageErrors) {

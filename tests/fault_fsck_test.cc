@@ -4,8 +4,15 @@
 // files are read through ContentFile as the daemon reads them.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <sys/statvfs.h>
+#include <sys/sysmacros.h>
+
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
+#include <future>
+#include <thread>
 
 #include <openssl/evp.h>
 
@@ -436,6 +443,474 @@ TEST_F(FaultFsck, RepairMovesOnlyUnreadableItemsAndDeletesNothing) {
   EXPECT_EQ(again.problems[0].plain_path, "/d/chunk-damaged");
   expect_chunks("/d/chunk-damaged", data, {1});
   expect_chunks("/fine", data, {});
+}
+
+
+// ---- A hostile CIPHERDIR (issue 18): what fsck and --repair find there is damage to report,
+// never a reason to block, to act outside CIPHERDIR, or to crash. Each case keeps a canary folder
+// outside CIPHERDIR whose snapshot must not change.
+
+// Runs fsck on another thread and fails (instead of hanging the suite) when it does not finish
+// within `limit`; a reader stuck on one of `fifos` is then let go by opening its other end.
+FsckReport fsck_with_deadline(TestVault& vault, const FsckOptions& o, std::chrono::seconds limit,
+                              const std::vector<std::string>& fifos = {}) {
+  std::packaged_task<FsckReport()> task([&] { return check_vault(vault.vault(), vault.engine(), o); });
+  auto done = task.get_future();
+  std::thread worker(std::move(task));
+  if (done.wait_for(limit) != std::future_status::ready) {
+    ADD_FAILURE() << "fsck did not finish within " << limit.count() << " s (blocked on something in CIPHERDIR?)";
+    while (done.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready)
+      for (const auto& f : fifos) {
+        int fd = ::open(f.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
+        if (fd >= 0) ::close(fd);
+      }
+  }
+  worker.join();
+  return done.get();
+}
+
+FsckOptions repair_options() {
+  FsckOptions o;
+  o.repair = true;
+  return o;
+}
+
+const FsckProblem* find_problem(const FsckReport& r, const std::string& cipher_rel) {
+  for (const auto& p : r.problems)
+    if (p.cipher_path == cipher_rel) return &p;
+  return nullptr;
+}
+
+class FaultFsckHostile : public FaultFsck {
+ protected:
+  FaultFsckHostile() {
+    std::filesystem::create_directories(outside);
+    testing::write_all(outside + "/notes.txt", {'m', 'i', 'n', 'e'});
+    testing::write_all(outside + "/.bashrc", {'e', 'c', 'h', 'o', '\n'});
+    canary_before = testing::snapshot(outside);
+  }
+  void expect_canary_untouched() {
+    EXPECT_EQ(testing::snapshot(outside), canary_before) << "something outside CIPHERDIR changed";
+  }
+  std::size_t moved(const FsckReport& r) {
+    return static_cast<std::size_t>(
+        std::count_if(r.problems.begin(), r.problems.end(), [](const FsckProblem& p) { return !p.moved_to.empty(); }));
+  }
+  const std::string outside = tmp / "outside";
+  std::map<std::string, std::string> canary_before;
+};
+
+// The finding as filed: a symlink lost+found plus a foreign file made --repair move the file out
+// of the vault. Now the link is reported and the repair moves nothing.
+TEST_F(FaultFsckHostile, LostFoundLinkIsReportedAndNeverFollowed) {
+  testing::write_all(v.dir() + "/planted", {'x'});  // a name that does not decrypt: unreadable
+  std::filesystem::create_directory_symlink(outside, v.dir() + "/" + kLostFoundDirName);
+  const auto r = fsck_with_deadline(v, repair_options(), std::chrono::seconds(20));
+  expect_canary_untouched();
+  EXPECT_TRUE(std::filesystem::exists(v.dir() + "/planted")) << "the foreign file was moved";
+  EXPECT_EQ(moved(r), 0u);
+  const FsckProblem* lf = find_problem(r, kLostFoundDirName);
+  ASSERT_NE(lf, nullptr) << "the planted link is not reported";
+  EXPECT_NE(lf->what.find("symbolic link"), std::string::npos) << lf->what;
+  EXPECT_NE(lf->what.find("moves nothing"), std::string::npos) << lf->what;
+  EXPECT_FALSE(r.repair_refused.empty());
+  EXPECT_TRUE(std::filesystem::is_symlink(v.dir() + "/" + kLostFoundDirName));
+  // Without --repair the link is reported too.
+  EXPECT_NE(find_problem(fsck(), kLostFoundDirName), nullptr);
+}
+
+// A dangling link where lost+found belongs: --repair must not create the directory it names.
+TEST_F(FaultFsckHostile, DanglingLostFoundLinkCreatesNothing) {
+  testing::write_all(v.dir() + "/planted", {'x'});
+  std::filesystem::create_directory_symlink(outside + "/made-by-fsck", v.dir() + "/" + kLostFoundDirName);
+  const auto r = fsck_with_deadline(v, repair_options(), std::chrono::seconds(20));
+  expect_canary_untouched();
+  EXPECT_FALSE(r.repair_refused.empty());
+  EXPECT_EQ(moved(r), 0u);
+}
+
+// index.txt as a link to a file outside (a shell startup file): never appended to.
+TEST_F(FaultFsckHostile, IndexLinkIsNotWrittenThrough) {
+  const std::string lf = v.dir() + "/" + kLostFoundDirName;
+  std::filesystem::create_directory(lf);
+  std::filesystem::create_symlink(outside + "/.bashrc", lf + "/" + kLostFoundIndexName);
+  testing::write_all(v.dir() + "/planted", {'x'});
+  const auto r = fsck_with_deadline(v, repair_options(), std::chrono::seconds(20));
+  expect_canary_untouched();
+  EXPECT_EQ(moved(r), 0u);
+  EXPECT_TRUE(std::filesystem::exists(v.dir() + "/planted"));
+  const FsckProblem* idx = find_problem(r, std::string(kLostFoundDirName) + "/" + kLostFoundIndexName);
+  ASSERT_NE(idx, nullptr);
+  EXPECT_NE(idx->what.find("symbolic link"), std::string::npos) << idx->what;
+}
+
+// index.txt as a second hard link of a file outside CIPHERDIR (same filesystem): never appended to.
+TEST_F(FaultFsckHostile, IndexHardLinkIsNotWrittenThrough) {
+  const std::string lf = v.dir() + "/" + kLostFoundDirName;
+  std::filesystem::create_directory(lf);
+  std::filesystem::create_hard_link(outside + "/.bashrc", lf + "/" + kLostFoundIndexName);
+  canary_before = testing::snapshot(outside);  // the link count is part of what must not change
+  testing::write_all(v.dir() + "/planted", {'x'});
+  const auto r = fsck_with_deadline(v, repair_options(), std::chrono::seconds(20));
+  expect_canary_untouched();
+  EXPECT_EQ(moved(r), 0u);
+  EXPECT_FALSE(r.repair_refused.empty());
+  EXPECT_EQ(testing::read_all(outside + "/.bashrc"), (std::vector<std::uint8_t>{'e', 'c', 'h', 'o', '\n'}));
+}
+
+// A directory swapped for a link to an outside folder between the check and the move: the move
+// goes through the descriptor the check held, so the file moved is the one the check saw in the
+// vault, and the outside file of the same name stays where it is.
+TEST_F(FaultFsckHostile, DirectorySwappedForALinkBeforeTheMove) {
+  v.mkdir("/d");
+  const std::string d = v.cipher_path("/d");
+  testing::write_all(d + "/notes.txt", {'i', 'n', 's', 'i', 'd', 'e'});
+  FsckOptions o = repair_options();
+  int swaps = 0;
+  o.before_move = [&](const std::string& cipher_path) {
+    if (cipher_path != v.cipher_rel("/d") + "/notes.txt") return;
+    ++swaps;
+    std::filesystem::rename(d, v.dir() + "/swapped");
+    std::filesystem::create_directory_symlink(outside, d);
+  };
+  const auto r = fsck_with_deadline(v, o, std::chrono::seconds(20));
+  EXPECT_EQ(swaps, 1);
+  expect_canary_untouched();
+  const FsckProblem* p = find_problem(r, v.cipher_rel("/d") + "/notes.txt");
+  ASSERT_NE(p, nullptr);
+  ASSERT_FALSE(p->moved_to.empty()) << p->what;
+  EXPECT_EQ(testing::read_all(v.dir() + "/" + p->moved_to), (std::vector<std::uint8_t>{'i', 'n', 's', 'i', 'd', 'e'}));
+  EXPECT_FALSE(std::filesystem::exists(v.dir() + "/swapped/notes.txt"));
+}
+
+// The item itself replaced between the check and the move: not moved (it is not what was checked).
+TEST_F(FaultFsckHostile, ItemReplacedBeforeTheMoveStaysPut) {
+  testing::write_all(v.dir() + "/planted", {'x'});
+  FsckOptions o = repair_options();
+  o.before_move = [&](const std::string&) {
+    // A new inode (made before the old one goes, so its number cannot be reused) under the name.
+    testing::write_all(v.dir() + "/planted.new", {'y'});
+    std::filesystem::rename(v.dir() + "/planted.new", v.dir() + "/planted");
+  };
+  const auto r = fsck_with_deadline(v, o, std::chrono::seconds(20));
+  EXPECT_EQ(moved(r), 0u);
+  const FsckProblem* p = find_problem(r, "planted");
+  ASSERT_NE(p, nullptr);
+  EXPECT_NE(p->what.find("not moved"), std::string::npos) << p->what;
+  EXPECT_TRUE(std::filesystem::exists(v.dir() + "/planted"));
+}
+
+// A link in the tree, even one named like a vault directory, is never descended: it is checked as
+// a symlink (its target does not decrypt) and --repair moves the link itself, not what it names.
+TEST_F(FaultFsckHostile, LinkedDirectoryIsNeverDescended) {
+  v.mkdir("/d");
+  v.write_file("/d/f", testing::pattern_bytes(100, 40));
+  const std::string d = v.cipher_path("/d");
+  std::filesystem::rename(d, v.dir() + "/../parked");
+  std::filesystem::create_directory_symlink(outside, d);
+  std::filesystem::create_directory_symlink(outside, v.dir() + "/elsewhere");  // a name that does not decrypt
+  const auto r = fsck_with_deadline(v, repair_options(), std::chrono::seconds(20));
+  expect_canary_untouched();
+  EXPECT_EQ(r.directories, 1u);  // CIPHERDIR alone
+  EXPECT_EQ(r.files, 0u);
+  ASSERT_NE(find_problem(r, v.cipher_rel("/d")), nullptr);
+  ASSERT_NE(find_problem(r, "elsewhere"), nullptr);
+  EXPECT_EQ(moved(r), 2u);
+  for (const auto& p : r.problems) {
+    if (!p.moved_to.empty()) {
+      EXPECT_TRUE(std::filesystem::is_symlink(v.dir() + "/" + p.moved_to)) << p.moved_to;
+    }
+  }
+}
+
+// A planted name with a newline cannot add lines of its own to the index.
+TEST_F(FaultFsckHostile, IndexHoldsOneLinePerMove) {
+  testing::write_all(v.dir() + "/evil\nfrom etc-passwd\tplaintext home", {'x'});
+  const auto r = fsck_with_deadline(v, repair_options(), std::chrono::seconds(20));
+  EXPECT_EQ(moved(r), 1u);
+  const auto idx = testing::read_all(v.dir() + "/" + kLostFoundDirName + "/" + kLostFoundIndexName);
+  EXPECT_EQ(std::count(idx.begin(), idx.end(), '\n'), 1) << std::string(idx.begin(), idx.end());
+}
+
+// A FIFO, socket or device node in each place where the vault keeps a file of its own: reported as
+// damage within a deadline, never opened.
+TEST_F(FaultFsckHostile, SpecialFilesInEveryRoleAreDamageNotAHang) {
+  struct Shape {
+    const char* name;
+    mode_t mode;
+  };
+  const Shape shapes[] = {{"FIFO", S_IFIFO}, {"socket", S_IFSOCK}, {"character device", S_IFCHR}};
+  enum Role { kDirIv, kNameFile, kJournal, kLostFound, kIndex, kForeignEntry, kDirectory };
+  const char* role_names[] = {"dir IV", ".name file", "journal", "lost+found", "index", "foreign entry", "directory"};
+  int vault_no = 0;
+  for (const Shape& shape : shapes) {
+    for (int role = kDirIv; role <= kDirectory; ++role) {
+      SCOPED_TRACE(std::string(shape.name) + " as " + role_names[role]);
+      TestVault w(tmp / ("v" + std::to_string(vault_no++)));
+      w.mkdir("/d");
+      w.write_file("/d/f", testing::pattern_bytes(50, 41));
+      const std::string long_plain = "/d/" + std::string(240, 'n');
+      w.write_file(long_plain, testing::pattern_bytes(50, 42));
+      std::string path, expect_rel;
+      const std::string lf = w.dir() + "/" + kLostFoundDirName;
+      switch (role) {
+        case kDirIv: path = w.cipher_path("/d") + "/" + kDirIvFileName; expect_rel = w.cipher_rel("/d") + "/" + kDirIvFileName; break;
+        case kNameFile: path = w.cipher_path(long_plain) + ".name"; expect_rel = w.cipher_rel(long_plain); break;
+        case kJournal: path = w.dir() + "/" + kJournalFileName; expect_rel = kJournalFileName; break;
+        case kLostFound: path = lf; expect_rel = kLostFoundDirName; break;
+        case kIndex:
+          std::filesystem::create_directory(lf);
+          path = lf + "/" + kLostFoundIndexName;
+          expect_rel = std::string(kLostFoundDirName) + "/" + kLostFoundIndexName;
+          break;
+        case kForeignEntry: path = w.cipher_path("/d") + "/planted"; expect_rel = w.cipher_rel("/d") + "/planted"; break;
+        case kDirectory: path = w.cipher_path("/d"); expect_rel = ""; break;
+      }
+      if (role == kDirectory) std::filesystem::remove_all(path);
+      else std::filesystem::remove(path);
+      if (::mknod(path.c_str(), shape.mode | 0600, shape.mode == S_IFCHR ? makedev(1, 3) : 0) != 0) {
+        ASSERT_TRUE(shape.mode == S_IFCHR && errno == EPERM) << path << ": " << std::strerror(errno);
+        continue;  // device nodes need CAP_MKNOD
+      }
+      // Something unreadable for --repair to move, so lost+found and its index are used.
+      testing::write_all(w.dir() + "/planted", {'x'});
+      const auto r = fsck_with_deadline(w, repair_options(), std::chrono::seconds(20), {path});
+      EXPECT_FALSE(r.clean());
+      if (role == kDirectory) {
+        // A special file under a vault directory's name reads like one the user made (mknod through
+        // the mount): counted, never opened.
+        EXPECT_EQ(r.others, 1u);
+        continue;
+      }
+      const FsckProblem* p = find_problem(r, expect_rel);
+      ASSERT_NE(p, nullptr) << "no problem reported for " << expect_rel;
+      if (role != kForeignEntry) {
+        EXPECT_NE(p->what.find(shape.name), std::string::npos) << p->what;
+      }
+      if (role == kLostFound || role == kIndex) {
+        EXPECT_FALSE(r.repair_refused.empty());
+        EXPECT_TRUE(std::filesystem::exists(w.dir() + "/planted")) << "--repair moved something anyway";
+      } else {
+        EXPECT_FALSE(std::filesystem::exists(w.dir() + "/planted")) << "--repair did not move the foreign file";
+      }
+    }
+  }
+  expect_canary_untouched();
+}
+
+// The other shapes of issue 18 in the roles where fsck reads a file of the vault's own: a link to
+// a file outside, an empty file and a 1 TiB sparse file as dir IV and .name file, a link as the
+// journal, and a regular file or a link where lost+found belongs. Each is reported (by what it is) without a big read.
+TEST_F(FaultFsckHostile, LinksEmptyAndHugeFilesInTheVaultsOwnRoles) {
+  enum Shape { kLinkOut, kEmpty, kHugeSparse };
+  enum Role { kDirIv, kNameFile, kJournal, kLostFound };
+  struct Case {
+    Shape shape;
+    Role role;
+    const char* expect;  // in the problem's text
+  };
+  const Case cases[] = {
+      {kLinkOut, kDirIv, "symbolic link"},       {kLinkOut, kNameFile, "symbolic link"},
+      {kEmpty, kDirIv, "has 0 bytes"},           {kEmpty, kNameFile, "empty"},
+      {kHugeSparse, kDirIv, "has 1099511627776 bytes"}, {kHugeSparse, kNameFile, "too big"},
+      {kEmpty, kLostFound, "regular file"},      {kLinkOut, kLostFound, "symbolic link"},
+      {kLinkOut, kJournal, "symbolic link"},
+  };
+  int n = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE("case " + std::to_string(n));
+    TestVault w(tmp / ("w" + std::to_string(n++)));
+    w.mkdir("/d");
+    const std::string long_plain = "/d/" + std::string(240, 'n');
+    w.write_file(long_plain, testing::pattern_bytes(50, 44));
+    std::string path, rel;
+    switch (c.role) {
+      case kDirIv: path = w.cipher_path("/d") + "/" + kDirIvFileName; rel = w.cipher_rel("/d") + "/" + kDirIvFileName; break;
+      case kNameFile: path = w.cipher_path(long_plain) + ".name"; rel = w.cipher_rel(long_plain); break;
+      case kJournal: path = w.dir() + "/" + kJournalFileName; rel = kJournalFileName; break;
+      case kLostFound: path = w.dir() + "/" + kLostFoundDirName; rel = kLostFoundDirName; break;
+    }
+    std::filesystem::remove(path);
+    switch (c.shape) {
+      case kLinkOut: std::filesystem::create_symlink(outside + "/notes.txt", path); break;
+      case kEmpty: testing::write_all(path, {}); break;
+      case kHugeSparse:
+        testing::write_all(path, {});
+        std::filesystem::resize_file(path, 1ull << 40);
+        break;
+    }
+    testing::write_all(w.dir() + "/planted", {'x'});
+    const auto start = std::chrono::steady_clock::now();
+    const auto r = fsck_with_deadline(w, repair_options(), std::chrono::seconds(20));
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5)) << "a big read?";
+    const FsckProblem* p = find_problem(r, rel);
+    ASSERT_NE(p, nullptr) << "nothing reported for " << rel;
+    EXPECT_NE(p->what.find(c.expect), std::string::npos) << p->what;
+    EXPECT_EQ(r.repair_refused.empty(), c.role != kLostFound);
+  }
+  expect_canary_untouched();
+}
+
+// A folder for a big tree of directories: on /dev/shm when that tmpfs has room (19,000 mkdirs on a
+// busy disk take tens of seconds, on tmpfs a second), else under TMPDIR.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    struct statvfs fs {};
+    const bool shm = ::statvfs("/dev/shm", &fs) == 0 && ::access("/dev/shm", W_OK) == 0 &&
+                     static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize > (512ull << 20);
+    const char* tmpdir = std::getenv("TMPDIR");
+    std::string tmpl = (shm ? std::string("/dev/shm") : std::string(tmpdir ? tmpdir : "/tmp")) + "/gcfs-deep-XXXXXX";
+    if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
+    path_ = tmpl;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// Removes a chain of directories `name` in `name` in ... beneath rootfd, each holding a dir IV,
+// without paths (far too long) and without recursion.
+void remove_deep_tree(int rootfd, const std::string& name) {
+  int fd = ::openat(rootfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return;
+  std::size_t depth = 1;
+  for (int sub; (sub = ::openat(fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) >= 0; ++depth) {
+    ::close(fd);
+    fd = sub;
+  }
+  while (depth-- > 0) {
+    ::unlinkat(fd, kDirIvFileName, 0);
+    int up = ::openat(fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ::close(fd);
+    ::unlinkat(up, name.c_str(), AT_REMOVEDIR);
+    if (depth == 0) ::close(up);
+    fd = up;
+  }
+}
+
+// 19,000 nested directories crashed the recursive walk (SIGSEGV). The tree is a valid one (a
+// directory "d" in "d" in ...), so the check must also say it is clean; it runs with a low limit
+// on open descriptors to show the walk does not keep one per level.
+TEST_F(FaultFsckHostile, NineteenThousandNestedDirectories) {
+  constexpr int kDepth = 19000;
+  ScratchDir scratch;
+  TestVault deep(scratch / "cipher");
+  int rootfd = ::open(deep.dir().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(rootfd, 0);
+  DirIv iv{};
+  ASSERT_EQ(read_dir_iv(rootfd, &iv, deep.dir()), 0);
+  const std::string name = deep.vault().names().to_disk("d", iv).entry;  // the same IV at every level
+  int fd = ::dup(rootfd);
+  for (int i = 0; i < kDepth; ++i) {
+    ASSERT_EQ(::mkdirat(fd, name.c_str(), 0700), 0) << "level " << i << ": " << std::strerror(errno);
+    int sub = ::openat(fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ASSERT_GE(sub, 0);
+    ::close(fd);
+    fd = sub;
+    int ivfd = ::openat(fd, kDirIvFileName, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0440);
+    ASSERT_EQ(::write(ivfd, iv.data(), iv.size()), static_cast<ssize_t>(iv.size()));
+    ::close(ivfd);
+  }
+  ::close(fd);
+
+  struct rlimit old {};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old), 0);
+  struct rlimit low = old;
+  low.rlim_cur = std::min<rlim_t>(old.rlim_cur, 256);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  const auto r = fsck_with_deadline(deep, FsckOptions{}, std::chrono::seconds(60));
+  ::setrlimit(RLIMIT_NOFILE, &old);
+  for (std::size_t i = 0; i < std::min<std::size_t>(r.problems.size(), 3); ++i)
+    ADD_FAILURE() << r.problems[i].what.substr(0, 300);
+  EXPECT_TRUE(r.clean());
+  EXPECT_EQ(r.directories, static_cast<std::uint64_t>(kDepth) + 1);
+  remove_deep_tree(rootfd, name);
+  ::close(rootfd);
+}
+
+// Deeper than the walk keeps descriptors for, a directory high up is moved out from under the
+// walk (to CIPHERDIR's top) while it is at the bottom: going back up through "..", the walk must
+// notice that the parent is no longer the directory it came down through, report the levels it
+// cannot get back to, and read nothing on a way it did not check.
+TEST_F(FaultFsckHostile, WalkNoticesATreeMovedUnderIt) {
+  constexpr int kDepth = 100, kMovedLevel = 20;
+  int rootfd = ::open(v.dir().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(rootfd, 0);
+  DirIv iv{};
+  ASSERT_EQ(read_dir_iv(rootfd, &iv, v.dir()), 0);
+  const std::string name = v.vault().names().to_disk("d", iv).entry;
+  int fd = ::dup(rootfd);
+  for (int i = 0; i < kDepth; ++i) {
+    ASSERT_EQ(::mkdirat(fd, name.c_str(), 0700), 0);
+    int sub = ::openat(fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ::close(fd);
+    fd = sub;
+    int ivfd = ::openat(fd, kDirIvFileName, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0440);
+    ASSERT_EQ(::write(ivfd, iv.data(), iv.size()), static_cast<ssize_t>(iv.size()));
+    ::close(ivfd);
+  }
+  int planted = ::openat(fd, "planted", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);  // unreadable: moved at the bottom
+  ::close(planted);
+  ::close(fd);
+
+  FsckOptions o = repair_options();
+  o.before_move = [&](const std::string&) {
+    int at = ::dup(rootfd);  // level kMovedLevel - 1, reached by descriptors
+    for (int i = 1; i < kMovedLevel; ++i) {
+      int sub = ::openat(at, name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      ::close(at);
+      at = sub;
+    }
+    EXPECT_EQ(::renameat(at, name.c_str(), rootfd, "moved"), 0) << std::strerror(errno);
+    ::close(at);
+  };
+  const auto r = fsck_with_deadline(v, o, std::chrono::seconds(20));
+  std::size_t lost = 0;
+  for (const auto& p : r.problems)
+    if (p.what.find("lost its way back") != std::string::npos) ++lost;
+  EXPECT_EQ(lost, static_cast<std::size_t>(kMovedLevel - 1)) << "levels 1.." << kMovedLevel - 1 << " cannot be reached again";
+  EXPECT_EQ(moved(r), 1u);
+  // The tree is whole again once moved back, and fsck then finds it clean.
+  int at = ::dup(rootfd);
+  for (int i = 1; i < kMovedLevel; ++i) {
+    int sub = ::openat(at, name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ::close(at);
+    at = sub;
+  }
+  ASSERT_EQ(::renameat(rootfd, "moved", at, name.c_str()), 0);
+  ::close(at);
+  ::close(rootfd);
+  const auto again = fsck();
+  for (const auto& p : again.problems) ADD_FAILURE() << p.cipher_path.substr(0, 80) << ": " << p.what;
+  EXPECT_EQ(again.directories, static_cast<std::uint64_t>(kDepth) + 1);
+}
+
+// issue 20: a 1 TiB sparse file with a few bytes at its end is checked from its data, not by
+// reading a terabyte of holes.
+TEST_F(FaultFsckHostile, TerabyteSparseFileIsQuick) {
+  constexpr std::uint64_t kTiB = 1ull << 40;
+  const auto tail = testing::pattern_bytes(100, 43);
+  try {
+    v.write_file("/huge", tail, kTiB - tail.size());
+  } catch (const std::exception& e) {
+    GTEST_SKIP() << "the backing filesystem cannot hold a 1 TiB sparse file: " << e.what();
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = fsck_with_deadline(v, FsckOptions{}, std::chrono::seconds(60));
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_TRUE(r.clean());
+  EXPECT_EQ(r.chunks, kTiB / C);
+  EXPECT_EQ(r.holes, kTiB / C - 1);
+  EXPECT_LT(took, std::chrono::seconds(2)) << "fsck read the holes";
+  std::vector<std::uint8_t> got;
+  ASSERT_EQ(v.read("/huge", kTiB - tail.size(), tail.size(), &got), static_cast<ssize_t>(tail.size()));
+  EXPECT_EQ(got, tail);
 }
 
 }  // namespace
