@@ -113,7 +113,7 @@ class Checker {
   Checker(const Vault& vault, ChunkEngine& engine, const FsckOptions& options)
       : vault_(vault), engine_(engine), options_(options), names_(vault.keys().names_key()) {
     // The crash journal's valid records: pre-images of rewrites a killed daemon may have torn.
-    journal_ = ChunkJournal::read_records(vault.journal_path(), vault.config().chunk_size);
+    journal_ = ChunkJournal::read_records(vault.journal_path(), vault.config().chunk_size, vault.keys());
     for (const auto& r : journal_) journal_by_id_[r.file_id].push_back(&r);
     if (options_.repair && !journal_.empty()) {
       // Restoring takes the journal's lock, as a mount does: never while a daemon writes.

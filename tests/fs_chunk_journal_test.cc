@@ -67,20 +67,35 @@ std::uint64_t file_size(const std::string& path) {
 // ---------------------------------------------------------------------------------------------
 // Records.
 
+// The pre-images a record holds, read from the journal.
+Bytes payload_of(const JournalRecord& r) {
+  Bytes b;
+  EXPECT_EQ(r.load_payload(&b), 0);
+  return b;
+}
+
+KeyRing test_keys(std::uint8_t seed = 1) {
+  std::array<std::uint8_t, kMasterKeyBytes> master{};
+  for (std::size_t i = 0; i < master.size(); ++i) master[i] = static_cast<std::uint8_t>(seed * 31 + i);
+  return KeyRing(master);
+}
+
 class JournalRecords : public ::testing::Test {
  protected:
   std::unique_ptr<ChunkJournal> open_journal(bool* busy = nullptr) {
     std::string err;
-    auto j = ChunkJournal::open(path, tmp.path(), C, 8, &err, busy);
+    auto j = ChunkJournal::open(dir.get(), tmp.path(), keys, C, 8, &err, busy);
     if (!busy) {
       EXPECT_TRUE(j) << err;
     }
     return j;
   }
-  std::vector<JournalRecord> records() { return ChunkJournal::read_records(path, C); }
+  std::vector<JournalRecord> records() { return ChunkJournal::read_records(path, C, keys); }
 
   TempDir tmp{"gcfs-journal"};
   std::string path = tmp / kJournalFileName;
+  UniqueFd dir{::open(tmp.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+  KeyRing keys = test_keys();
 };
 
 TEST_F(JournalRecords, RecordReadsBackWithEveryFieldUntilInvalidated) {
@@ -105,7 +120,7 @@ TEST_F(JournalRecords, RecordReadsBackWithEveryFieldUntilInvalidated) {
   EXPECT_EQ(r.old_cipher_size, 123456u);
   EXPECT_EQ(r.new_cipher_size, 130000u);
   EXPECT_EQ(r.path, "dir/file");
-  EXPECT_TRUE(r.payload == payload);
+  EXPECT_TRUE(payload_of(r) == payload);
   EXPECT_GT(r.sequence, 0u);
 
   p.release();  // the in-place write is done
@@ -125,14 +140,14 @@ TEST_F(JournalRecords, TornOrDamagedRecordsAreIgnored) {
   // A record whose payload the kill cut short: the second half still holds what was there before.
   const Bytes saved = read_range(path, kJournalHeaderBlock + D, D);
   write_range(path, kJournalHeaderBlock + D, Bytes(D, 0));
-  EXPECT_TRUE(records().empty()) << "a torn payload must fail the checksum";
+  EXPECT_TRUE(records().empty()) << "a torn payload must fail the HMAC";
   write_range(path, kJournalHeaderBlock + D, saved);
   ASSERT_EQ(records().size(), 1u);
   // A damaged header field (here: the first chunk index).
   Bytes b = read_range(path, 47, 1);
   b[0] ^= 1;
   write_range(path, 47, b);
-  EXPECT_TRUE(records().empty()) << "a damaged header must fail the checksum";
+  EXPECT_TRUE(records().empty()) << "a damaged header must fail the HMAC";
   b[0] ^= 1;
   write_range(path, 47, b);
   EXPECT_EQ(records().size(), 1u);
@@ -197,8 +212,9 @@ TEST_F(JournalRecords, LongRunsAreSplitOverSlots) {
   EXPECT_EQ(recs[0].chunk_count, per);
   EXPECT_EQ(recs[1].first_chunk, 10u + per);
   EXPECT_EQ(recs[1].chunk_count, 3u);
-  Bytes joined = recs[0].payload;
-  joined.insert(joined.end(), recs[1].payload.begin(), recs[1].payload.end());
+  Bytes joined = payload_of(recs[0]);
+  const Bytes second = payload_of(recs[1]);
+  joined.insert(joined.end(), second.begin(), second.end());
   EXPECT_TRUE(joined == payload);
   // A run longer than all slots together is refused (the write then goes unprotected).
   const std::uint32_t too_many = per * 9;
@@ -336,11 +352,11 @@ TEST_F(JournalRecovery, OnlyChunksThatMayHoldDurableDataAreJournaled) {
   const Bytes h = read_range(jp, 0, kJournalRecordHeaderBytes);
   EXPECT_TRUE(Bytes(h.begin(), h.begin() + 8) == Bytes(8, 0)) << "the record is invalidated once the write is done";
   undo_invalidation();
-  auto recs = ChunkJournal::read_records(jp, C);
+  auto recs = ChunkJournal::read_records(jp, C, v.vault().keys());
   ASSERT_EQ(recs.size(), 1u);
   EXPECT_EQ(recs[0].first_chunk, 2u);
   EXPECT_EQ(recs[0].chunk_count, 1u);
-  EXPECT_EQ(recs[0].payload.size(), 10000 - 2 * C + kChunkOverhead) << "the pre-image is the partial chunk as it was";
+  EXPECT_EQ(payload_of(recs[0]).size(), 10000 - 2 * C + kChunkOverhead) << "the pre-image is the partial chunk as it was";
   EXPECT_EQ(recs[0].path, v.cipher_rel("/f"));
   EXPECT_EQ(recs[0].old_cipher_size, kFileHeaderBytes + 2 * D + (10000 - 2 * C) + kChunkOverhead);
   EXPECT_EQ(recs[0].new_cipher_size, file_size(p));
@@ -371,7 +387,7 @@ TEST_F(JournalRecovery, AnAppendTornByTheKillIsRolledBackToTheFsyncedChunk) {
   ASSERT_EQ(read("/f", 0, before.size() + 100, &got), static_cast<ssize_t>(before.size()));
   EXPECT_TRUE(got == before) << "the fsynced bytes must read back exactly";
   EXPECT_NE(log_text().find("restored chunk 2 of " + p + " from the crash journal"), std::string::npos) << log_text();
-  EXPECT_TRUE(ChunkJournal::read_records(journal(), C).empty()) << "recovery invalidates what it dealt with";
+  EXPECT_TRUE(ChunkJournal::read_records(journal(), C, v.vault().keys()).empty()) << "recovery invalidates what it dealt with";
   EXPECT_TRUE(check_vault(*v2, v.engine()).clean());
 }
 
@@ -383,7 +399,7 @@ TEST_F(JournalRecovery, ATornRewriteInsideTheFileRestoresOnlyTheChunkThatFails) 
   const Bytes patch = testing::pattern_bytes(C, 6);
   write("/f", 2 * C + 100, patch);  // chunks 2 and 3
   undo_invalidation();
-  auto recs = ChunkJournal::read_records(journal(), C);
+  auto recs = ChunkJournal::read_records(journal(), C, v.vault().keys());
   ASSERT_EQ(recs.size(), 1u);
   EXPECT_EQ(recs[0].first_chunk, 2u);
   EXPECT_EQ(recs[0].chunk_count, 2u);
@@ -430,12 +446,12 @@ TEST_F(JournalRecovery, AStaleRecordNeverTouchesAChunkThatAuthenticates) {
   const std::string p = v.cipher_path("/f");
   write("/f", C, testing::pattern_bytes(100, 10));  // finished: chunk 1 is new and authenticates
   undo_invalidation();
-  ASSERT_EQ(ChunkJournal::read_records(journal(), C).size(), 1u);
+  ASSERT_EQ(ChunkJournal::read_records(journal(), C, v.vault().keys()).size(), 1u);
   const Bytes after = read_range(p, 0, file_size(p));
   EXPECT_EQ(reopen(), 0u);
   EXPECT_TRUE(read_range(p, 0, file_size(p)) == after) << "recovery rolled back a chunk that authenticates";
   EXPECT_EQ(log_text().find("restored chunk"), std::string::npos) << log_text();
-  EXPECT_TRUE(ChunkJournal::read_records(journal(), C).empty());
+  EXPECT_TRUE(ChunkJournal::read_records(journal(), C, v.vault().keys()).empty());
 }
 
 TEST_F(JournalRecovery, ARecordForAReplacedFileIsSkipped) {
@@ -486,7 +502,7 @@ TEST_F(JournalRecovery, FsckReportsAndRepairRestoresTornChunks) {
   ASSERT_EQ(r.restored.size(), 1u);
   EXPECT_NE(r.restored[0].find("restored chunk 1 of " + v.cipher_rel("/f")), std::string::npos);
   EXPECT_TRUE(read_range(p, 0, file_size(p)) == pre_crash) << "the pre-image goes back byte for byte";
-  EXPECT_TRUE(ChunkJournal::read_records(journal(), C).empty());
+  EXPECT_TRUE(ChunkJournal::read_records(journal(), C, v.vault().keys()).empty());
   EXPECT_TRUE(check_vault(v.vault(), v.engine()).clean());
 }
 
