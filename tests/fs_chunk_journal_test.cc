@@ -24,6 +24,7 @@
 #include "fs/log.h"
 #include "fs/vault_check.h"
 #include "tests/fault_support.h"
+#include "tests/support/legacy_journal_record.h"
 
 namespace gcfs {
 namespace {
@@ -151,6 +152,42 @@ TEST_F(JournalRecords, TornOrDamagedRecordsAreIgnored) {
   b[0] ^= 1;
   write_range(path, 47, b);
   EXPECT_EQ(records().size(), 1u);
+}
+
+// The HMAC key comes from the vault's master key: a record written under another vault's key (or
+// copied from another vault's journal) is not a record of this one.
+TEST_F(JournalRecords, RecordsUnderAnotherVaultsKeyAreIgnored) {
+  auto j = open_journal();
+  ASSERT_TRUE(j);
+  const Bytes payload = testing::pattern_bytes(D, 21);
+  ChunkJournal::Pending p;
+  ASSERT_EQ(j->record(some_id(1), 0, 1, 0, 0, 0, "f", payload.data(), payload.size(), &p), 0);
+  ASSERT_EQ(records().size(), 1u);
+  EXPECT_TRUE(ChunkJournal::read_records(path, C, test_keys(2)).empty());
+  const JournalScan s = ChunkJournal::scan(dir.get(), test_keys(2), C);
+  EXPECT_TRUE(s.records.empty());
+  EXPECT_EQ(s.rejected, 1u);
+  EXPECT_TRUE(s.damage.empty()) << s.damage;
+}
+
+// Pre-images are read when recovery needs them, and only if the slot still holds the record that
+// was checked: a payload changed in between is not used.
+TEST_F(JournalRecords, APayloadChangedAfterTheScanIsNotLoaded) {
+  auto j = open_journal();
+  ASSERT_TRUE(j);
+  const Bytes payload = testing::pattern_bytes(2 * D, 22);
+  ChunkJournal::Pending p;
+  ASSERT_EQ(j->record(some_id(1), 0, 2, 0, 0, 0, "f", payload.data(), payload.size(), &p), 0);
+  auto recs = records();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_TRUE(payload_of(recs[0]) == payload);
+  testing::flip_bit(path, kJournalHeaderBlock + 2 * D - 1);  // the second chunk's tag
+  Bytes b;
+  EXPECT_EQ(recs[0].load_payload(&b), -EBADMSG);
+  testing::flip_bit(path, kJournalHeaderBlock + 2 * D - 1);
+  EXPECT_EQ(recs[0].load_payload(&b), 0);
+  testing::flip_bit(path, 60);  // a header field (the base offset)
+  EXPECT_EQ(recs[0].load_payload(&b), -EBADMSG);
 }
 
 TEST_F(JournalRecords, SlotsAreReusedAndConcurrentWritesGetTheirOwn) {
@@ -389,6 +426,53 @@ TEST_F(JournalRecovery, AnAppendTornByTheKillIsRolledBackToTheFsyncedChunk) {
   EXPECT_NE(log_text().find("restored chunk 2 of " + p + " from the crash journal"), std::string::npos) << log_text();
   EXPECT_TRUE(ChunkJournal::read_records(journal(), C, v.vault().keys()).empty()) << "recovery invalidates what it dealt with";
   EXPECT_TRUE(check_vault(*v2, v.engine()).clean());
+}
+
+// A journal the previous release left behind (record version 2, checked by a plain SHA-256) is
+// still recovered after an upgrade. The record is rewritten here byte for byte as that release
+// wrote it (tests/support/legacy_journal_record.h, a copy of its encoder).
+TEST_F(JournalRecovery, AJournalLeftByThePreviousReleaseStillRecovers) {
+  const Bytes before = testing::pattern_bytes(2 * C + 1808, 23);  // chunk 2 is partial
+  v.write_file("/f", before);
+  const std::string p = v.cipher_path("/f");
+  const std::uint64_t old_size = file_size(p);
+  write("/f", before.size(), testing::pattern_bytes(6000, 24));
+  undo_invalidation();
+  auto recs = ChunkJournal::read_records(journal(), C, v.vault().keys());
+  ASSERT_EQ(recs.size(), 1u);
+  ASSERT_FALSE(recs[0].legacy());
+  const Bytes payload = payload_of(recs[0]);
+  testing::legacy_journal::Fields f;
+  f.sequence = recs[0].sequence;
+  f.file_id = recs[0].file_id;
+  f.first_chunk = recs[0].first_chunk;
+  f.chunk_count = recs[0].chunk_count;
+  f.chunk_size = recs[0].chunk_size;
+  f.base_offset = recs[0].base_offset;
+  f.old_cipher_size = recs[0].old_cipher_size;
+  f.new_cipher_size = recs[0].new_cipher_size;
+  f.payload_len = recs[0].payload_len;
+  f.path = recs[0].path;
+  const Bytes legacy = testing::legacy_journal::header_block(f, payload);
+  // The encoder the fuzz target and the docs rely on writes the very same bytes.
+  Bytes ours(kJournalHeaderBlock);
+  encode_legacy_journal_header(recs[0], payload.data(), ours.data());
+  EXPECT_TRUE(ours == legacy);
+  write_range(journal(), 0, legacy);
+  recs = ChunkJournal::read_records(journal(), C, v.vault().keys());
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_TRUE(recs[0].legacy());
+
+  ASSERT_EQ(::truncate(p.c_str(), 12288), 0);  // the tear, as in the test above
+  EXPECT_EQ(reopen(), 1u);
+  EXPECT_EQ(file_size(p), old_size);
+  Bytes got;
+  ASSERT_EQ(read("/f", 0, before.size() + 100, &got), static_cast<ssize_t>(before.size()));
+  EXPECT_TRUE(got == before);
+  const std::string log = log_text();
+  EXPECT_NE(log.find("restored chunk 2 of " + p + " from the crash journal"), std::string::npos) << log;
+  EXPECT_NE(log.find("in the previous release's format"), std::string::npos) << log;
+  EXPECT_TRUE(ChunkJournal::read_records(journal(), C, v.vault().keys()).empty());
 }
 
 TEST_F(JournalRecovery, ATornRewriteInsideTheFileRestoresOnlyTheChunkThatFails) {
