@@ -154,6 +154,46 @@ TEST_F(JournalRecords, TornOrDamagedRecordsAreIgnored) {
   EXPECT_EQ(records().size(), 1u);
 }
 
+std::string hex(const std::uint8_t* p, std::size_t n) {
+  static const char* digits = "0123456789abcdef";
+  std::string s;
+  for (std::size_t i = 0; i < n; ++i) s += digits[p[i] >> 4], s += digits[p[i] & 15];
+  return s;
+}
+
+// The version 3 record pinned byte for byte: its key (HKDF-SHA256 of the master key with its own
+// label) and its HMAC (over bytes 0..87, the path, and each chunk's nonce and tag), both computed
+// independently of this code (Python's hmac and hashlib, from docs/FORMAT.md). A change to
+// either would leave every journal of an earlier build unreadable.
+TEST(JournalFormat, Version3RecordMatchesTheDocumentedHmac) {
+  std::array<std::uint8_t, kMasterKeyBytes> master{};
+  for (std::size_t i = 0; i < master.size(); ++i) master[i] = static_cast<std::uint8_t>(i);
+  const KeyRing keys(master);
+  EXPECT_EQ(hex(keys.journal_key().data(), 32), "4cd40b92e9527803c9a4fa513711e025a7fe6098841d8e63e34be89957463b85");
+  JournalRecordHeader h;
+  h.sequence = 5;
+  for (std::size_t i = 0; i < h.file_id.size(); ++i) h.file_id[i] = static_cast<std::uint8_t>(0xA0 + i);
+  h.first_chunk = 3;
+  h.chunk_count = 1;
+  h.chunk_size = 4096;
+  h.old_cipher_size = 100000;
+  h.new_cipher_size = 110000;
+  h.payload_len = 4096 + kChunkOverhead;
+  h.path = "dir/file";
+  Bytes payload(h.payload_len, 0);
+  std::fill(payload.begin(), payload.begin() + 12, 0x11);
+  std::fill(payload.end() - 16, payload.end(), 0x22);
+  Bytes block(kJournalHeaderBlock);
+  encode_journal_header(h, payload.data(), keys.journal_key(), block.data());
+  EXPECT_EQ(hex(block.data() + 8, 2), "0003");
+  EXPECT_EQ(hex(block.data() + kJournalDigestOffset, kJournalDigestBytes),
+            "3b0a4d0976816a18e57994b445a5e1b21f65680f20ab1fd1731c1ab22bea191c");
+  auto parsed = parse_journal_header(block.data(), 4096);
+  ASSERT_TRUE(parsed);
+  EXPECT_TRUE(journal_digest_ok(block.data(), *parsed, payload.data(), keys.journal_key()));
+  EXPECT_FALSE(parsed->legacy());
+}
+
 // The HMAC key comes from the vault's master key: a record written under another vault's key (or
 // copied from another vault's journal) is not a record of this one.
 TEST_F(JournalRecords, RecordsUnderAnotherVaultsKeyAreIgnored) {
