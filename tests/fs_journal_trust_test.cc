@@ -30,6 +30,7 @@
 #include "fs/file_header.h"
 #include "fs/journal_recovery.h"
 #include "fs/log.h"
+#include "fs/vault_check.h"
 #include "tests/fault_support.h"
 #include "tests/support/legacy_journal_record.h"
 
@@ -425,6 +426,15 @@ TEST_F(JournalTrust, AJournalOfAnotherShapeIsReportedAndNeverWaitedOn) {
     EXPECT_NE(log.find(std::string(kJournalFileName) + " is "), std::string::npos) << log;
     EXPECT_NE(log.find(shape.what), std::string::npos) << log;
     EXPECT_NE(log.find("mounted without its crash journal"), std::string::npos) << log;
+
+    // fsck, with --repair, reads the journal through the same calls: it finishes too, and says why
+    // the journal was not read.
+    ::truncate((tmp / "log").c_str(), 0);
+    FsckOptions repair;
+    repair.repair = true;
+    ASSERT_TRUE(finishes_within(std::chrono::seconds(5), [&] { (void)check_vault(*vault, v.engine(), repair); },
+                                unblock));
+    EXPECT_NE(log_text().find(shape.what), std::string::npos) << log_text();
   }
   EXPECT_EQ(testing::read_all(outside), outside_before);
   EXPECT_TRUE(testing::snapshot(other.dir()) == canary) << "a file outside CIPHERDIR changed";
