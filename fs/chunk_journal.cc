@@ -100,14 +100,11 @@ JournalScan scan_file(UniqueFd fd, const JournalKey& key, std::uint32_t chunk_si
 }
 
 // Opens CIPHERDIR/gpucryptfs.journal beneath dirfd for reading, as a regular file only. nullopt
-// with *missing set when there is none; nullopt with *damage set when something else is there.
-std::optional<UniqueFd> open_for_reading(int dirfd, const std::string& label, bool* missing, std::string* damage) {
+// when there is none (no records, no damage), or with *damage set when something else is there.
+std::optional<UniqueFd> open_for_reading(int dirfd, const std::string& label, std::string* damage) {
   OpenResult o = open_beneath(dirfd, kJournalFileName, FileType::Regular, O_RDONLY);
   if (o) return std::move(o.fd);
-  if (o.error == ENOENT)
-    *missing = true;
-  else
-    *damage = label + " " + o.why();
+  if (o.error != ENOENT) *damage = label + " " + o.why();
   return std::nullopt;
 }
 
@@ -235,8 +232,7 @@ JournalScan ChunkJournal::scan(int cipherdir_fd, const KeyRing& keys, std::uint3
   // The label is only for messages: the file itself is reached through cipherdir_fd.
   const std::string label = std::string("CIPHERDIR/") + kJournalFileName;
   JournalScan out;
-  bool missing = false;
-  auto fd = open_for_reading(cipherdir_fd, label, &missing, &out.damage);
+  auto fd = open_for_reading(cipherdir_fd, label, &out.damage);
   if (!fd) return out;
   return scan_file(std::move(*fd), keys.journal_key(), chunk_size, label);
 }
@@ -252,8 +248,7 @@ std::vector<JournalRecord> ChunkJournal::read_records(const std::string& path, s
   } else if (slash == std::string::npos || path.substr(slash + 1) != kJournalFileName) {
     s.damage = path + " is not a crash journal's name";
   } else {
-    bool missing = false;
-    auto fd = open_for_reading(dirfd.get(), path, &missing, &s.damage);
+    auto fd = open_for_reading(dirfd.get(), path, &s.damage);
     if (fd) s = scan_file(std::move(*fd), keys.journal_key(), chunk_size, path);
   }
   if (!s.damage.empty()) {
@@ -265,14 +260,14 @@ std::vector<JournalRecord> ChunkJournal::read_records(const std::string& path, s
   return std::move(s.records);
 }
 
-JournalScan ChunkJournal::existing_records(const KeyRing& keys) const {
+JournalScan ChunkJournal::existing_records() const {
   JournalScan out;
   UniqueFd dup(::fcntl(fd_.get(), F_DUPFD_CLOEXEC, 0));
   if (!dup) {
     out.damage = path_ + ": " + std::strerror(errno);
     return out;
   }
-  return scan_file(std::move(dup), keys.journal_key(), chunk_size_, path_);
+  return scan_file(std::move(dup), key_, chunk_size_, path_);
 }
 
 namespace {

@@ -107,7 +107,7 @@ class ChunkJournal {
   static std::vector<JournalRecord> read_records(const std::string& path, std::uint32_t chunk_size, const KeyRing& keys,
                                                  std::string* damage = nullptr);
   // The records of this open journal's own file: what a mount recovers before it writes.
-  JournalScan existing_records(const KeyRing& keys) const;
+  JournalScan existing_records() const;
 
   // Zeros the magic of the records read from path (the slots they came from), and fsyncs. The
   // file must still be the one they were read from (else -ESTALE). 0 or -errno.

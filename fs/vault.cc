@@ -92,7 +92,7 @@ std::size_t Vault::open_journal(ChunkEngine& engine) {
                          "against the daemon dying (move it out of CIPHERDIR to get the journal back)"));
     return 0;
   }
-  const JournalScan scan = j->existing_records(keys_);
+  const JournalScan scan = j->existing_records();
   if (!scan.damage.empty()) log::warning("crash journal: " + scan.damage);
   if (scan.rejected)
     log::info("crash journal: " + std::to_string(scan.rejected) +
