@@ -203,6 +203,14 @@ std::unique_ptr<ChunkJournal> ChunkJournal::open(int cipherdir_fd, const std::st
     *error = "cannot stat " + path + ": " + std::strerror(errno);
     return nullptr;
   }
+  // The journal is written to (and may be cut back): a second name for it could be any file
+  // outside CIPHERDIR on the same filesystem that someone with write access to CIPHERDIR could
+  // link (where protected_hardlinks is off, even one they cannot write). A journal has one name.
+  if (st.st_nlink != 1) {
+    *error = path + " has " + std::to_string(st.st_nlink) +
+             " hard links (a crash journal has one; another name for it may be a file outside CIPHERDIR)";
+    return nullptr;
+  }
   const std::uint64_t sb = slot_bytes(chunk_size), max_bytes = kJournalMaxSlots * sb;
   if (static_cast<std::uint64_t>(st.st_size) > max_bytes) {
     // Nothing this code writes lies there, and nothing reads it: cut it off, so that it costs

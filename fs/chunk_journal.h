@@ -84,8 +84,8 @@ class ChunkJournal {
 
   // Opens (creating it, mode 0600, sparse) CIPHERDIR/gpucryptfs.journal beneath cipherdir_fd for
   // writing and takes an exclusive flock on it, so two processes never share one journal. Only a
-  // regular file is opened: anything else there (a FIFO, a symbolic link, a directory) is refused
-  // at once, never waited on. A file longer than kJournalMaxSlots slots is cut back to them (with
+  // regular file with one name is opened: anything else there (a FIFO, a symbolic link, a
+  // directory, a file with another hard link) is refused at once, never waited on. A file longer than kJournalMaxSlots slots is cut back to them (with
   // a warning: no writer puts anything there). cipherdir: CIPHERDIR's path, for messages and
   // path hints; keys: the vault's, for the records' HMAC; slots: at most kJournalMaxSlots.
   // Returns nullptr and sets *error when it cannot (another process holds the lock: *busy is set).

@@ -373,6 +373,22 @@ TEST_F(JournalTrust, AHugeSparseJournalCostsNoTime) {
   EXPECT_EQ(file_size(journal()), kJournalMaxSlots * kSlot);
 }
 
+// A journal with a second name: a hard link to a file outside CIPHERDIR. The mount would write
+// records into it and cut it back to 64 slots; it is refused instead, and the file is untouched.
+TEST_F(JournalTrust, AJournalHardLinkedToAFileOutsideIsRefused) {
+  const std::string outside = tmp / "outside-big";
+  write_range(outside, 0, testing::pattern_bytes(4096, 8));
+  ASSERT_EQ(::truncate(outside.c_str(), static_cast<off_t>((kJournalMaxSlots + 1) * kSlot)), 0);
+  if (::link(outside.c_str(), journal().c_str()) != 0) GTEST_SKIP() << "no hard links here: " << std::strerror(errno);
+  const auto before = testing::read_all(outside);
+  std::unique_ptr<Vault> mounted;
+  EXPECT_EQ(mount_recovery(&mounted), 0u);
+  EXPECT_FALSE(mounted->journal());
+  EXPECT_NE(log_text().find("has 2 hard links"), std::string::npos) << log_text();
+  EXPECT_NE(log_text().find("mounted without its crash journal"), std::string::npos) << log_text();
+  EXPECT_TRUE(testing::read_all(outside) == before) << "a file outside CIPHERDIR changed";
+}
+
 // Something other than a regular file where the journal belongs: reported, never waited on, never
 // followed; the mount goes on without its journal and says so.
 TEST_F(JournalTrust, AJournalOfAnotherShapeIsReportedAndNeverWaitedOn) {
