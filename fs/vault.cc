@@ -11,6 +11,7 @@
 #include "fs/dir_iv.h"
 #include "fs/journal_recovery.h"
 #include "fs/log.h"
+#include "fs/unique_fd.h"
 
 namespace gcfs {
 namespace {
@@ -76,21 +77,34 @@ std::string Vault::journal_path() const { return cipherdir_ + "/" + kJournalFile
 std::size_t Vault::open_journal(ChunkEngine& engine) {
   std::string error;
   bool busy = false;
-  // Taking the journal's lock first: recovery must never run while another daemon writes.
-  auto j = ChunkJournal::open(journal_path(), cipherdir_, config_.chunk_size, kJournalDefaultSlots, &error, &busy);
-  if (!j) {
-    log::warning("crash journal: " + error + (busy ? "; this mount neither recovers nor journals"
-                                                    : "; rewrites of this mount are not protected against the daemon dying"));
+  UniqueFd dir(::open(cipherdir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir) {
+    log::warning("crash journal: cannot open CIPHERDIR " + cipherdir_ + ": " + std::strerror(errno) +
+                 "; rewrites of this mount are not protected against the daemon dying");
     return 0;
   }
-  const auto records = ChunkJournal::read_records(journal_path(), config_.chunk_size);
+  // Taking the journal's lock first: recovery must never run while another daemon writes.
+  auto j = ChunkJournal::open(dir.get(), cipherdir_, keys_, config_.chunk_size, kJournalDefaultSlots, &error, &busy);
+  if (!j) {
+    log::warning("crash journal: " + error +
+                 (busy ? "; this mount neither recovers nor journals"
+                       : "; the vault is mounted without its crash journal: rewrites of this mount are not protected "
+                         "against the daemon dying (move it out of CIPHERDIR to get the journal back)"));
+    return 0;
+  }
+  const JournalScan scan = j->existing_records();
+  if (!scan.damage.empty()) log::warning("crash journal: " + scan.damage);
+  if (scan.rejected)
+    log::info("crash journal: " + std::to_string(scan.rejected) +
+              " record(s) ignored: torn by the daemon's death, or not written with this vault's key");
   std::size_t restored = 0;
-  if (!records.empty()) {
-    restored = recover_from_journal(cipherdir_, records, layout_, keys_, engine);
-    if (int rc = ChunkJournal::invalidate_records(journal_path(), config_.chunk_size, records); rc < 0)
+  if (!scan.records.empty()) {
+    restored = recover_from_journal(dir.get(), cipherdir_, scan.records, layout_, keys_, engine);
+    if (int rc = j->invalidate(scan.records); rc < 0)
       log::warning("crash journal: cannot clear the records recovery has dealt with: " + std::string(std::strerror(-rc)));
-    log::info("crash journal: " + std::to_string(records.size()) + " record(s) of interrupted writes checked, " +
-              std::to_string(restored) + " chunk(s) restored");
+    log::info("crash journal: " + std::to_string(scan.records.size()) + " record(s) of interrupted writes checked" +
+              (scan.legacy ? " (" + std::to_string(scan.legacy) + " in the previous release's format)" : std::string()) +
+              ", " + std::to_string(restored) + " chunk(s) restored");
   }
   journal_ = std::move(j);
   return restored;
