@@ -67,7 +67,7 @@ int cmd_fsck(int argc, char** argv) {
   return run_command("fsck", [&] {
     PasswordSource pw_src;
     std::string cipherdir, engine = "auto";
-    bool repair = false;
+    bool repair = false, allow_expensive_kdf = false;
     po::options_description opts(
         "usage: gpucryptfs fsck [OPTIONS] CIPHERDIR\n\n"
         "Reads every header, chunk, name, long-name file, symlink and extended attribute of the\n"
@@ -81,14 +81,16 @@ int cmd_fsck(int argc, char** argv) {
         "move items that cannot be read at all (names that do not decrypt, damaged headers, files none\n"
         "of whose chunks read) into CIPHERDIR/gpucryptfs.lost+found, and put back chunks torn by a\n"
         "killed daemon from the crash journal; nothing is deleted");
+    add_allow_expensive_kdf_option(opts, &allow_expensive_kdf);
     if (!parse_command_line(argc, argv, opts, {{"CIPHERDIR", &cipherdir}})) return static_cast<int>(kExitOk);
     while (cipherdir.size() > 1 && cipherdir.back() == '/') cipherdir.pop_back();
 
     VaultConfig cfg = Vault::load_config(cipherdir);
+    cfg.check_kdf_cost(kdf_policy(allow_expensive_kdf));  // before asking for a password
     std::string password = read_password(pw_src, "Password: ");
     std::unique_ptr<Vault> vault;
     try {
-      vault = Vault::open(cipherdir, cfg, password);
+      vault = Vault::open(cipherdir, cfg, password, kdf_policy(allow_expensive_kdf));
     } catch (...) {
       secure_wipe(password.data(), password.size());
       throw;

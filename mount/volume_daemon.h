@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "crypto/vault_config.h"
 #include "fs/engine_factory.h"
 #include "mount/fuse_runner.h"
 
@@ -19,6 +20,7 @@ struct VolumeMountSetup {
   std::string password;
   EngineOptions engine;
   bool read_only = false;
+  KdfPolicy kdf_policy = KdfPolicy::RefuseAboveInit;  // --allow-expensive-kdf
 };
 
 // Opens and unlocks the container and builds the engine: the `setup` step of run_fuse_mount, run
