@@ -37,8 +37,8 @@ void volume_usage(std::ostream& out) {
   out << "usage: gpucryptfs volume create --size SIZE [--chunk-size N] [--scrypt-logn N] [--passfile F] [--extpass CMD]\n"
          "                               CONTAINER\n"
          "       gpucryptfs volume mount [--passfile F] [--extpass CMD] [--engine auto|cpu|gpu] [-f] [--read-only]\n"
-         "                               [--log FILE] CONTAINER MOUNTDIR\n"
-         "       gpucryptfs volume resize --size SIZE [--passfile F] [--extpass CMD] CONTAINER\n"
+         "                               [--log FILE] [--allow-expensive-kdf] CONTAINER MOUNTDIR\n"
+         "       gpucryptfs volume resize --size SIZE [--passfile F] [--extpass CMD] [--allow-expensive-kdf] CONTAINER\n"
          "\nA volume is an encrypted block device in one sparse file; mounted, it is MOUNTDIR/volume.img.\n"
          "SIZE takes the suffixes K, M, G, T (binary). 'gpucryptfs volume SUBCOMMAND --help' lists the options.\n";
 }
