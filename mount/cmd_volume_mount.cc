@@ -51,8 +51,9 @@ int cmd_volume_mount(int argc, char** argv) {
     throw UserError("no volume container at " + container + " (create one with 'gpucryptfs volume create')");
   {
     // Read the header here, before the password prompt and the fork: a FIFO, device or directory
-    // is refused at once, and so is a scrypt cost above what 'volume create' makes. Read-only, so
-    // it waits for no lock a mount holds; the daemon opens it again and authenticates it.
+    // is refused at once, and so is a scrypt cost above what 'volume create' makes. Read-only
+    // with a shared lock, so a container mounted read-write elsewhere is reported in use here,
+    // before the prompt. Nothing is acted on: the daemon opens it again and authenticates it.
     VolumeContainer probe(container, false);
     probe.check_kdf_cost(kdf_policy(allow_expensive_kdf));
   }
