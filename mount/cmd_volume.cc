@@ -1,6 +1,7 @@
 // gpucryptfs volume create|resize, and the dispatch to volume mount (cmd_volume_mount.cc).
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <iostream>
 
@@ -98,11 +99,13 @@ int volume_resize(int argc, char** argv) {
     return kExitOk;
   VolumeContainer vol(container, true);  // exclusive lock: refuses a mounted volume
   vol.check_kdf_cost(kdf_policy(allow_expensive_kdf));  // before asking for a password
-  // Early answers from the header as read, before the password; grow() checks again against the
-  // copy that authenticates.
+  // Early answers from the header as read, before the password: refused only when no copy of it
+  // could allow the size. grow() checks again against the copy that authenticates.
   const std::uint64_t size = size_option("--size", size_text, vol.config().chunk_size);
-  if (size < vol.config().volume_size)
-    throw UserError("cannot shrink " + container + " from " + format_byte_size(vol.config().volume_size) + " to " +
+  std::uint64_t smallest = vol.config().volume_size;
+  for (const auto& copy : vol.header().copies) smallest = std::min(smallest, copy.config.volume_size);
+  if (size < smallest)
+    throw UserError("cannot shrink " + container + " from " + format_byte_size(smallest) + " to " +
                     format_byte_size(size) + ": only growing is supported (the filesystem inside may use the end)");
   std::string password = read_password({passfile, extpass}, "Password: ");
   const std::uint64_t old_size = vol.grow(size, password, kdf_policy(allow_expensive_kdf));

@@ -601,6 +601,28 @@ TEST_F(VolumeMountTest, ForgedNewerSlotNeverCutsTheContainerAndTheOlderCopyMount
   EXPECT_EQ(container_size(), size);
 }
 
+// resize after a forged newer slot: the size is judged by the copy that authenticates, not by
+// the forged one, and the grow writes over the forged slot.
+TEST_F(VolumeMountTest, ResizeJudgesByTheAuthenticatedCopyAndReplacesTheForgedOne) {
+  ASSERT_EQ(create("16M").status, 0);
+  forge_slot(1, 9, [](gcfs::VaultConfig& c) { c.volume_size = 64 << 20; });
+  CommandResult grow = run(kBinary + " volume resize --size 32M --passfile " + q(passfile_) + " " + q(container_));
+  ASSERT_EQ(grow.status, 0) << grow.output;
+  EXPECT_NE(grow.output.find("copy 1 (generation 9) does not open"), std::string::npos) << grow.output;
+  EXPECT_NE(grow.output.find("from 16 MiB to 32 MiB"), std::string::npos) << grow.output;
+  const auto header = gcfs::decode_volume_header(header_bytes());
+  ASSERT_EQ(header.copies.size(), 2u);
+  EXPECT_EQ(header.copies.front().slot, 1);
+  EXPECT_EQ(header.copies.front().generation, 2u);
+  CommandResult m = mount();
+  ASSERT_EQ(m.status, 0) << m.output;
+  MountGuard fuse(mnt_, true, log_path());
+  EXPECT_EQ(m.output.find("was not used"), std::string::npos) << m.output;
+  struct stat st {};
+  ASSERT_EQ(::stat(image().c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 32 << 20);
+}
+
 // A scrypt cost above what 'volume create' makes is refused before the password is asked for,
 // naming the cost; the option lets mount and resize through.
 TEST_F(VolumeMountTest, ExpensiveKdfIsRefusedAtOnceAndOpensWithTheOption) {
