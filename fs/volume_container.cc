@@ -19,6 +19,7 @@
 #include "fs/file_lock.h"
 #include "fs/log.h"
 #include "fs/safe_open.h"
+#include "fs/unique_fd.h"
 
 namespace gcfs {
 namespace {
@@ -104,6 +105,19 @@ int open_container(const std::string& path, bool writable) {
   const int fl = ::fcntl(fd, F_GETFL);  // O_NONBLOCK only guarded the open
   if (fl >= 0) ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
   return fd;
+}
+
+// Reads and decodes the slots of the open container fd; throws CorruptData when no copy is
+// valid (naming why), as the constructor documents.
+VolumeHeader read_header_at(int fd, const std::string& path) {
+  std::vector<std::uint8_t> block(kVolumeSlots * kVolumeSlotBytes, 0);
+  ssize_t n = pread_full(fd, block.data(), block.size(), 0);
+  if (n < 0) throw UserError("cannot read " + path + ": " + std::strerror(static_cast<int>(-n)));
+  VolumeHeader h = decode_volume_header(block);
+  if (h.copies.empty() && h.empty == kVolumeSlots)
+    throw CorruptData(path + " is not a gpucryptfs volume container (no volume header found)");
+  if (h.copies.empty()) throw CorruptData("the header of volume container " + path + " is corrupt (" + h.damage + ")");
+  return h;
 }
 
 }  // namespace
@@ -205,14 +219,7 @@ VolumeContainer::VolumeContainer(const std::string& path, bool writable) : path_
         throw UserError(path + " is in use by another gpucryptfs (mounted? unmount it first)");
       throw UserError("cannot lock " + path + ": " + std::strerror(e));
     }
-    std::vector<std::uint8_t> block(kVolumeSlots * kVolumeSlotBytes, 0);
-    ssize_t n = pread_full(fd_, block.data(), block.size(), 0);
-    if (n < 0) throw UserError("cannot read " + path + ": " + std::strerror(static_cast<int>(-n)));
-    header_ = decode_volume_header(block);
-    if (header_.copies.empty() && header_.empty == kVolumeSlots)
-      throw CorruptData(path + " is not a gpucryptfs volume container (no volume header found)");
-    if (header_.copies.empty())
-      throw CorruptData("the header of volume container " + path + " is corrupt (" + header_.damage + ")");
+    header_ = read_header_at(fd_, path);
     if (!header_.damage.empty())
       log::warning(path + ": one copy of the volume header is damaged (" + header_.damage + "); using the other");
     config_ = header_.copies.front().config;
@@ -240,10 +247,15 @@ VolumeContainer::~VolumeContainer() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-void VolumeContainer::check_kdf_cost(KdfPolicy policy) const {
+VolumeHeader VolumeContainer::read_header(const std::string& path) {
+  const UniqueFd fd(open_container(path, false));
+  return read_header_at(fd.get(), path);
+}
+
+void check_kdf_cost(const VolumeHeader& header, KdfPolicy policy) {
   if (policy == KdfPolicy::AllowExpensive) return;
   std::optional<ExpensiveKdf> refused;
-  for (const auto& c : header_.copies) {
+  for (const auto& c : header.copies) {
     try {
       c.config.check_kdf_cost(policy);
       return;  // one copy unlock() will try
@@ -253,6 +265,8 @@ void VolumeContainer::check_kdf_cost(KdfPolicy policy) const {
   }
   if (refused) throw *refused;
 }
+
+void VolumeContainer::check_kdf_cost(KdfPolicy policy) const { gcfs::check_kdf_cost(header_, policy); }
 
 SecretBytes VolumeContainer::unlock(std::string_view password, KdfPolicy policy) {
   std::string passed_over;  // the newer copies not used, and why: for the warning

@@ -59,6 +59,10 @@ std::vector<std::uint8_t> encode_volume_slot(const VaultConfig& config, std::uin
 // newer format version (UserError) escapes.
 VolumeHeader decode_volume_header(std::span<const std::uint8_t> block);
 
+// Refuses (ExpensiveKdf, naming the cost) when every copy asks for a scrypt cost above what
+// init creates and policy does not allow it: what unlock() would find, without a password.
+void check_kdf_cost(const VolumeHeader& header, KdfPolicy policy);
+
 class VolumeContainer {
  public:
   // Creates path (which must not exist), sparse: the config slots, the content stream's header
@@ -72,6 +76,10 @@ class VolumeContainer {
   // Throws CorruptData when no slot is valid, UserError when the file is not a container or is
   // busy. Nothing is written.
   VolumeContainer(const std::string& path, bool writable);
+  // The header alone, opened as the constructor does but without a lock and without logging: for
+  // a command that answers before the password prompt (a FIFO, a damaged header, a refused
+  // scrypt cost) and leaves the real open to the process that mounts. Same errors.
+  static VolumeHeader read_header(const std::string& path);
   ~VolumeContainer();
   VolumeContainer(VolumeContainer&& o) noexcept;
   VolumeContainer(const VolumeContainer&) = delete;
@@ -87,9 +95,7 @@ class VolumeContainer {
   ChunkLayout layout() const { return ChunkLayout(config_.chunk_size, kVolumeConfigBlockBytes); }
   bool unlocked() const { return unlocked_; }
 
-  // Refuses (ExpensiveKdf, naming the cost) when every copy asks for a scrypt cost above what
-  // init creates and policy does not allow it: the check unlock() makes, for a command that wants
-  // to refuse before asking for a password.
+  // gcfs::check_kdf_cost on this container's header.
   void check_kdf_cost(KdfPolicy policy) const;
 
   // Authenticates the header: tries the copies newest first (a copy identical to one already

@@ -49,14 +49,10 @@ int cmd_volume_mount(int argc, char** argv) {
   std::error_code exists_ec;
   if (!std::filesystem::exists(container, exists_ec))
     throw UserError("no volume container at " + container + " (create one with 'gpucryptfs volume create')");
-  {
-    // Read the header here, before the password prompt and the fork: a FIFO, device or directory
-    // is refused at once, and so is a scrypt cost above what 'volume create' makes. Read-only
-    // with a shared lock, so a container mounted read-write elsewhere is reported in use here,
-    // before the prompt. Nothing is acted on: the daemon opens it again and authenticates it.
-    VolumeContainer probe(container, false);
-    probe.check_kdf_cost(kdf_policy(allow_expensive_kdf));
-  }
+  // The header is read here, before the password prompt and the fork: a FIFO, device or
+  // directory is refused at once, and so are a damaged header and a scrypt cost above what
+  // 'volume create' makes. Nothing is acted on: the daemon opens it again and authenticates it.
+  check_kdf_cost(VolumeContainer::read_header(container), kdf_policy(allow_expensive_kdf));
   if (!log_file.empty()) log::to_file(log_file);
 
   mount::VolumeMountSetup setup;
