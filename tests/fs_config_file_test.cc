@@ -40,6 +40,24 @@ std::string slurp(const fs::path& p) {
   return ss.str();
 }
 
+// A bound Unix socket at dir/name, bound by a relative name from inside dir: sun_path holds only
+// 108 bytes, less than a deep TMPDIR needs. Returns whether it was made.
+bool make_socket(const std::string& dir, const char* name) {
+  const int s = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  const int cwd = ::open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  bool ok = s >= 0 && cwd >= 0 && ::chdir(dir.c_str()) == 0;
+  if (ok) {
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, name, sizeof addr.sun_path - 1);
+    ok = ::bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  }
+  if (cwd >= 0 && ::fchdir(cwd) != 0) ok = false;
+  if (cwd >= 0) ::close(cwd);
+  if (s >= 0) ::close(s);
+  return ok;
+}
+
 class ConfigFileTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -179,15 +197,8 @@ TEST_F(ConfigFileTest, FifoSocketDirectoryAndDeviceAreReportedAtOnce) {
   EXPECT_NE(corrupt_message().find("is a FIFO"), std::string::npos);
   fs::remove(conf_);
 
-  int s = ::socket(AF_UNIX, SOCK_STREAM, 0);
-  ASSERT_GE(s, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  ASSERT_LT(conf_.size(), sizeof addr.sun_path);
-  std::strcpy(addr.sun_path, conf_.c_str());
-  ASSERT_EQ(::bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_TRUE(make_socket(dir_, kConfigFileName));
   EXPECT_NE(corrupt_message().find("is a socket"), std::string::npos);
-  ::close(s);
   fs::remove(conf_);
 
   fs::create_directory(conf_);
