@@ -44,7 +44,7 @@ struct ExpensiveKdf : CorruptData {
 };
 
 // Empty when `params` are within what init creates and their memory fits `machine_memory` bytes
-// (at most half of it); else why not, naming the cost: "scrypt N=2^20, r=8, p=4 is above the
+// (at most half of it); else why not, naming the cost: "scrypt N=2^20, r=8, p=4, above the
 // most `init` creates (...)".
 std::string kdf_cost_beyond_init(const ScryptParams& params, std::uint64_t machine_memory);
 // This machine's physical memory in bytes (0 when it cannot be told: the memory test is skipped).
