@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "fs/config_file.h"
 #include "fs/dir_iv.h"
 #include "fs/journal_recovery.h"
 #include "fs/log.h"
@@ -50,25 +51,19 @@ void Vault::create(const std::string& cipherdir, std::string_view password, std:
   // The dir IV first: a vault whose config exists is complete.
   if (int rc = create_dir_iv(dir.fd, nullptr); rc < 0)
     throw UserError("cannot write " + cipherdir + "/" + kDirIvFileName + ": " + std::strerror(-rc));
-  cfg.save_file(config_path(cipherdir));
+  write_config_file_at(dir.fd, cipherdir, cfg);
 }
 
 VaultConfig Vault::load_config(const std::string& cipherdir) {
-  const std::string path = config_path(cipherdir);
-  struct stat st {};
-  if (::stat(cipherdir.c_str(), &st) != 0)
-    throw NotAVault("CIPHERDIR " + cipherdir + ": " + std::strerror(errno));
-  if (::stat(path.c_str(), &st) != 0 && errno == ENOENT)
-    throw NotAVault(cipherdir + " is not a gpucryptfs vault: it has no " + kConfigFileName +
-                    " (create one with 'gpucryptfs init')");
-  VaultConfig cfg = VaultConfig::load_file(path);
+  VaultConfig cfg = read_config_file(cipherdir);
   if (cfg.kind != VaultKind::Directory)
     throw UserError(cipherdir + " holds a volume vault: use 'gpucryptfs volume mount'");
   return cfg;
 }
 
-std::unique_ptr<Vault> Vault::open(const std::string& cipherdir, const VaultConfig& config, std::string_view password) {
-  SecretBytes master = config.unlock(password);
+std::unique_ptr<Vault> Vault::open(const std::string& cipherdir, const VaultConfig& config, std::string_view password,
+                                   KdfPolicy kdf_policy) {
+  SecretBytes master = config.unlock(password, kdf_policy);
   return std::unique_ptr<Vault>(new Vault(cipherdir, config, master));
 }
 

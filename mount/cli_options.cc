@@ -52,4 +52,11 @@ std::vector<int> parse_gpu_list(const std::string& text) {
   return out;
 }
 
+void add_allow_expensive_kdf_option(po::options_description& opts, bool* allow) {
+  opts.add_options()("allow-expensive-kdf", po::bool_switch(allow),
+                     "unlock even when the config asks for a scrypt cost above what 'init' creates (r above 8, "
+                     "p above 1, or more than half of this machine's memory); without it such a config is refused "
+                     "before scrypt runs, since anyone who can write the config can set its cost");
+}
+
 }  // namespace gcfs::cli

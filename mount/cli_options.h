@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "crypto/vault_config.h"
+
 namespace gcfs::cli {
 
 struct Positional {
@@ -25,5 +27,13 @@ bool parse_command_line(int argc, char** argv, const boost::program_options::opt
 // or "all" (every visible GPU, also what an empty list means). Throws
 // boost::program_options::error (a usage error) for anything else or a number given twice.
 std::vector<int> parse_gpu_list(const std::string& text);
+
+// --allow-expensive-kdf, for every command that unlocks a vault or volume: the scrypt cost in a
+// config is read before anything in it is authenticated, so a cost above what init creates is
+// refused unless the user says they chose it (crypto/vault_config.h, KdfPolicy).
+void add_allow_expensive_kdf_option(boost::program_options::options_description& opts, bool* allow);
+inline KdfPolicy kdf_policy(bool allow_expensive) {
+  return allow_expensive ? KdfPolicy::AllowExpensive : KdfPolicy::RefuseAboveInit;
+}
 
 }  // namespace gcfs::cli

@@ -69,7 +69,7 @@ int cmd_fsck(int argc, char** argv) {
   return run_command("fsck", [&] {
     PasswordSource pw_src;
     std::string cipherdir, engine = "auto";
-    bool repair = false;
+    bool repair = false, allow_expensive_kdf = false;
     po::options_description opts(
         "usage: gpucryptfs fsck [OPTIONS] CIPHERDIR\n\n"
         "Reads every header, chunk, name, long-name file, symlink and extended attribute of the\n"
@@ -83,14 +83,16 @@ int cmd_fsck(int argc, char** argv) {
         "move items that cannot be read at all (names that do not decrypt, damaged headers, files none\n"
         "of whose chunks read) into CIPHERDIR/gpucryptfs.lost+found, and put back chunks torn by a\n"
         "killed daemon from the crash journal; nothing is deleted");
+    add_allow_expensive_kdf_option(opts, &allow_expensive_kdf);
     if (!parse_command_line(argc, argv, opts, {{"CIPHERDIR", &cipherdir}})) return static_cast<int>(kExitOk);
     while (cipherdir.size() > 1 && cipherdir.back() == '/') cipherdir.pop_back();
 
     VaultConfig cfg = Vault::load_config(cipherdir);
+    cfg.check_kdf_cost(kdf_policy(allow_expensive_kdf));  // before asking for a password
     std::unique_ptr<Vault> vault;
     {
       const SecretString password = read_password(pw_src, "Password: ");
-      vault = Vault::open(cipherdir, cfg, password.view());
+      vault = Vault::open(cipherdir, cfg, password.view(), kdf_policy(allow_expensive_kdf));
     }  // the password is wiped here, or on the way out when open throws
 
     EngineOptions eo;

@@ -31,7 +31,8 @@ int cmd_init(int argc, char** argv) {
     if (!parse_command_line(argc, argv, opts, {{"CIPHERDIR", &cipherdir}})) return kExitOk;
     if (!valid_chunk_size(chunk_size))
       throw po::error("--chunk-size must be a power of two from 4096 to 1048576, got " + std::to_string(chunk_size));
-    if (scrypt_logn < 10 || scrypt_logn > 28) throw po::error("--scrypt-logn must be from 10 to 28");
+    if (scrypt_logn < kMinScryptLogN || scrypt_logn > kMaxScryptLogN)  // the range unlocking accepts without an option
+      throw po::error("--scrypt-logn must be from " + std::to_string(kMinScryptLogN) + " to " + std::to_string(kMaxScryptLogN));
     ScryptParams scrypt;
     scrypt.log_n = scrypt_logn;
     {

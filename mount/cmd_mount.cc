@@ -57,7 +57,7 @@ int cmd_mount(int argc, char** argv) {
     mount::MountOptions mo;
     mount::FsOptions fso;
     std::string cipherdir, log_file;
-    bool no_writeback = false;
+    bool no_writeback = false, allow_expensive_kdf = false;
     std::string gpus;
     int gpu_streams = 4;
     po::options_description opts("usage: gpucryptfs mount [OPTIONS] CIPHERDIR MOUNTPOINT\n\n"
@@ -81,6 +81,7 @@ int cmd_mount(int argc, char** argv) {
         "GPUs the gpu engine uses, as 'gpucryptfs info' numbers them: all, or a list such as 0,1")(
         "gpu-streams", po::value(&gpu_streams)->default_value(gpu_streams),
         "CUDA streams per GPU: batches in flight at once, each with its own pinned staging");
+    add_allow_expensive_kdf_option(opts, &allow_expensive_kdf);
     std::string mountpoint;
     if (!parse_command_line(argc, argv, opts, {{"CIPHERDIR", &cipherdir}, {"MOUNTPOINT", &mountpoint}}))
       return kExitOk;
@@ -94,6 +95,7 @@ int cmd_mount(int argc, char** argv) {
     if (!log_file.empty()) log_file = absolute(log_file);
 
     const VaultConfig config = Vault::load_config(cipherdir);
+    config.check_kdf_cost(kdf_policy(allow_expensive_kdf));  // before asking for a password
     mount::check_mountpoint(mo.mountpoint, kExitBadMountpoint);
     if (mo.mountpoint == cipherdir || mo.mountpoint.starts_with(cipherdir + "/"))
       throw mount::MountFailure(kExitBadMountpoint, "the mountpoint must not lie inside CIPHERDIR");
@@ -106,7 +108,7 @@ int cmd_mount(int argc, char** argv) {
       if (!log_file.empty()) log::to_file(log_file);
       else if (!mo.foreground) mount::announce_detached_log(log::to_syslog_or_state_file());
       auto rv = std::make_shared<RunningVault>();
-      rv->vault = Vault::open(cipherdir, config, password.view());
+      rv->vault = Vault::open(cipherdir, config, password.view(), kdf_policy(allow_expensive_kdf));
       password.clear();
       int root_fd = ::open(cipherdir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
       if (root_fd < 0) throw UserError("cannot open " + cipherdir + ": " + std::strerror(errno));
