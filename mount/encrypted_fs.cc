@@ -155,10 +155,11 @@ int EncryptedFs::openat_or_warn(int dirfd, const char* name, int flags) {
   return fd;
 }
 
-int EncryptedFs::make_entry(Inode& dir, const std::string& entry, fuse_entry_param* e) {
+int EncryptedFs::make_entry(Inode& dir, const std::string& entry, fuse_entry_param* e, const struct stat* known) {
   std::memset(e, 0, sizeof *e);
   struct stat st {};
-  if (::fstatat(dir.dir_fd, entry.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return -errno;
+  if (known && !S_ISDIR(known->st_mode)) st = *known;
+  else if (::fstatat(dir.dir_fd, entry.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return -errno;
   // Only directories keep a descriptor; other files are found again by name when needed.
   int fd = -1;
   if (S_ISDIR(st.st_mode)) {
@@ -187,14 +188,15 @@ void EncryptedFs::reply_entry_or_err(fuse_req_t req, int rc, const fuse_entry_pa
   else fuse_reply_entry(req, &e);
 }
 
-void EncryptedFs::give_to_caller(fuse_req_t req, int dirfd, const std::string& entry) {
+void EncryptedFs::give_to_caller(fuse_req_t req, int dirfd, const std::string& entry, int fd) {
   if (!running_as_root_) return;
   const fuse_ctx* ctx = fuse_req_ctx(req);
   gid_t gid = ctx->gid;
   struct stat dir {};
   if (::fstat(dirfd, &dir) == 0 && (dir.st_mode & S_ISGID)) gid = dir.st_gid;  // setgid directories pass on their group
   if (ctx->uid == 0 && gid == 0) return;
-  if (::fchownat(dirfd, entry.c_str(), ctx->uid, gid, AT_SYMLINK_NOFOLLOW) != 0)
+  const int r = fd >= 0 ? ::fchown(fd, ctx->uid, gid) : ::fchownat(dirfd, entry.c_str(), ctx->uid, gid, AT_SYMLINK_NOFOLLOW);
+  if (r != 0)
     log::warning("cannot give a new entry to uid " + std::to_string(ctx->uid) + ": " + std::strerror(errno));
 }
 

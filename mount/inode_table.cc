@@ -81,6 +81,7 @@ InodeTable::InodeTable(int root_fd, std::size_t fd_cache_limit) : cache_limit_(f
   root->type = S_IFDIR;
   root->is_root = true;
   root->nlookup = 2;
+  root->id = FUSE_ROOT_ID;
   root_ = root.get();
   inodes_[{st.st_dev, st.st_ino}] = std::move(root);
 }
@@ -89,12 +90,33 @@ InodeTable::~InodeTable() = default;
 
 Inode& InodeTable::get(std::uint64_t ino) {
   if (ino == FUSE_ROOT_ID) return *root_;
-  return *reinterpret_cast<Inode*>(ino);
+  IdShard& shard = ids_[ino % kIdShards];
+  {
+    std::lock_guard lk(shard.mu);
+    auto it = shard.map.find(ino);
+    if (it != shard.map.end()) return *it->second;
+  }
+  log::error("the kernel named node " + std::to_string(ino) + ", which this mount does not know (forgotten "
+             "already?); answering with a node that has no file");
+  return stale_;
 }
 
-std::uint64_t InodeTable::id_of(const Inode& inode) const {
-  if (&inode == root_) return FUSE_ROOT_ID;
-  return reinterpret_cast<std::uint64_t>(&inode);
+std::size_t InodeTable::size() {
+  std::lock_guard lk(mu_);
+  return inodes_.size() + detached_.size();
+}
+
+void InodeTable::index_locked(Inode& inode) {
+  inode.id = next_id_++;
+  IdShard& shard = ids_[inode.id % kIdShards];
+  std::lock_guard lk(shard.mu);
+  shard.map.emplace(inode.id, &inode);
+}
+
+void InodeTable::unindex_locked(const Inode& inode) {
+  IdShard& shard = ids_[inode.id % kIdShards];
+  std::lock_guard lk(shard.mu);
+  shard.map.erase(inode.id);
 }
 
 Inode* InodeTable::find_locked(const struct stat& st) {
@@ -150,6 +172,7 @@ void InodeTable::maybe_drop_locked(Inode& inode, Graveyard& dead) {
     owned = std::move(it->second);
     inodes_.erase(it);
   }
+  unindex_locked(inode);
   if (inode.cached_fd >= 0) {  // unpinned, so in the LRU list; the destructor closes it
     lru_.erase(inode.lru_pos);
     --cache_count_;
@@ -189,6 +212,7 @@ Inode& InodeTable::find_or_insert(Inode& dir, const std::string& entry, const st
         add_name_locked(*inode, dir, entry);
       }
       found = inode.get();
+      index_locked(*found);
       inodes_[{st.st_dev, st.st_ino}] = std::move(inode);
     }
   }

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include <array>
 #include <cerrno>
 #include <condition_variable>
 #include <cstdint>
@@ -53,6 +54,9 @@ struct Inode {
   // Directories (the root included): an O_PATH descriptor, owned and open for the inode's whole
   // life. -1 for every other type: use InodeTable::path_fd().
   int dir_fd = -1;
+  // The node ID the kernel knows it by: from a counter, never reused, never an address (the
+  // kernel shows node IDs to every user, in the handles of name_to_handle_at).
+  std::uint64_t id = 0;
   dev_t src_dev = 0;
   ino_t src_ino = 0;
   mode_t type = 0;  // S_IFMT bits of the backing file
@@ -127,8 +131,11 @@ class InodeTable {
 
   Inode& root() { return *root_; }
   // The inode the kernel calls ino. Valid until forgotten; the kernel never uses it after that.
+  // An ID the table does not know (a kernel bug) gives a placeholder on which every call fails.
   Inode& get(std::uint64_t ino);
-  std::uint64_t id_of(const Inode& inode) const;
+  std::uint64_t id_of(const Inode& inode) const { return inode.id; }
+  // How many inodes the table holds (the root included).
+  std::size_t size();
   std::size_t fd_cache_limit() const { return cache_limit_; }
 
   // The inode for entry in dir, which fstatat gave st: an existing one or a new one. Counts one
@@ -169,6 +176,20 @@ class InodeTable {
   void maybe_drop_locked(Inode& inode, Graveyard& dead);
   void evict_locked(std::size_t keep, std::vector<int>& to_close);
   Inode* find_locked(const struct stat& st);
+  void index_locked(Inode& inode);
+  void unindex_locked(const Inode& inode);
+
+  // Node ID -> Inode, read by every request: split into shards, each with its own lock, so the
+  // request threads rarely meet on one (IDs are consecutive, so they spread evenly). Changed only
+  // under mu_ (creation and removal of inodes), read under the shard's lock alone.
+  struct alignas(64) IdShard {
+    std::mutex mu;
+    std::unordered_map<std::uint64_t, Inode*> map;
+  };
+  static constexpr std::size_t kIdShards = 64;
+  std::array<IdShard, kIdShards> ids_;
+  std::uint64_t next_id_ = 2;  // 1 is the root (FUSE_ROOT_ID)
+  Inode stale_;                // what get() gives for an unknown ID: no descriptor, no name
 
   std::mutex mu_;
   std::condition_variable changed_;  // a NameChange ended

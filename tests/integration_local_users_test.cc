@@ -1,0 +1,193 @@
+// Other local users under --allow-other (issue 18, finding 9): a mount that root serves to every
+// user must give none of them more than the plaintext modes do, must not be run out of
+// descriptors by one of them, must not show them heap addresses, and must say when CIPHERDIR
+// itself is within their reach. The unprivileged side runs as "nobody" in a forked child.
+#include <fcntl.h>
+#include <grp.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/mounted_vault.h"
+
+namespace gcfs::test {
+namespace {
+
+constexpr uid_t kNobody = 65534;
+constexpr gid_t kNogroup = 65534;
+
+// Runs fn in a child process as nobody (no supplementary groups) and returns what it wrote to
+// its pipe; the child's exit status goes to *status. Only syscalls run in the child.
+std::string as_nobody(const std::function<void(int out)>& fn, int* status) {
+  int p[2];
+  if (::pipe(p) != 0) return "pipe failed";
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(p[0]);
+    if (::setgroups(0, nullptr) != 0 || ::setresgid(kNogroup, kNogroup, kNogroup) != 0 ||
+        ::setresuid(kNobody, kNobody, kNobody) != 0)
+      ::_exit(99);
+    fn(p[1]);
+    ::_exit(0);
+  }
+  ::close(p[1]);
+  std::string out;
+  char buf[512];
+  for (ssize_t n; (n = ::read(p[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<std::size_t>(n));
+  ::close(p[0]);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  *status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return out;
+}
+
+void put(int fd, const std::string& s) {
+  if (::write(fd, s.data(), s.size()) < 0) { /* the parent reports a short answer */ }
+}
+
+double now_s() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// A mount served to everyone, with the test's folders open to nobody up to the mountpoint.
+VaultOptions allow_other(const std::string& prefix = "") {
+  VaultOptions o;
+  o.mount_args.push_back("--allow-other");
+  o.shell_prefix = prefix;
+  return o;
+}
+
+void open_to_others(const MountedVault& v) {
+  const std::string top = v.mountpoint().substr(0, v.mountpoint().rfind('/'));
+  ASSERT_EQ(::chmod(top.c_str(), 0755), 0) << std::strerror(errno);
+  // The mount's root has CIPHERDIR's mode (0700 from the fixture).
+  ASSERT_EQ(::chmod(v.mountpoint().c_str(), 0755), 0) << std::strerror(errno);
+}
+
+// The backing entry of a path in the mount (same directory level as rel's parent), by inode.
+std::string backing_path(const MountedVault& v, const std::string& rel) {
+  struct stat st {};
+  if (::lstat(v.path(rel).c_str(), &st) != 0) return "";
+  auto r = run_shell("find " + shell_quote(v.cipherdir()) + " -inum " + std::to_string(st.st_ino) + " -print -quit");
+  if (!r.output.empty() && r.output.back() == '\n') r.output.pop_back();
+  return r.output;
+}
+
+// The race of the issue: the kernel looks a name up (absent), then sends CREATE; meanwhile the
+// file appears in CIPHERDIR (a second mount of the vault, a sync tool, root working there). The
+// daemon's create then met EEXIST and opened the existing file read-write with its own rights,
+// and the kernel, believing the file new, checked nothing: nobody got a read-write handle on
+// root's 0600 file. Now such a create never hands out a file the daemon did not make itself.
+TEST(LocalUsers, CreateNeverOpensAFileTheCallerMayNotOpen) {
+  MountedVault v(allow_other());
+  open_to_others(v);
+  ASSERT_EQ(::mkdir(v.path("shared").c_str(), 0777), 0);
+  ASSERT_EQ(::chmod(v.path("shared").c_str(), 0777), 0);
+  write_file(v.path("shared/victim"), "");
+  const std::string backing = backing_path(v, "shared/victim");
+  ASSERT_FALSE(backing.empty());
+  ASSERT_EQ(::unlink(v.path("shared/victim").c_str()), 0);
+
+  // Plain case first: an existing root 0600 file is refused to nobody.
+  write_file(v.path("shared/secret"), "root only");
+  ASSERT_EQ(::chmod(v.path("shared/secret").c_str(), 0600), 0);
+  int status = 0;
+  std::string out = as_nobody(
+      [&](int o) {
+        int fd = ::open(v.path("shared/secret").c_str(), O_CREAT | O_RDWR, 0666);
+        put(o, fd >= 0 ? "opened" : std::strerror(errno));
+      },
+      &status);
+  EXPECT_EQ(status, 0);
+  EXPECT_EQ(out, std::strerror(EACCES));
+
+  // The race: root makes and removes a 0600 file under the backing name as fast as it can, while
+  // nobody opens the name with O_CREAT through the mount and checks whose file it got.
+  std::atomic<bool> stop{false};
+  std::thread racer([&] {
+    while (!stop) {
+      int fd = ::open(backing.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+      if (fd >= 0) ::close(fd);
+      ::unlink(backing.c_str());
+    }
+  });
+  const double seconds = 2.0;
+  out = as_nobody(
+      [&](int o) {
+        const std::string p = v.path("shared/victim");
+        long created = 0, refused = 0, stale = 0, other = 0, roots = 0, unlink_errors = 0;
+        int first_unlink_error = 0;
+        const double end = now_s() + seconds;
+        while (now_s() < end && roots == 0) {
+          int fd = ::open(p.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+          if (fd < 0) {
+            ++(errno == EACCES ? refused : errno == ESTALE ? stale : other);
+          } else {
+            struct stat st {};
+            if (::fstat(fd, &st) == 0 && st.st_uid != kNobody) ++roots;
+            else ++created;
+            ::close(fd);
+          }
+          // The directory is 0777: whatever is there goes, and the kernel forgets the name, so the
+          // next open looks it up again instead of using a cached entry.
+          if (::unlink(p.c_str()) != 0 && errno != ENOENT && ++unlink_errors == 1) first_unlink_error = errno;
+        }
+        put(o, "handles on root's file: " + std::to_string(roots) + "; created " + std::to_string(created) +
+                   ", refused " + std::to_string(refused) + ", stale " + std::to_string(stale) + ", other errors " +
+                   std::to_string(other) + ", unlink errors " + std::to_string(unlink_errors) + " (" + std::strerror(first_unlink_error) + ")");
+      },
+      &status);
+  stop = true;
+  racer.join();
+  EXPECT_EQ(status, 0);
+  EXPECT_NE(out.find("handles on root's file: 0;"), std::string::npos) << out;
+  // Both outcomes happened: the race was run, not missed.
+  EXPECT_EQ(out.find("created 0,"), std::string::npos) << out;
+  EXPECT_EQ(out.find("refused 0,"), std::string::npos) << out;
+  std::cout << out << "\n";
+}
+
+// Node IDs reach every user: the kernel puts them into the handles of name_to_handle_at. They were
+// the daemon's heap addresses; now they count up from the root's 1.
+TEST(LocalUsers, NodeIdsAreNotAddresses) {
+  MountedVault v;
+  std::vector<std::uint64_t> ids;
+  for (const char* name : {"a", "b", "c", "d"}) {
+    write_file(v.path(name), name);
+    std::vector<char> buf(sizeof(file_handle) + MAX_HANDLE_SZ);
+    auto* fh = reinterpret_cast<file_handle*>(buf.data());
+    fh->handle_bytes = MAX_HANDLE_SZ;
+    int mount_id = 0;
+    ASSERT_EQ(::name_to_handle_at(AT_FDCWD, v.path(name).c_str(), fh, &mount_id, 0), 0) << std::strerror(errno);
+    // FUSE's handle: the node ID's high and low 32 bits, then the generation.
+    ASSERT_EQ(fh->handle_bytes, 12u);
+    std::uint32_t w[3];
+    std::memcpy(w, fh->f_handle, sizeof w);
+    ids.push_back((static_cast<std::uint64_t>(w[0]) << 32) | w[1]);
+  }
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_LT(ids[i], 1000u) << "node ID " << std::hex << ids[i] << " looks like an address";
+    if (i > 0) {
+      EXPECT_GT(ids[i], ids[i - 1]);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gcfs::test
