@@ -189,5 +189,57 @@ TEST(LocalUsers, NodeIdsAreNotAddresses) {
   }
 }
 
+// --allow-other with a CIPHERDIR that other users can reach or replace: one warning line, on the
+// terminal of `mount` and in the log, naming the folder and why. None for a private CIPHERDIR.
+TEST(LocalUsers, AllowOtherWarnsWhenOthersCanReachCipherdir) {
+  VaultOptions o = allow_other();
+  o.mount = false;
+  MountedVault v(o);
+  const std::string top = v.cipherdir().substr(0, v.cipherdir().rfind('/'));
+  const std::string warning = "other users can reach CIPHERDIR";
+  auto count = [](const std::string& text, const std::string& what) {
+    std::size_t n = 0;
+    for (std::size_t pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + 1)) ++n;
+    return n;
+  };
+  // Mounts, says what the terminal showed, unmounts and waits for the daemon's last log line.
+  std::size_t mounts = 0;
+  auto mount_output = [&] {
+    auto r = run_shell(v.mount_command() + " && " + MountedVault::unmount_command(false) + shell_quote(v.mountpoint()));
+    EXPECT_EQ(r.status, 0) << r.output;
+    ++mounts;
+    for (int i = 0; i < 200 && count(v.log(), "info: unmounted ") < mounts; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    return r.output;
+  };
+  // The fixture's folders are 0700: private.
+  std::string out = mount_output();
+  EXPECT_EQ(count(out, warning), 0u) << out;
+  EXPECT_EQ(count(v.log(), warning), 0u) << v.log();
+
+  // Everyone may enter the folder above and CIPHERDIR itself.
+  ASSERT_EQ(::chmod(top.c_str(), 0755), 0);
+  ASSERT_EQ(::chmod(v.cipherdir().c_str(), 0755), 0);
+  out = mount_output();
+  EXPECT_EQ(count(out, warning), 1u) << out;
+  EXPECT_EQ(count(v.log(), warning), 1u) << v.log();
+  EXPECT_NE(out.find("CIPHERDIR " + v.cipherdir() + " (mode 0755, owner uid 0) can be entered by group or others"),
+            std::string::npos)
+      << out;
+
+  // A private folder above keeps others out, even with CIPHERDIR 0755 (the mount's root then
+  // shows 0755 to the users the mount serves).
+  ASSERT_EQ(::chmod(top.c_str(), 0700), 0);
+  out = mount_output();
+  EXPECT_EQ(count(out, warning), 0u) << out;
+
+  // The folder above belongs to another user, who could swap CIPHERDIR for another.
+  ASSERT_EQ(::chown(top.c_str(), kNobody, kNogroup), 0);
+  out = mount_output();
+  ASSERT_EQ(::chown(top.c_str(), 0, 0), 0);
+  EXPECT_NE(out.find(top + " (mode 0700, owner uid 65534) belongs to another user"), std::string::npos) << out;
+  EXPECT_EQ(count(v.log(), warning), 2u) << v.log();
+}
+
 }  // namespace
 }  // namespace gcfs::test
