@@ -88,7 +88,9 @@ class EncryptedFs {
   // Stats entry in dir (and opens it, if a directory), and makes it an inode counted as looked
   // up; fills e. known: the stat of a non-directory the caller holds open (create), used instead
   // of a new look at the name, which may lead elsewhere by now.
-  int make_entry(Inode& dir, const std::string& entry, fuse_entry_param* e, const struct stat* known = nullptr);
+  // dirfd: dir's descriptor (path_fd), held by the caller.
+  int make_entry(Inode& dir, int dirfd, const std::string& entry, fuse_entry_param* e,
+                 const struct stat* known = nullptr);
   // openat that, when descriptors run out, closes the cached ones no call is using and tries
   // again, and otherwise says in the log why it failed. The descriptor or -1 with errno set.
   int openat_or_warn(int dirfd, const char* name, int flags);

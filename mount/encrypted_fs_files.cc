@@ -109,9 +109,12 @@ void EncryptedFs::open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 
 void EncryptedFs::create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
   Inode& dir = inode(parent);
+  PathFd at = path_fd(dir);
+  if (!at.ok()) return (void)fuse_reply_err(req, -at.error());
+  const int dirfd = at.get();
   DiskName dn;
   int rc = disk_name(dir, name, &dn);
-  if (rc == 0) rc = NameMapping::write_name_file(dir.dir_fd, dn);
+  if (rc == 0) rc = NameMapping::write_name_file(dirfd, dn);
   if (rc < 0) return (void)fuse_reply_err(req, -rc);
   // Only a file made here and now is handed out: O_EXCL. The kernel sends CREATE after its lookup
   // found no such name, so an existing entry appeared since then, from outside this mount (a
@@ -120,15 +123,15 @@ void EncryptedFs::create(fuse_req_t req, fuse_ino_t parent, const char* name, mo
   // (under --allow-other that was a read-write handle on root's 0600 file for any user). ESTALE
   // makes the kernel look the name up again and open what it finds as any open, with its own
   // permission checks; the caller's own O_EXCL gets the EEXIST it asked for.
-  int fd = ::openat(dir.dir_fd, dn.entry.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW, mode);
+  int fd = ::openat(dirfd, dn.entry.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW, mode);
   if (fd < 0) {
     int err = errno;
     if (err == EEXIST && !(fi->flags & O_EXCL)) err = ESTALE;
-    else if (err != EEXIST) NameMapping::remove_name_file(dir.dir_fd, dn);
+    else if (err != EEXIST) NameMapping::remove_name_file(dirfd, dn);
     return (void)fuse_reply_err(req, err);
   }
   // Owner and attributes are those of the file we hold, never of whatever the name leads to now.
-  give_to_caller(req, dir.dir_fd, dn.entry, fd);
+  give_to_caller(req, dirfd, dn.entry, fd);
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
@@ -136,7 +139,7 @@ void EncryptedFs::create(fuse_req_t req, fuse_ino_t parent, const char* name, mo
     return (void)fuse_reply_err(req, err);
   }
   fuse_entry_param e{};
-  rc = make_entry(dir, dn.entry, &e, &st);
+  rc = make_entry(dir, dirfd, dn.entry, &e, &st);
   if (rc < 0) {
     ::close(fd);
     return (void)fuse_reply_err(req, -rc);

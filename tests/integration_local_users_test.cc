@@ -163,6 +163,71 @@ TEST(LocalUsers, CreateNeverOpensAFileTheCallerMayNotOpen) {
   std::cout << out << "\n";
 }
 
+// How many descriptors a process holds.
+std::size_t open_fds(pid_t pid) {
+  auto r = run_shell("ls /proc/" + std::to_string(pid) + "/fd | wc -l");
+  return static_cast<std::size_t>(std::stoul(r.output));
+}
+
+// Every directory the kernel remembers held a descriptor for good: one user who made enough of
+// them ran the daemon out, and every call of every user failed. Directories are now cached up to
+// a budget (16 at this limit) and opened again by name, from the nearest cached ancestor, beyond
+// it: nobody's 100 directories and a chain 40 deep (each mkdir syncs its IV, so not more) leave the
+// mount serving root.
+TEST(LocalUsers, ManyDirectoriesOfOneUserLeaveTheMountServingOthers) {
+  MountedVault v(allow_other("ulimit -n 64 && "));
+  open_to_others(v);
+  ASSERT_EQ(::mkdir(v.path("home").c_str(), 0777), 0);
+  ASSERT_EQ(::chmod(v.path("home").c_str(), 0777), 0);
+  ASSERT_EQ(::mkdir(v.path("root-work").c_str(), 0700), 0);
+  int status = 0;
+  const std::string home = v.path("home");
+  std::string out = as_nobody(
+      [&](int o) {
+        int made = 0, failed = 0;
+        for (int i = 0; i < 100; ++i) {
+          const std::string d = home + "/d" + std::to_string(i);
+          if (::mkdir(d.c_str(), 0755) == 0) ++made;
+          else ++failed;
+        }
+        // Deep: each level is looked up from the one above.
+        std::string deep = home + "/deep";
+        int depth = 0;
+        for (; depth < 40; ++depth, deep += "/x")
+          if (::mkdir(deep.c_str(), 0755) != 0) break;
+        // Keep them all remembered by the kernel: stat every one.
+        int seen = 0;
+        struct stat st {};
+        for (int i = 0; i < 100; ++i)
+          if (::stat((home + "/d" + std::to_string(i)).c_str(), &st) == 0) ++seen;
+        put(o, "made " + std::to_string(made) + " failed " + std::to_string(failed) + " seen " + std::to_string(seen) +
+                   " depth " + std::to_string(depth));
+      },
+      &status);
+  EXPECT_EQ(status, 0);
+  EXPECT_EQ(out, "made 100 failed 0 seen 100 depth 40") << v.log();
+  EXPECT_LT(open_fds(v.daemon_pid()), 64u);
+
+  // root, meanwhile: a new file and directory, written, read back and listed.
+  write_file(v.path("root-work/notes"), "still served");
+  ASSERT_EQ(::mkdir(v.path("root-work/sub").c_str(), 0700), 0);
+  write_file(v.path("root-work/sub/more"), "and more");
+  EXPECT_EQ(read_file(v.path("root-work/notes")), "still served");
+  EXPECT_EQ(read_file(v.path("root-work/sub/more")), "and more");
+  auto listed = v.sh("ls home | wc -l; ls -R home/deep | grep -c ':$'");
+  EXPECT_EQ(listed.output, "101\n40\n") << listed.output;
+  // The deepest directory, reached again after its ancestors' descriptors were evicted.
+  std::string deepest = "home/deep";
+  for (int i = 1; i < 40; ++i) deepest += "/x";
+  write_file(v.path(deepest + "/leaf"), "at the bottom");
+  auto evict = v.sh("ls home/d* > /dev/null");
+  ASSERT_EQ(evict.status, 0) << evict.output;
+  EXPECT_EQ(read_file(v.path(deepest + "/leaf")), "at the bottom");
+  EXPECT_LT(open_fds(v.daemon_pid()), 64u);
+  EXPECT_EQ(v.log().find("out of file descriptors"), std::string::npos) << v.log();
+  EXPECT_EQ(v.log().find("behind the daemon's back"), std::string::npos) << v.log();
+}
+
 // Node IDs reach every user: the kernel puts them into the handles of name_to_handle_at. They were
 // the daemon's heap addresses; now they count up from the root's 1.
 TEST(LocalUsers, NodeIdsAreNotAddresses) {

@@ -55,7 +55,7 @@ class InodeTableIds : public ::testing::Test {
 };
 
 TEST_F(InodeTableIds, IdsAreSequentialNotAddressesAndGoWithTheirInode) {
-  InodeTable t(::open(dir_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC), 16);
+  InodeTable t(::open(dir_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC), 16, 16);
   EXPECT_EQ(t.id_of(t.root()), 1u);
   auto inodes = insert_files(t, 100);
   for (std::size_t i = 0; i < inodes.size(); ++i) {
@@ -83,7 +83,7 @@ TEST_F(InodeTableIds, IdsAreSequentialNotAddressesAndGoWithTheirInode) {
 // Every request looks its node up by ID. Reports the cost with 4 threads at once; the bound only
 // catches a lookup that became a scan or a global convoy (a FUSE round trip is ~10 us).
 TEST_F(InodeTableIds, LookupByIdStaysCheapUnderConcurrency) {
-  InodeTable t(::open(dir_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC), 16);
+  InodeTable t(::open(dir_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC), 16, 16);
   auto inodes = insert_files(t, 2000);
   std::vector<std::uint64_t> ids;
   for (Inode* in : inodes) ids.push_back(t.id_of(*in));
