@@ -94,6 +94,8 @@ void EncryptedFs::mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mod
   DirIv iv{};
   rc = sub < 0 ? -errno : create_dir_iv(sub, &iv);
   if (rc == 0 && (mode & S_IRWXU) != S_IRWXU && ::fchmod(sub, mode & 07777) != 0) rc = -errno;
+  // Given away through our own descriptor: whatever the name leads to by now is not.
+  if (rc == 0) give_to_caller(req, dirfd, dn.entry, sub);
   if (sub >= 0) ::close(sub);
   if (rc < 0) {
     if (rc == -EMFILE || rc == -ENFILE) warn_out_of_descriptors();
@@ -109,7 +111,6 @@ void EncryptedFs::mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mod
     NameMapping::remove_name_file(dirfd, dn);
     return (void)fuse_reply_err(req, -rc);
   }
-  give_to_caller(req, dirfd, dn.entry);
   fuse_entry_param e{};
   rc = make_entry(dir, dirfd, dn.entry, &e);
   if (rc == 0) {

@@ -207,6 +207,10 @@ TEST(LocalUsers, ManyDirectoriesOfOneUserLeaveTheMountServingOthers) {
   EXPECT_EQ(status, 0);
   EXPECT_EQ(out, "made 100 failed 0 seen 100 depth 40") << v.log();
   EXPECT_LT(open_fds(v.daemon_pid()), 64u);
+  struct stat st {};
+  ASSERT_EQ(::stat(v.path("home/d7").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, kNobody);  // given to its maker, through the daemon's own descriptor
+  EXPECT_EQ(st.st_gid, kNogroup);
 
   // root, meanwhile: a new file and directory, written, read back and listed.
   write_file(v.path("root-work/notes"), "still served");
