@@ -18,6 +18,8 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <iostream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -103,6 +105,17 @@ TEST(LocalUsers, CreateNeverOpensAFileTheCallerMayNotOpen) {
   const std::string backing = backing_path(v, "shared/victim");
   ASSERT_FALSE(backing.empty());
   ASSERT_EQ(::unlink(v.path("shared/victim").c_str()), 0);
+
+  // The premise: the kernel checks modes and owners itself on this mount (there is no option to
+  // turn that off), so a create that hands out only new files leaves every other open to it.
+  std::string options;
+  {
+    std::istringstream mounts(read_file("/proc/self/mounts"));
+    for (std::string line; std::getline(mounts, line);)
+      if (line.find(" " + v.mountpoint() + " ") != std::string::npos) options = line;
+  }
+  EXPECT_NE(options.find("default_permissions"), std::string::npos) << options;
+  EXPECT_NE(options.find("allow_other"), std::string::npos) << options;
 
   // Plain case first: an existing root 0600 file is refused to nobody.
   write_file(v.path("shared/secret"), "root only");
