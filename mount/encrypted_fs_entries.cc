@@ -71,6 +71,19 @@ void EncryptedFs::add_entry(fuse_req_t req, Inode& dir, const char* name, bool n
 }
 
 void EncryptedFs::mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
+  if (S_ISREG(mode)) {
+    // A regular file (mknod(2) of one comes here, not to create): made with O_EXCL and given to
+    // its maker through that descriptor, so a file swapped in under the name meanwhile (someone
+    // who can reach CIPHERDIR) is never given away.
+    add_entry(req, inode(parent), name, false, [&](int dirfd, const char* entry) {
+      int fd = ::openat(dirfd, entry, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, mode & 07777);
+      if (fd < 0) return errno;
+      give_to_caller(req, dirfd, entry, fd);
+      ::close(fd);
+      return 0;
+    });
+    return;
+  }
   add_entry(req, inode(parent), name, true,
             [&](int dirfd, const char* entry) { return ::mknodat(dirfd, entry, mode, rdev) == 0 ? 0 : errno; });
 }

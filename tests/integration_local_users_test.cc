@@ -117,11 +117,25 @@ TEST(LocalUsers, CreateNeverOpensAFileTheCallerMayNotOpen) {
   EXPECT_NE(options.find("default_permissions"), std::string::npos) << options;
   EXPECT_NE(options.find("allow_other"), std::string::npos) << options;
 
+  // mknod(2) of a regular file is made the same way, and given to its maker.
+  int status = 0;
+  std::string out = as_nobody(
+      [&](int o) {
+        const std::string p = v.path("shared/by-mknod");
+        if (::mknod(p.c_str(), S_IFREG | 0640, 0) != 0) return put(o, std::string("mknod: ") + std::strerror(errno));
+        int fd = ::open(p.c_str(), O_RDWR);
+        struct stat st {};
+        put(o, fd >= 0 && ::write(fd, "x", 1) == 1 && ::fstat(fd, &st) == 0
+                   ? std::to_string(st.st_uid) + " " + std::to_string(st.st_mode & 07777) + " " + std::to_string(st.st_size)
+                   : std::string("open/write: ") + std::strerror(errno));
+      },
+      &status);
+  EXPECT_EQ(out, std::to_string(kNobody) + " " + std::to_string(0640) + " 1");
+
   // Plain case first: an existing root 0600 file is refused to nobody.
   write_file(v.path("shared/secret"), "root only");
   ASSERT_EQ(::chmod(v.path("shared/secret").c_str(), 0600), 0);
-  int status = 0;
-  std::string out = as_nobody(
+  out = as_nobody(
       [&](int o) {
         int fd = ::open(v.path("shared/secret").c_str(), O_CREAT | O_RDWR, 0666);
         put(o, fd >= 0 ? "opened" : std::strerror(errno));
