@@ -17,6 +17,7 @@
 #include "fs/engine_factory.h"
 #include "fs/log.h"
 #include "fs/vault.h"
+#include "mount/cipherdir_exposure.h"
 #include "mount/cli_options.h"
 #include "mount/commands.h"
 #include "mount/encrypted_fs.h"
@@ -46,6 +47,19 @@ std::string absolute(const std::string& path) {
   char buf[PATH_MAX];
   if (!::realpath(path.c_str(), buf)) return path;  // the checks below name the problem
   return buf;
+}
+
+// One line, in the log and on the terminal (a detached mount echoes warnings there until it is
+// ready; a foreground one logging to a file is told to here).
+void warn_if_others_reach(const std::string& cipherdir, bool also_stderr) {
+  const std::string why = mount::cipherdir_exposure(cipherdir, ::geteuid());
+  if (why.empty()) return;
+  const std::string msg = "--allow-other, and other users can reach CIPHERDIR: " + why +
+                          ". The daemon gives each user the files and directories they make, in CIPHERDIR too, so "
+                          "they could change their part behind its back; keep CIPHERDIR inside a folder only you can "
+                          "enter (chmod 700), see docs/SECURITY.md";
+  log::warning(msg);
+  if (also_stderr) std::cerr << "gpucryptfs: warning: " << msg << "\n";
 }
 
 }  // namespace
@@ -107,6 +121,7 @@ int cmd_mount(int argc, char** argv) {
       ::umask(0);  // the kernel has applied the caller's umask to every mode we are given
       if (!log_file.empty()) log::to_file(log_file);
       else if (!mo.foreground) mount::announce_detached_log(log::to_syslog_or_state_file());
+      if (mo.allow_other) warn_if_others_reach(cipherdir, mo.foreground && !log_file.empty());
       auto rv = std::make_shared<RunningVault>();
       rv->vault = Vault::open(cipherdir, config, password.view(), kdf_policy(allow_expensive_kdf));
       password.clear();
