@@ -145,7 +145,15 @@ void EncryptedFs::create(fuse_req_t req, fuse_ino_t parent, const char* name, mo
   int fd = ::openat(dir.dir_fd, dn.entry.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW, mode);
   if (fd < 0 && errno == EEXIST && !(fi->flags & O_EXCL)) {
     created = false;
-    fd = ::openat(dir.dir_fd, dn.entry.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    // Only a regular file is opened: a FIFO or device node that appeared under this name would
+    // block the worker or run its driver's open.
+    OpenResult existing = open_beneath(dir.dir_fd, dn.entry, FileType::Regular, O_RDWR);
+    if (existing.error == EUCLEAN || existing.error == ELOOP) {
+      log::error(label_of(dir) + "/" + dn.entry + ": " + existing.why() + " (create found it in place of a regular file)");
+      return (void)fuse_reply_err(req, EIO);
+    }
+    fd = existing ? existing.fd.release() : -1;
+    errno = existing.error;
   }
   if (fd < 0) {
     int err = errno;
