@@ -553,6 +553,35 @@ TEST_F(BackingShapes, ShapesSwappedWhileMountedNeverBlockOrLeave) {
   EXPECT_EQ(um.status, 0) << "unmount: " << um.output;
 }
 
+// The root directory's IV is read by `mount` itself before serving: a FIFO there is a clear error
+// at once, not a mount command that never returns.
+TEST_F(BackingShapes, FifoAsTheRootIvFailsTheMountAtOnce) {
+  v_.unmount();
+  const std::string iv = v_.cipherdir() + "/gpucryptfs.diriv";
+  ASSERT_TRUE(fsys::remove(iv));
+  ASSERT_EQ(::mkfifo(iv.c_str(), 0644), 0);
+  // Output to a file, not a pipe: a daemon left blocked by a regression must not keep us reading.
+  const std::string out = canary_ + "/mount-output";
+  CommandResult r = run_shell("timeout -s KILL 20 " + v_.mount_command() + " > " + shell_quote(out) + " 2>&1");
+  r.output = read_file(out);
+  // Releases a process that a regression left blocked in open() of the FIFO (it then reads EOF).
+  for (int i = 0; r.status == 128 + SIGKILL && i < 20; ++i) {
+    int w = ::open(iv.c_str(), O_WRONLY | O_NONBLOCK);  // ENXIO while nobody waits to read
+    if (w >= 0) {
+      ::close(w);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_NE(r.status, 0) << "mounted with a FIFO as the root's IV";
+  EXPECT_NE(r.status, 128 + SIGKILL) << "mount hung on the FIFO";
+  EXPECT_NE(r.output.find("gpucryptfs.diriv"), std::string::npos) << r.output;
+  EXPECT_TRUE(log_line_has(v_.log(), fsys::canonical(v_.cipherdir()).string() + "/gpucryptfs.diriv: ", "is a FIFO") ||
+              log_line_has(v_.log(), v_.cipherdir() + "/gpucryptfs.diriv: ", "is a FIFO"))
+      << v_.log();
+  if (v_.in_mount_table()) run_shell(MountedVault::unmount_command(true) + shell_quote(v_.mountpoint()));
+}
+
 // FIFOs and device nodes made through the mount are stored as such and work: the kernel serves
 // their opens itself and never sends them to the daemon, whose refusal to open anything but a
 // regular file therefore never shows.
