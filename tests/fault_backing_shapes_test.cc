@@ -420,6 +420,8 @@ TEST_F(BackingShapes, EveryShapeInEveryRoleIsReportedAndNeverBlocks) {
                            std::pair{"create", run(op_create(v_.path("iv_" + n + "/new")))},
                            std::pair{"rm", run(op_unlink(v_.path("iv_" + n + "/file")))}})
       EXPECT_EQ(describe(o), std::strerror(EIO)) << what << " in a directory whose IV is a " << n;
+    // rmdir of that directory: it holds a file, so ENOTEMPTY; never "is a directory" or a hang.
+    EXPECT_EQ(describe(run(op_rmdir(v_.path("iv_" + n)))), std::strerror(ENOTEMPTY));
     EXPECT_TRUE(log_line_has(v_.log(), t.iv + ": ", found_word(t.shape, false)))
         << "no log line names " << t.iv << " with \"" << found_word(t.shape, false) << "\":\n" << v_.log();
 
@@ -551,6 +553,22 @@ TEST_F(BackingShapes, ShapesSwappedWhileMountedNeverBlockOrLeave) {
   EXPECT_FALSE(run(op_cat(v_.path("d/file"))).hung);
   const CommandResult um = run_shell(MountedVault::unmount_command(false) + shell_quote(v_.mountpoint()));
   EXPECT_EQ(um.status, 0) << "unmount: " << um.output;
+}
+
+// rmdir of a directory that is empty in the plaintext view but whose IV is a directory: EIO
+// (logged), not "Is a directory", and nothing inside the planted directory is removed.
+TEST_F(BackingShapes, RmdirWithADirectoryAsItsIvIsEio) {
+  ASSERT_EQ(::mkdir(v_.path("empty").c_str(), 0755), 0);
+  const auto by_ino = backing_by_inode(v_.cipherdir());
+  const std::string iv = backing("empty", by_ino) + "/gpucryptfs.diriv";
+  v_.unmount();
+  ASSERT_TRUE(fsys::remove(iv));
+  ASSERT_EQ(::mkdir(iv.c_str(), 0755), 0);
+  write_file(iv + "/kept", "kept\n");
+  v_.mount();
+  EXPECT_EQ(describe(run(op_rmdir(v_.path("empty")))), std::strerror(EIO));
+  EXPECT_EQ(read_file(iv + "/kept"), "kept\n");
+  EXPECT_TRUE(log_line_has(v_.log(), iv + ": ", "is a directory")) << v_.log();
 }
 
 // The root directory's IV is read by `mount` itself before serving: a FIFO there is a clear error
