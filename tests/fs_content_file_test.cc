@@ -26,6 +26,7 @@
 #include "crypto/cpu_engine.h"
 #include "crypto/kdf.h"
 #include "crypto/key_ring.h"
+#include "fs/chunk_journal.h"
 #include "fs/chunk_layout.h"
 #include "fs/content_file.h"
 #include "fs/file_header.h"
@@ -325,6 +326,45 @@ TEST_F(ContentFileTest, EveryRewriteOfAChunkGetsAFreshNonceAndTouchesOnlyThatChu
   EXPECT_EQ(b.raw(0, 24), header);  // the file ID, hence the key, stays
   for (int k : {0, 1, 3}) EXPECT_EQ(b.raw(b.layout.disk_offset(k), D), before[k]) << k;
   EXPECT_EQ(b.read_all(f), data);
+}
+
+// A rewrite of part of a durable chunk journals that chunk's on-disk bytes before the write as
+// its pre-image (the ciphertext the chunk was opened from is reused, not read again): the slot's
+// payload, left behind after the record was invalidated, is exactly the old chunk, for a chunk in
+// the middle and for a short last chunk, and for a truncation that reseals the new last chunk.
+TEST_F(ContentFileTest, PartialRewritesJournalTheChunkAsItWasOnDisk) {
+  const std::uint32_t C = 4096;
+  Backing b(file_path("preimage"), C);
+  std::string err;
+  auto j = ChunkJournal::open(file_path("journal"), dir.path(), C, 4, &err);
+  ASSERT_TRUE(j) << err;
+  b.file = std::make_unique<ContentFile>(b.fd, b.layout, b.engine, b.keys, b.path, j.get());
+  ContentFile& f = *b.file;
+  const Bytes data = pattern(3 * C + 100, 9);
+  ASSERT_EQ(f.write(0, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  f.mark_durable();
+  const std::uint64_t D = b.layout.disk_chunk_size();
+  auto slot0_payload = [&](std::size_t len) {
+    Bytes got(len);
+    int jfd = ::open(file_path("journal").c_str(), O_RDONLY);
+    EXPECT_GE(jfd, 0);
+    EXPECT_EQ(::pread(jfd, got.data(), len, kJournalHeaderBlock), static_cast<ssize_t>(len));
+    ::close(jfd);
+    return got;
+  };
+  const Bytes old1 = b.raw(b.layout.disk_offset(1), D);
+  ASSERT_EQ(f.write(C + 10, data.data(), 20), 20);
+  EXPECT_EQ(slot0_payload(D), old1);
+  const Bytes old3 = b.raw(b.layout.disk_offset(3), 100 + kChunkOverhead);
+  ASSERT_EQ(f.write(3 * C + 5, data.data(), 10), 10);
+  EXPECT_EQ(slot0_payload(100 + kChunkOverhead), old3);
+  const Bytes old2 = b.raw(b.layout.disk_offset(2), D);
+  ASSERT_EQ(f.truncate(2 * C + 50), 0);
+  EXPECT_EQ(slot0_payload(D), old2);
+  EXPECT_EQ(j->slots_in_use(), 0u);
+  Bytes want(data.begin(), data.begin() + 2 * C + 50);
+  std::copy(data.begin(), data.begin() + 20, want.begin() + C + 10);
+  EXPECT_EQ(b.read_all(f), want);
 }
 
 TEST_F(ContentFileTest, OnDiskBytesAreExactlyTheDocumentedFormat) {
