@@ -19,11 +19,13 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <sys/types.h>
 #include <vector>
 
 #include "crypto/key_ring.h"
@@ -137,6 +139,14 @@ class ChunkJournal {
   std::condition_variable cv_;
   std::vector<unsigned> free_;  // a stack: the same few slots (and their blocks) are reused
   std::uint64_t next_sequence_;
+
+  // This process's /proc/self/fd, open: hint_for_fd reads a link in it by its bare number, which
+  // costs a fraction of resolving the whole /proc/self/fd/N path on every rewrite. Opened on
+  // first use by the process that uses it (a daemon forks after opening the journal).
+  int proc_fd_dir() const;
+  mutable std::mutex proc_mu_;  // for opening it; using it needs only the two atomics
+  mutable std::atomic<int> proc_fd_dir_{-1};
+  mutable std::atomic<pid_t> proc_pid_{0};
 };
 
 }  // namespace gcfs
