@@ -115,6 +115,10 @@ class ChunkJournal {
   // The path hint for an open file: its /proc/self/fd link, relative to CIPHERDIR; "" when the
   // file is not under CIPHERDIR (or is deleted).
   std::string hint_for_fd(int fd) const;
+  // Names under CIPHERDIR moved (a rename of a file or of a directory above files): hints that
+  // ContentFile keeps between writes must be read again. Called after the rename is done.
+  void names_changed() { names_epoch_.fetch_add(1, std::memory_order_acq_rel); }
+  std::uint64_t names_epoch() const { return names_epoch_.load(std::memory_order_acquire); }
 
   const std::string& path() const { return path_; }
   unsigned slot_count() const { return slot_count_; }
@@ -147,6 +151,7 @@ class ChunkJournal {
   mutable std::mutex proc_mu_;  // for opening it; using it needs only the two atomics
   mutable std::atomic<int> proc_fd_dir_{-1};
   mutable std::atomic<pid_t> proc_pid_{0};
+  std::atomic<std::uint64_t> names_epoch_{0};
 };
 
 }  // namespace gcfs

@@ -338,6 +338,19 @@ int ContentFile::seal_and_write_locked(ChunkRange r, const std::uint8_t* const* 
   return 0;
 }
 
+std::string ContentFile::path_hint() {
+  const std::uint64_t epoch = journal_->names_epoch();  // before reading the link: a rename after it bumps
+  {
+    std::lock_guard lk(hint_mu_);
+    if (hint_epoch_ == epoch) return hint_;
+  }
+  std::string h = journal_->hint_for_fd(fd());
+  std::lock_guard lk(hint_mu_);
+  hint_ = h;
+  hint_epoch_ = epoch;
+  return h;
+}
+
 int ContentFile::protect_locked(ChunkRange r, std::uint64_t new_cipher, const CipherSeen* seen,
                                 ChunkJournal::Pending* pending, const std::uint8_t** pre_image, std::size_t* pre_len,
                                 std::uint64_t* pre_first) {
@@ -368,7 +381,7 @@ int ContentFile::protect_locked(ChunkRange r, std::uint64_t new_cipher, const Ci
   }
   const std::uint64_t old_cipher = layout_.base_offset() + layout_.cipher_size(size_);
   int rc = journal_->record(header_->id, run.first, static_cast<std::uint32_t>(run.count()), layout_.base_offset(),
-                            old_cipher, new_cipher, journal_->hint_for_fd(fd()), bytes, end - begin, pending);
+                            old_cipher, new_cipher, path_hint(), bytes, end - begin, pending);
   if (rc < 0) {
     // A full disk under the journal must not stop rewrites that need no new space: go on
     // without the record, and say so (once per process).

@@ -116,6 +116,15 @@ class ContentFile {
   int protect_locked(ChunkRange r, std::uint64_t new_cipher, const CipherSeen* seen, ChunkJournal::Pending* pending,
                      const std::uint8_t** pre_image, std::size_t* pre_len, std::uint64_t* pre_first);
 
+  // The journal's path hint for this file, as of the journal's names_epoch() hint_epoch_: read
+  // once per rename rather than once per rewrite (readlink of /proc/self/fd/N was the largest
+  // single cost of a small rewrite after the crypto). An unlinked file keeps its last path: a
+  // recovery that finds another file there skips the record by its file ID.
+  std::string path_hint();
+  std::mutex hint_mu_;
+  std::string hint_;
+  std::uint64_t hint_epoch_ = ~std::uint64_t{0};
+
   std::atomic<int> fd_;
   const ChunkLayout& layout_;
   ChunkEngine& engine_;

@@ -367,6 +367,36 @@ TEST_F(ContentFileTest, PartialRewritesJournalTheChunkAsItWasOnDisk) {
   EXPECT_EQ(b.read_all(f), want);
 }
 
+// The journal record of a rewrite names the file by its path under CIPHERDIR, which recovery
+// needs; the path is read once and kept until the journal hears that names moved.
+TEST_F(ContentFileTest, JournalPathHintFollowsRenamesTheJournalIsToldOf) {
+  const std::uint32_t C = 4096;
+  Backing b(file_path("f"), C);
+  std::string err;
+  auto j = ChunkJournal::open(file_path("journal"), dir.path(), C, 4, &err);
+  ASSERT_TRUE(j) << err;
+  b.file = std::make_unique<ContentFile>(b.fd, b.layout, b.engine, b.keys, b.path, j.get());
+  ContentFile& f = *b.file;
+  const Bytes data = pattern(2 * C, 11);
+  ASSERT_EQ(f.write(0, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  f.mark_durable();
+  auto slot0_path = [&] {
+    Bytes h(kJournalHeaderBlock);
+    int jfd = ::open(file_path("journal").c_str(), O_RDONLY);
+    EXPECT_GE(jfd, 0);
+    EXPECT_EQ(::pread(jfd, h.data(), h.size(), 0), static_cast<ssize_t>(h.size()));
+    ::close(jfd);
+    const std::uint32_t len = std::uint32_t{h[12]} << 24 | std::uint32_t{h[13]} << 16 | std::uint32_t{h[14]} << 8 | h[15];
+    return std::string(reinterpret_cast<const char*>(h.data()) + kJournalRecordHeaderBytes, len);
+  };
+  ASSERT_EQ(f.write(10, data.data(), 5), 5);
+  EXPECT_EQ(slot0_path(), "f");
+  ASSERT_EQ(::rename(file_path("f").c_str(), file_path("g").c_str()), 0);
+  j->names_changed();
+  ASSERT_EQ(f.write(20, data.data(), 5), 5);
+  EXPECT_EQ(slot0_path(), "g");
+}
+
 TEST_F(ContentFileTest, OnDiskBytesAreExactlyTheDocumentedFormat) {
   // Decrypt the ciphertext file with nothing but FORMAT.md and the primitives: header, content key
   // = HKDF(master, salt = file ID), chunk k = nonce | GCM(AAD = file ID || be64(k)) | tag.
