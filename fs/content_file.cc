@@ -45,6 +45,15 @@ bool all_zero(const std::uint8_t* p, std::size_t n) {
   return true;
 }
 
+// Whether any chunk of a run of on-disk chunks (each disk_chunk bytes, the last maybe shorter)
+// is all zeros, which is how a hole reads. Ciphertext is random: the scan of a written chunk
+// stops at its first byte.
+bool any_chunk_is_hole(const std::uint8_t* p, std::size_t len, std::uint64_t disk_chunk) {
+  for (std::size_t at = 0; at < len; at += disk_chunk)
+    if (all_zero(p + at, std::min<std::size_t>(disk_chunk, len - at))) return true;
+  return false;
+}
+
 }  // namespace
 
 ssize_t pread_full(int fd, void* buf, std::size_t len, std::uint64_t off) {
@@ -193,6 +202,7 @@ int ContentFile::open_chunks_locked(ChunkRange r, std::uint8_t* out, CipherSeen*
     std::uint8_t* dst = out + (k - r.first) * C;
     const std::uint8_t* src = ct.data() + (k - r.first) * D;
     if (all_zero(src, plen + kChunkOverhead)) {  // a hole: never written, or punched
+      if (seen) seen->hole = true;
       std::memset(dst, 0, plen);
       continue;
     }
@@ -307,16 +317,10 @@ int ContentFile::seal_and_write_locked(ChunkRange r, const std::uint8_t* const* 
   // extents than reserving them one request at a time does. Filesystems without fallocate
   // (some network ones) skip this step.
   const bool pure_append = disk_off >= old_cipher;
-  if (!pure_append &&
-      ::fallocate(fd(), FALLOC_FL_KEEP_SIZE, static_cast<off_t>(disk_off), static_cast<off_t>(disk_len)) != 0 &&
-      (errno == ENOSPC || errno == EDQUOT || errno == EFBIG)) {
-    // EFBIG: past the filesystem's largest file, where pwrite would stop part-way too.
-    const int err = errno;
-    log::warning(label_ + (err == EFBIG ? ": write refused: file too large" : ": write refused: disk full"));
-    return -err;
-  }
   // Chunks that may hold durable data get their pre-image journaled first; the record stays
-  // valid until `pending` goes out of scope, after the pwrite below has returned.
+  // valid until `pending` goes out of scope, after the pwrite below has returned. (Before the
+  // reservation, which may then skip: a record for a write that fails on a full disk only holds
+  // what the chunks still hold.)
   ChunkJournal::Pending pending;
   const std::uint8_t* pre_image = nullptr;
   std::size_t pre_len = 0;
@@ -325,6 +329,22 @@ int ContentFile::seal_and_write_locked(ChunkRange r, const std::uint8_t* const* 
                                &pre_first);
       prc < 0)
     return prc;
+  // A rewrite of chunks whose current bytes were just read (to open them, or as the journal's
+  // pre-image), none of them a hole, ending inside the old ciphertext, goes over blocks the
+  // filesystem already holds (a sealed chunk is written in one pwrite): nothing to reserve, so no
+  // fallocate call (7% of a 4 KiB rewrite's CPU with 4 KiB chunks).
+  const bool inside_old = disk_off + disk_len <= old_cipher;
+  const bool seen_whole = seen && !seen->hole && seen->range.first == r.first && seen->range.last == r.last;
+  const bool journaled_whole = pre_image && pre_first == r.first && pre_len == disk_len &&
+                               !any_chunk_is_hole(pre_image, pre_len, layout_.disk_chunk_size());
+  if (!pure_append && !(inside_old && (seen_whole || journaled_whole)) &&
+      ::fallocate(fd(), FALLOC_FL_KEEP_SIZE, static_cast<off_t>(disk_off), static_cast<off_t>(disk_len)) != 0 &&
+      (errno == ENOSPC || errno == EDQUOT || errno == EFBIG)) {
+    // EFBIG: past the filesystem's largest file, where pwrite would stop part-way too.
+    const int err = errno;
+    log::warning(label_ + (err == EFBIG ? ": write refused: file too large" : ": write refused: disk full"));
+    return -err;
+  }
   ssize_t w = pwrite_full(fd(), ct.data(), disk_len, disk_off);
   if (w < 0) {
     // A rewrite that failed part-way (EIO, say) may have left a torn mix: put the old chunks back.

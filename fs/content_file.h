@@ -88,6 +88,7 @@ class ContentFile {
     ChunkRange range{1, 0};  // none
     const std::uint8_t* data = nullptr;
     std::size_t len = 0;
+    bool hole = false;  // some chunk of it read as a hole (all zeros: no blocks, or punched)
   };
   // Opens chunks [first, last] of the current size into out (chunk-aligned, count * C bytes);
   // *seen (optional) says where their ciphertext lies until the next open_chunks_locked.
