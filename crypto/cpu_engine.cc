@@ -73,7 +73,17 @@ void CpuEngine::run(std::span<ChunkOp> ops, bool seal) {
     for (auto& op : ops) one(op);
     return;
   }
-  pool_->parallel_for(ops.size(), [&](std::size_t i) { one(ops[i]); });
+  // Each batch at work gets its share of the cores: with as many requests in flight as there are
+  // cores (8 writers, say), each request's thread seals its own chunks, instead of every request
+  // handing its chunks to the same pool and all of them queueing for it (more runnable threads
+  // than cores, and a hand-off per chunk that buys nothing). One request alone still gets them all.
+  const std::size_t active = active_.fetch_add(1, std::memory_order_relaxed) + 1;
+  struct Leave {
+    std::atomic<std::size_t>& n;
+    ~Leave() { n.fetch_sub(1, std::memory_order_relaxed); }
+  } leave{active_};
+  const std::size_t share = threads() / active;  // threads for this batch, the caller's included
+  pool_->parallel_for(ops.size(), [&](std::size_t i) { one(ops[i]); }, share > 0 ? share - 1 : 0);
 }
 
 void CpuEngine::seal(std::span<ChunkOp> ops) { run(ops, true); }

@@ -2,6 +2,7 @@
 // them), with the chunks of a batch spread over a pool of threads.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <memory>
 
@@ -23,6 +24,8 @@ class CpuEngine final : public ChunkEngine {
  private:
   void run(std::span<ChunkOp> ops, bool seal);
   std::unique_ptr<ThreadPool> pool_;
+  // Batches being sealed or opened right now (one per FUSE request at work).
+  std::atomic<std::size_t> active_{0};
   std::size_t parallel_min_bytes_;
 };
 

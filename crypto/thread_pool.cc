@@ -1,5 +1,6 @@
 #include "crypto/thread_pool.h"
 
+#include <algorithm>
 #include <atomic>
 #include <exception>
 #include <memory>
@@ -34,9 +35,10 @@ void ThreadPool::run() {
   }
 }
 
-void ThreadPool::parallel_for(std::size_t count, const std::function<void(std::size_t)>& fn) {
+void ThreadPool::parallel_for(std::size_t count, const std::function<void(std::size_t)>& fn,
+                              std::size_t max_helpers) {
   if (count == 0) return;
-  if (count == 1 || threads_.empty()) {
+  if (count == 1 || threads_.empty() || max_helpers == 0) {
     for (std::size_t i = 0; i < count; ++i) fn(i);
     return;
   }
@@ -64,12 +66,14 @@ void ThreadPool::parallel_for(std::size_t count, const std::function<void(std::s
       }
     }
   };
-  const std::size_t helpers = std::min(threads_.size(), count - 1);
+  const std::size_t helpers = std::min({threads_.size(), count - 1, max_helpers});
   {
     std::lock_guard lk(mu_);
     for (std::size_t h = 0; h < helpers; ++h) queue_.emplace_back(work);
   }
-  cv_.notify_all();
+  // One wake-up per task queued: waking every worker for a batch that needs two of them makes
+  // the rest take the lock only to find the queue empty.
+  for (std::size_t h = 0; h < helpers; ++h) cv_.notify_one();
   work();
   std::unique_lock lk(st->mu);
   st->cv.wait(lk, [&] { return st->done.load() == count; });

@@ -22,8 +22,10 @@ class ThreadPool {
 
   std::size_t workers() const { return threads_.size(); }
 
-  // Calls fn(i) for every i in [0, count) and returns when all calls have returned.
-  void parallel_for(std::size_t count, const std::function<void(std::size_t)>& fn);
+  // Calls fn(i) for every i in [0, count) and returns when all calls have returned, with at
+  // most max_helpers workers beside the calling thread (0: run it all on the calling thread).
+  void parallel_for(std::size_t count, const std::function<void(std::size_t)>& fn,
+                    std::size_t max_helpers = static_cast<std::size_t>(-1));
 
  private:
   void run();

@@ -169,7 +169,9 @@ ChunkJournal::ChunkJournal(UniqueFd fd, std::string path, std::string cipherdir,
   for (unsigned i = slots; i-- > 0;) free_.push_back(i);  // slot 0 on top
 }
 
-ChunkJournal::~ChunkJournal() = default;
+ChunkJournal::~ChunkJournal() {
+  if (const int d = proc_fd_dir_.load(); d >= 0) ::close(d);
+}
 
 std::unique_ptr<ChunkJournal> ChunkJournal::open(int cipherdir_fd, const std::string& cipherdir, const KeyRing& keys,
                                                  std::uint32_t chunk_size, unsigned slots, std::string* error,
@@ -359,10 +361,25 @@ unsigned ChunkJournal::slots_in_use() const {
   return slot_count_ - static_cast<unsigned>(free_.size());
 }
 
+int ChunkJournal::proc_fd_dir() const {
+  const pid_t me = ::getpid();
+  if (proc_pid_.load(std::memory_order_acquire) == me) return proc_fd_dir_.load(std::memory_order_relaxed);
+  std::lock_guard lk(proc_mu_);
+  if (proc_pid_.load(std::memory_order_relaxed) != me) {
+    // Never opened, or opened by the parent before a fork (then it lists the parent's descriptors).
+    const int old = proc_fd_dir_.exchange(::open("/proc/self/fd", O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (old >= 0) ::close(old);
+    proc_pid_.store(me, std::memory_order_release);
+  }
+  return proc_fd_dir_.load(std::memory_order_relaxed);
+}
+
 std::string ChunkJournal::hint_for_fd(int fd) const {
   char buf[4096];
-  const std::string link = "/proc/self/fd/" + std::to_string(fd);
-  ssize_t n = ::readlink(link.c_str(), buf, sizeof buf);
+  const int dir = proc_fd_dir();
+  const std::string name = std::to_string(fd);
+  ssize_t n = dir >= 0 ? ::readlinkat(dir, name.c_str(), buf, sizeof buf)
+                       : ::readlink(("/proc/self/fd/" + name).c_str(), buf, sizeof buf);
   if (n <= 0 || static_cast<std::size_t>(n) >= sizeof buf) return {};
   std::string p(buf, static_cast<std::size_t>(n));
   const std::string prefix = cipherdir_ + "/";

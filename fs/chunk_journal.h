@@ -29,11 +29,13 @@
 #include <sys/types.h>
 
 #include <array>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <sys/types.h>
 #include <vector>
 
 #include "crypto/key_ring.h"
@@ -146,6 +148,10 @@ class ChunkJournal {
   // The path hint for an open file: its /proc/self/fd link, relative to CIPHERDIR; "" when the
   // file is not under CIPHERDIR (or is deleted).
   std::string hint_for_fd(int fd) const;
+  // Names under CIPHERDIR moved (a rename of a file or of a directory above files): hints that
+  // ContentFile keeps between writes must be read again. Called after the rename is done.
+  void names_changed() { names_epoch_.fetch_add(1, std::memory_order_acq_rel); }
+  std::uint64_t names_epoch() const { return names_epoch_.load(std::memory_order_acquire); }
 
   const std::string& path() const { return path_; }
   unsigned slot_count() const { return slot_count_; }
@@ -171,6 +177,15 @@ class ChunkJournal {
   std::condition_variable cv_;
   std::vector<unsigned> free_;  // a stack: the same few slots (and their blocks) are reused
   std::uint64_t next_sequence_;
+
+  // This process's /proc/self/fd, open: hint_for_fd reads a link in it by its bare number, which
+  // costs a fraction of resolving the whole /proc/self/fd/N path on every rewrite. Opened on
+  // first use by the process that uses it (a daemon forks after opening the journal).
+  int proc_fd_dir() const;
+  mutable std::mutex proc_mu_;  // for opening it; using it needs only the two atomics
+  mutable std::atomic<int> proc_fd_dir_{-1};
+  mutable std::atomic<pid_t> proc_pid_{0};
+  std::atomic<std::uint64_t> names_epoch_{0};
 };
 
 }  // namespace gcfs

@@ -82,13 +82,25 @@ class ContentFile {
  private:
   int load_size_locked();
   int ensure_header_locked(bool create);
-  // Opens chunks [first, last] of the current size into out (chunk-aligned, count * C bytes).
-  int open_chunks_locked(ChunkRange r, std::uint8_t* out);
+  // The on-disk bytes of chunks as read, still in this thread's scratch: a rewrite of exactly
+  // those chunks journals them as their pre-image instead of reading them a second time.
+  struct CipherSeen {
+    ChunkRange range{1, 0};  // none
+    const std::uint8_t* data = nullptr;
+    std::size_t len = 0;
+    bool hole = false;  // some chunk of it read as a hole (all zeros: no blocks, or punched)
+  };
+  // Opens chunks [first, last] of the current size into out (chunk-aligned, count * C bytes);
+  // *seen (optional) says where their ciphertext lies until the next open_chunks_locked.
+  int open_chunks_locked(ChunkRange r, std::uint8_t* out, CipherSeen* seen = nullptr);
   // Seals plain (chunk-aligned, lens from new_size) for chunks r and writes them in one pwrite.
-  int seal_and_write_locked(ChunkRange r, const std::uint8_t* plain, std::uint64_t new_size);
+  // seen: the on-disk bytes of r, when the caller just read them under the same locks.
+  int seal_and_write_locked(ChunkRange r, const std::uint8_t* plain, std::uint64_t new_size,
+                            const CipherSeen* seen = nullptr);
   // The same with each chunk's plaintext where it lies (plains[i] for chunk r.first + i): a write
   // seals the chunks it covers whole straight from the caller's buffer.
-  int seal_and_write_locked(ChunkRange r, const std::uint8_t* const* plains, std::uint64_t new_size);
+  int seal_and_write_locked(ChunkRange r, const std::uint8_t* const* plains, std::uint64_t new_size,
+                            const CipherSeen* seen = nullptr);
   ssize_t write_locked(std::uint64_t off, const std::uint8_t* in, std::size_t len);
   // A write that may change the size, under size_mu_ held exclusively.
   ssize_t write_growing_locked(std::uint64_t off, const std::uint8_t* in, std::size_t len);
@@ -102,8 +114,17 @@ class ContentFile {
   // Journals the pre-image of the chunks of r that may hold durable data (a contiguous run at the
   // start of r) before seal_and_write_locked overwrites them. 0, or -errno from reading them;
   // a journal that cannot take the record leaves the write unprotected (logged).
-  int protect_locked(ChunkRange r, std::uint64_t new_cipher, ChunkJournal::Pending* pending,
-                     std::vector<std::uint8_t>** pre_image, std::uint64_t* pre_first);
+  int protect_locked(ChunkRange r, std::uint64_t new_cipher, const CipherSeen* seen, ChunkJournal::Pending* pending,
+                     const std::uint8_t** pre_image, std::size_t* pre_len, std::uint64_t* pre_first);
+
+  // The journal's path hint for this file, as of the journal's names_epoch() hint_epoch_: read
+  // once per rename rather than once per rewrite (readlink of /proc/self/fd/N was the largest
+  // single cost of a small rewrite after the crypto). An unlinked file keeps its last path: a
+  // recovery that finds another file there skips the record by its file ID.
+  std::string path_hint();
+  std::mutex hint_mu_;
+  std::string hint_;
+  std::uint64_t hint_epoch_ = ~std::uint64_t{0};
 
   std::atomic<int> fd_;
   const ChunkLayout& layout_;

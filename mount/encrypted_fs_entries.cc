@@ -257,6 +257,7 @@ void EncryptedFs::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fu
     return (void)fuse_reply_err(req, err);
   }
   if (replaced_dir >= 0) ::close(replaced_dir);
+  if (ChunkJournal* j = vault_.journal()) j->names_changed();  // open files' journal path hints
   change.renamed(from, src.entry, to, dst.entry, (flags & RENAME_EXCHANGE) != 0);
   // The source name is gone unless this was an exchange or a rename between two hard links of
   // one file (which POSIX makes a no-op).

@@ -13,6 +13,7 @@
 #include "fs/safe_open.h"
 #include "mount/encrypted_fs.h"
 #include "mount/encrypted_fs_handles.h"
+#include "mount/open_reply.h"
 
 namespace gcfs::mount {
 namespace {
@@ -126,7 +127,7 @@ void EncryptedFs::open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   auto* h = track(new FileHandle{&in, std::move(content), (fi->flags & O_APPEND) != 0 && !options_.writeback_cache});
   fi->fh = reinterpret_cast<std::uint64_t>(h);
   fi->keep_cache = 0;  // a fresh open rereads from us: the ciphertext is the truth
-  if (fuse_reply_open(req, fi) != 0) {
+  if (reply_open(req, fi) != 0) {  // O_DIRECT: parallel direct writes (mount/open_reply.h)
     untrack(h);
     delete h;
     release_content(in);
@@ -180,6 +181,9 @@ void EncryptedFs::create(fuse_req_t req, fuse_ino_t parent, const char* name, mo
   auto* h = track(new FileHandle{&in, std::move(content), (fi->flags & O_APPEND) != 0 && !options_.writeback_cache});
   fi->fh = reinterpret_cast<std::uint64_t>(h);
   fi->keep_cache = 0;
+  // O_DIRECT: direct I/O as reply_open gives, so this handle does not hold the inode in cached
+  // mode (which makes the kernel serialize every other handle's direct writes).
+  if (fi->flags & O_DIRECT) fi->direct_io = 1;
   if (fuse_reply_create(req, &e, fi) != 0) {
     untrack(h);
     delete h;

@@ -10,11 +10,13 @@ cmake -S . -B "$build" -DGPUCRYPTFS_STATIC=ON -DCMAKE_BUILD_TYPE=Release -DCMAKE
 # The mounted-vault integration suites and the volume suite too: the device run drives them with
 # --engine gpu.
 integration="integration_fs_ops_test integration_programs_test integration_random_ops_test integration_tamper_test
-             integration_cli_test integration_concurrency_test integration_fd_cache_test volume_mount_test"
-cmake --build "$build" -j"${JOBS:-2}" --target gpu_math_test gpu_engine_test gpu_engine_bench gpucryptfs $integration
+             integration_cli_test integration_concurrency_test integration_fd_cache_test integration_file_size_test
+             integration_local_users_test volume_mount_test"
+cmake --build "$build" -j"${JOBS:-2}" --target gpu_math_test gpu_engine_test gpu_buffers_test gpu_engine_bench gpucryptfs \
+  $integration
 rm -rf "$build/carry"
 mkdir -p "$build/carry"
-cp "$build/tests/gpu_math_test" "$build/tests/gpu_engine_test" "$build/tests/gpu_engine_bench" \
+cp "$build/tests/gpu_math_test" "$build/tests/gpu_engine_test" "$build/tests/gpu_buffers_test" "$build/tests/gpu_engine_bench" \
    "$build/mount/gpucryptfs" "$build/carry/"
 for t in $integration; do cp "$build/tests/$t" "$build/carry/"; done
 strip --strip-debug "$build"/carry/* || true

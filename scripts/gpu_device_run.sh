@@ -65,6 +65,8 @@ fi
 {
   timeout 60 "$BIN/gpu_math_test" 2>&1 | tail -5
   timeout 170 "$BIN/gpu_engine_test" 2>&1
+  # Freed device buffers hold no key or plaintext (docs/SECURITY.md, "Key material in memory").
+  [ -x "$BIN/gpu_buffers_test" ] && timeout 60 "$BIN/gpu_buffers_test" 2>&1
 } > "$OUT/tests.txt"
 grep -E '^\[  (PASSED|FAILED|SKIPPED) |FAILED|tests ran' "$OUT/tests.txt"
 for p in "${integ_pids[@]}"; do wait "$p"; done

@@ -3,8 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <random>
+#include <set>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -235,6 +238,29 @@ TEST(ThreadPool, PropagatesExceptionsAfterAllItemsFinish) {
   std::atomic<int> again{0};
   pool.parallel_for(10, [&](std::size_t) { again.fetch_add(1); });
   EXPECT_EQ(again.load(), 10);
+}
+
+// A batch that may use at most N helpers runs on at most N + 1 threads (the cpu engine gives each
+// of several batches in flight its share of the cores this way), and on the caller alone for 0.
+TEST(ThreadPool, MaxHelpersBoundsTheThreadsOfABatch) {
+  ThreadPool pool(3);
+  for (std::size_t max_helpers : {0, 1, 2}) {
+    std::mutex mu;
+    std::set<std::thread::id> seen;
+    std::atomic<int> hits{0};
+    pool.parallel_for(
+        200,
+        [&](std::size_t) {
+          std::this_thread::sleep_for(std::chrono::microseconds(200));  // long enough for helpers to join
+          hits.fetch_add(1);
+          std::lock_guard lk(mu);
+          seen.insert(std::this_thread::get_id());
+        },
+        max_helpers);
+    EXPECT_EQ(hits.load(), 200);
+    EXPECT_LE(seen.size(), max_helpers + 1) << max_helpers;
+    if (max_helpers == 0) EXPECT_EQ(seen, std::set<std::thread::id>{std::this_thread::get_id()});
+  }
 }
 
 TEST(ThreadPool, ZeroWorkersRunsOnCaller) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -271,6 +272,37 @@ TEST_F(JournalRecords, SlotsAreReusedAndConcurrentWritesGetTheirOwn) {
   held[0].release();
   t.join();
   EXPECT_TRUE(got.load());
+}
+
+// The path hint of a descriptor: its file relative to CIPHERDIR, following renames; empty once the
+// file is deleted or for a file elsewhere; and in a child forked after a first use, the child's
+// own descriptor (the /proc/self/fd kept open by the parent lists the parent's).
+TEST_F(JournalRecords, PathHintsNameTheDescriptorsFileInThisProcess) {
+  auto j = open_journal();
+  const std::string sub = tmp.path() + "/sub";
+  ASSERT_EQ(::mkdir(sub.c_str(), 0700), 0);
+  int a = ::open((sub + "/a").c_str(), O_RDWR | O_CREAT, 0600);
+  ASSERT_GE(a, 0);
+  EXPECT_EQ(j->hint_for_fd(a), "sub/a");
+  ASSERT_EQ(::rename((sub + "/a").c_str(), (sub + "/b").c_str()), 0);
+  EXPECT_EQ(j->hint_for_fd(a), "sub/b");
+  int c = ::open((sub + "/c").c_str(), O_RDWR | O_CREAT, 0600);
+  ASSERT_GE(c, 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // Descriptor number a now names c in this process only.
+    ::_exit(::dup2(c, a) == a && j->hint_for_fd(a) == "sub/c" ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child's hint named the parent's file";
+  EXPECT_EQ(j->hint_for_fd(a), "sub/b");
+  ASSERT_EQ(::unlink((sub + "/b").c_str()), 0);
+  EXPECT_EQ(j->hint_for_fd(a), "");
+  int outside = ::open("/dev/null", O_RDONLY);
+  EXPECT_EQ(j->hint_for_fd(outside), "");
+  for (int fd : {a, c, outside}) ::close(fd);
 }
 
 TEST_F(JournalRecords, LongRunsAreSplitOverSlots) {

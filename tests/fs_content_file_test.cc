@@ -26,6 +26,7 @@
 #include "crypto/cpu_engine.h"
 #include "crypto/kdf.h"
 #include "crypto/key_ring.h"
+#include "fs/chunk_journal.h"
 #include "fs/chunk_layout.h"
 #include "fs/content_file.h"
 #include "fs/file_header.h"
@@ -325,6 +326,81 @@ TEST_F(ContentFileTest, EveryRewriteOfAChunkGetsAFreshNonceAndTouchesOnlyThatChu
   EXPECT_EQ(b.raw(0, 24), header);  // the file ID, hence the key, stays
   for (int k : {0, 1, 3}) EXPECT_EQ(b.raw(b.layout.disk_offset(k), D), before[k]) << k;
   EXPECT_EQ(b.read_all(f), data);
+}
+
+// A rewrite of part of a durable chunk journals that chunk's on-disk bytes before the write as
+// its pre-image (the ciphertext the chunk was opened from is reused, not read again): the slot's
+// payload, left behind after the record was invalidated, is exactly the old chunk, for a chunk in
+// the middle and for a short last chunk, and for a truncation that reseals the new last chunk.
+TEST_F(ContentFileTest, PartialRewritesJournalTheChunkAsItWasOnDisk) {
+  const std::uint32_t C = 4096;
+  Backing b(file_path("preimage"), C);
+  std::string err;
+  const int dfd = ::open(dir.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(dfd, 0);
+  auto j = ChunkJournal::open(dfd, dir.path(), b.keys, C, 4, &err);
+  ::close(dfd);
+  ASSERT_TRUE(j) << err;
+  b.file = std::make_unique<ContentFile>(b.fd, b.layout, b.engine, b.keys, b.path, j.get());
+  ContentFile& f = *b.file;
+  const Bytes data = pattern(3 * C + 100, 9);
+  ASSERT_EQ(f.write(0, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  f.mark_durable();
+  const std::uint64_t D = b.layout.disk_chunk_size();
+  auto slot0_payload = [&](std::size_t len) {
+    Bytes got(len);
+    int jfd = ::open(file_path(kJournalFileName).c_str(), O_RDONLY);
+    EXPECT_GE(jfd, 0);
+    EXPECT_EQ(::pread(jfd, got.data(), len, kJournalHeaderBlock), static_cast<ssize_t>(len));
+    ::close(jfd);
+    return got;
+  };
+  const Bytes old1 = b.raw(b.layout.disk_offset(1), D);
+  ASSERT_EQ(f.write(C + 10, data.data(), 20), 20);
+  EXPECT_EQ(slot0_payload(D), old1);
+  const Bytes old3 = b.raw(b.layout.disk_offset(3), 100 + kChunkOverhead);
+  ASSERT_EQ(f.write(3 * C + 5, data.data(), 10), 10);
+  EXPECT_EQ(slot0_payload(100 + kChunkOverhead), old3);
+  const Bytes old2 = b.raw(b.layout.disk_offset(2), D);
+  ASSERT_EQ(f.truncate(2 * C + 50), 0);
+  EXPECT_EQ(slot0_payload(D), old2);
+  EXPECT_EQ(j->slots_in_use(), 0u);
+  Bytes want(data.begin(), data.begin() + 2 * C + 50);
+  std::copy(data.begin(), data.begin() + 20, want.begin() + C + 10);
+  EXPECT_EQ(b.read_all(f), want);
+}
+
+// The journal record of a rewrite names the file by its path under CIPHERDIR, which recovery
+// needs; the path is read once and kept until the journal hears that names moved.
+TEST_F(ContentFileTest, JournalPathHintFollowsRenamesTheJournalIsToldOf) {
+  const std::uint32_t C = 4096;
+  Backing b(file_path("f"), C);
+  std::string err;
+  const int dfd = ::open(dir.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(dfd, 0);
+  auto j = ChunkJournal::open(dfd, dir.path(), b.keys, C, 4, &err);
+  ::close(dfd);
+  ASSERT_TRUE(j) << err;
+  b.file = std::make_unique<ContentFile>(b.fd, b.layout, b.engine, b.keys, b.path, j.get());
+  ContentFile& f = *b.file;
+  const Bytes data = pattern(2 * C, 11);
+  ASSERT_EQ(f.write(0, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  f.mark_durable();
+  auto slot0_path = [&] {
+    Bytes h(kJournalHeaderBlock);
+    int jfd = ::open(file_path(kJournalFileName).c_str(), O_RDONLY);
+    EXPECT_GE(jfd, 0);
+    EXPECT_EQ(::pread(jfd, h.data(), h.size(), 0), static_cast<ssize_t>(h.size()));
+    ::close(jfd);
+    const std::uint32_t len = std::uint32_t{h[12]} << 24 | std::uint32_t{h[13]} << 16 | std::uint32_t{h[14]} << 8 | h[15];
+    return std::string(reinterpret_cast<const char*>(h.data()) + kJournalRecordHeaderBytes, len);
+  };
+  ASSERT_EQ(f.write(10, data.data(), 5), 5);
+  EXPECT_EQ(slot0_path(), "f");
+  ASSERT_EQ(::rename(file_path("f").c_str(), file_path("g").c_str()), 0);
+  j->names_changed();
+  ASSERT_EQ(f.write(20, data.data(), 5), 5);
+  EXPECT_EQ(slot0_path(), "g");
 }
 
 TEST_F(ContentFileTest, OnDiskBytesAreExactlyTheDocumentedFormat) {

@@ -116,6 +116,47 @@ TEST_F(FsOps, ReadOnlyDirectoryModeStillGetsItsIv) {
   EXPECT_TRUE(list_dir(v_.path("ro")).empty());
 }
 
+// A rewrite of fsynced bytes is journaled with the file's path under CIPHERDIR (what recovery
+// after a SIGKILL opens); the daemon keeps that path between writes, so a rename through the mount,
+// here of the directory above an open file, must make the next record carry the new path.
+TEST_F(FsOps, JournalRecordsCarryThePathAfterARenameAbove) {
+  ASSERT_EQ(::mkdir(v_.path("d").c_str(), 0755), 0);
+  int fd = ::open(v_.path("d/x").c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  const std::string data(8192, 'q');
+  ASSERT_EQ(::pwrite(fd, data.data(), data.size(), 0), static_cast<ssize_t>(data.size()));
+  ASSERT_EQ(::fsync(fd), 0);
+  auto slot0_path = [&] {
+    std::string h(4096, '\0');
+    int jfd = ::open((v_.cipherdir() + "/gpucryptfs.journal").c_str(), O_RDONLY);
+    EXPECT_GE(jfd, 0);
+    EXPECT_EQ(::pread(jfd, h.data(), h.size(), 0), static_cast<ssize_t>(h.size()));
+    ::close(jfd);
+    const auto* u = reinterpret_cast<const unsigned char*>(h.data());
+    const std::size_t len = std::size_t{u[12]} << 24 | std::size_t{u[13]} << 16 | std::size_t{u[14]} << 8 | u[15];
+    return h.substr(120, len);
+  };
+  auto cipher_path = [&] {  // the one directory, and the one file in it
+    std::string dir, file;
+    for (const auto& e : list_dir(v_.cipherdir()))
+      if (e.rfind("gpucryptfs.", 0) != 0) dir = e;
+    for (const auto& e : list_dir(v_.cipherdir() + "/" + dir))
+      if (e.rfind("gpucryptfs.", 0) != 0) file = e;
+    return dir + "/" + file;
+  };
+  ASSERT_EQ(::pwrite(fd, "ab", 2, 100), 2);
+  ASSERT_EQ(::fsync(fd), 0);
+  const std::string before = cipher_path();
+  EXPECT_EQ(slot0_path(), before);
+  ASSERT_EQ(::rename(v_.path("d").c_str(), v_.path("e").c_str()), 0);
+  ASSERT_EQ(::pwrite(fd, "cd", 2, 200), 2);
+  ASSERT_EQ(::fsync(fd), 0);
+  const std::string after = cipher_path();
+  EXPECT_NE(after, before);
+  EXPECT_EQ(slot0_path(), after);
+  ::close(fd);
+}
+
 TEST_F(FsOps, RenameReplaceNoreplaceAndExchange) {
   write_file(v_.path("a"), "A");
   write_file(v_.path("b"), "B");
