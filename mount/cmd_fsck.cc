@@ -17,6 +17,7 @@
 #include "fs/engine_factory.h"
 #include "fs/vault.h"
 #include "fs/vault_check.h"
+#include "mount/cli_checks.h"
 #include "mount/cli_options.h"
 #include "mount/commands.h"
 #include "mount/exit_status.h"
@@ -86,7 +87,11 @@ int cmd_fsck(int argc, char** argv) {
     if (!parse_command_line(argc, argv, opts, {{"CIPHERDIR", &cipherdir}})) return static_cast<int>(kExitOk);
     while (cipherdir.size() > 1 && cipherdir.back() == '/') cipherdir.pop_back();
 
+    // Every path and option value is checked before the password is asked for.
+    require_engine_name(engine);
+    require_vault_directory(cipherdir, "fsck");
     VaultConfig cfg = Vault::load_config(cipherdir);
+    require_usable_gpu_for(engine);
     std::unique_ptr<Vault> vault;
     {
       const SecretString password = read_password(pw_src, "Password: ");

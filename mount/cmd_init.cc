@@ -4,6 +4,7 @@
 
 #include "crypto/errors.h"
 #include "fs/vault.h"
+#include "mount/cli_checks.h"
 #include "mount/cli_options.h"
 #include "mount/commands.h"
 #include "mount/exit_status.h"
@@ -32,6 +33,7 @@ int cmd_init(int argc, char** argv) {
     if (!valid_chunk_size(chunk_size))
       throw po::error("--chunk-size must be a power of two from 4096 to 1048576, got " + std::to_string(chunk_size));
     if (scrypt_logn < 10 || scrypt_logn > 28) throw po::error("--scrypt-logn must be from 10 to 28");
+    require_empty_directory(cipherdir);  // before the password is asked for, twice
     ScryptParams scrypt;
     scrypt.log_n = scrypt_logn;
     {

@@ -5,6 +5,7 @@
 
 #include "crypto/errors.h"
 #include "fs/vault.h"
+#include "mount/cli_checks.h"
 #include "mount/cli_options.h"
 #include "mount/commands.h"
 #include "mount/exit_status.h"
@@ -25,7 +26,8 @@ int cmd_passwd(int argc, char** argv) {
         "extpass", po::value(&old_src.extpass), "run this command for the current password")(
         "new-passfile", po::value(&new_src.passfile), "read the new password from this file");
     if (!parse_command_line(argc, argv, opts, {{"CIPHERDIR", &cipherdir}})) return kExitOk;
-    VaultConfig cfg = Vault::load_config(cipherdir);
+    require_vault_directory(cipherdir, "passwd");
+    VaultConfig cfg = Vault::load_config(cipherdir);  // before any password is asked for
     // Each password is a SecretString: wiped when its block ends, or on the way out when
     // unlock (a wrong password), the prompt (the two new ones differ) or rewrap throws.
     SecretBytes master;

@@ -10,6 +10,7 @@
 #include "mount/commands.h"
 #include "mount/password.h"
 #include "mount/byte_size.h"
+#include "mount/cli_checks.h"
 #include "mount/cli_options.h"
 #include "mount/exit_status.h"
 
@@ -64,8 +65,7 @@ int volume_create(int argc, char** argv) {
     throw po::error("--chunk-size must be a power of two from 4K (4096) to 1M (1048576), got " + chunk_text);
   const auto chunk_size = static_cast<std::uint32_t>(chunk);
   const std::uint64_t size = size_option("--size", size_text, chunk_size);
-  struct stat st {};
-  if (::stat(container.c_str(), &st) == 0) throw UserError(container + " already exists; choose a new file name");
+  require_new_container(container);  // before the password is asked for, twice
 
   SecretString password = read_password({passfile, extpass}, "New volume password: ", true);
   ScryptParams params;
@@ -93,6 +93,7 @@ int volume_resize(int argc, char** argv) {
       ("extpass", po::value(&extpass), "run this command and read the password from its output");
   if (!parse_command_line(argc, argv, desc, {{"CONTAINER", &container}}))
     return kExitOk;
+  require_volume_container(container, "");
   VolumeContainer vol(container, true);  // exclusive lock: refuses a mounted volume
   const std::uint64_t old_size = vol.config().volume_size;
   const std::uint64_t size = size_option("--size", size_text, vol.config().chunk_size);

@@ -9,6 +9,7 @@
 #include "mount/commands.h"
 #include "mount/fuse_runner.h"
 #include "mount/password.h"
+#include "mount/cli_checks.h"
 #include "mount/cli_options.h"
 #include "mount/exit_status.h"
 #include "mount/volume_daemon.h"
@@ -39,13 +40,15 @@ int cmd_volume_mount(int argc, char** argv) {
        "CUDA streams per GPU: batches in flight at once, each with its own pinned staging");
   if (!parse_command_line(argc, argv, desc, {{"CONTAINER", &container}, {"MOUNTDIR", &mountdir}}))
     return kExitOk;
+  require_engine_name(engine);
   if (threads < 1 || threads > 256) throw po::error("--threads must be from 1 to 256");
   const std::vector<int> gpu_list = parse_gpu_list(gpus);
   if (gpu_streams < 1 || gpu_streams > 64) throw po::error("--gpu-streams must be from 1 to 64");
 
+  // Every path and option value is checked before the password is asked for.
+  require_volume_container(container, "mount");
   mount::check_mountpoint(mountdir, kExitBadMountpoint);
-  if (!std::filesystem::is_regular_file(container))
-    throw UserError("no volume container at " + container + " (create one with 'gpucryptfs volume create')");
+  require_usable_gpu_for(engine);
   if (!log_file.empty()) log::to_file(log_file);
 
   mount::VolumeMountSetup setup;
