@@ -30,4 +30,8 @@ void require_engine_name(const std::string& name);
 // --engine gpu: a usable GPU must be there, said before the password prompt (1, with the reason).
 void require_usable_gpu_for(const std::string& engine_name);
 
+// The mountpoint of a gpucryptfs mount whose source is cipherdir (as mount sets fsname), or ""
+// when it is not mounted. Read from /proc/self/mountinfo.
+std::string find_mountpoint_of(const std::string& cipherdir);
+
 }  // namespace gcfs::cli

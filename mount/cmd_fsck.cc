@@ -70,20 +70,22 @@ int cmd_fsck(int argc, char** argv) {
   return run_command("fsck", [&] {
     PasswordSource pw_src;
     std::string cipherdir, engine = "auto";
-    bool repair = false;
+    bool repair = false, force = false;
     po::options_description opts(
         "usage: gpucryptfs fsck [OPTIONS] CIPHERDIR\n\n"
         "Reads every header, chunk, name, long-name file, symlink and extended attribute of the\n"
         "vault in CIPHERDIR and lists what fails authentication. Exit status 0: clean; 26: problems\n"
-        "found. Run it while the vault is not mounted.\n\noptions");
+        "found. A mounted vault is refused (unmount it first, or see --force).\n\noptions");
     opts.add_options()("help,h", "show this help")(
         "passfile", po::value(&pw_src.passfile), "read the password from the first line of this file")(
         "extpass", po::value(&pw_src.extpass), "run this command and read the password from its output")(
         "engine", po::value(&engine)->default_value(engine), "cipher engine: auto, cpu or gpu")(
         "repair", po::bool_switch(&repair),
-        "move items that cannot be read at all (names that do not decrypt, damaged headers, files none\n"
-        "of whose chunks read) into CIPHERDIR/gpucryptfs.lost+found, and put back chunks torn by a\n"
-        "killed daemon from the crash journal; nothing is deleted");
+        "move items that cannot be read at all (names that do not decrypt, damaged headers, files none "
+        "of whose chunks read) into CIPHERDIR/gpucryptfs.lost+found, and put back chunks torn by a "
+        "killed daemon from the crash journal; nothing is deleted; never while the vault is mounted")(
+        "force", po::bool_switch(&force),
+        "check a vault that is mounted: files its daemon is writing may show as damaged; never with --repair");
     if (!parse_command_line(argc, argv, opts, {{"CIPHERDIR", &cipherdir}})) return static_cast<int>(kExitOk);
     while (cipherdir.size() > 1 && cipherdir.back() == '/') cipherdir.pop_back();
 
@@ -92,6 +94,17 @@ int cmd_fsck(int argc, char** argv) {
     require_vault_directory(cipherdir, "fsck");
     VaultConfig cfg = Vault::load_config(cipherdir);
     require_usable_gpu_for(engine);
+    // A live daemon rewrites chunks and moves entries under fsck's feet: reports about them would
+    // be noise, and --repair could move or restore what the daemon has just written.
+    if (const std::string mp = find_mountpoint_of(cipherdir); !mp.empty()) {
+      const std::string unmount = "unmount it first ('fusermount3 -u " + mp + "')";
+      if (repair) throw UserError(cipherdir + " is mounted on " + mp + ": --repair would race its daemon; " + unmount);
+      if (!force)
+        throw UserError(cipherdir + " is mounted on " + mp + ": " + unmount +
+                        ", or give --force to check it anyway (files being written may show as damaged)");
+      std::cerr << "fsck: " << cipherdir << " is mounted on " << mp
+                << "; checking anyway (--force): files being written may show as damaged\n";
+    }
     std::unique_ptr<Vault> vault;
     {
       const SecretString password = read_password(pw_src, "Password: ");

@@ -1,6 +1,6 @@
 // A newcomer's first hour with the CLI (issue 20): passwords typed ahead into a terminal and given
 // on standard input, every path and option value checked before the password prompt, and each
-// exit code of the README's table.
+// exit code of the README's table, and fsck refusing a mounted vault.
 // Terminals are real pseudo-terminals from script(1); every command runs under timeout(1), so a
 // prompt that waits fails the test instead of hanging it.
 #include <unistd.h>
@@ -170,6 +170,26 @@ TEST(CliPrompt, EveryExitCodeOfTheReadme) {
     const auto r = run_shell(bin() + " fsck --passfile " + shell_quote(m.passfile()) + " " + shell_quote(m.cipherdir()));
     EXPECT_EQ(r.status, 26) << r.output;
   }
+}
+
+TEST(CliPrompt, FsckRefusesAMountedVaultAndRepairAlways) {
+  MountedVault m;
+  write_file(m.path("a"), "hello");
+  const std::string fsck = bin() + " fsck --passfile " + shell_quote(m.passfile()) + " ";
+  auto r = run_shell(fsck + shell_quote(m.cipherdir()));
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("is mounted on " + m.mountpoint()), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--force"), std::string::npos) << r.output;
+  r = run_shell(fsck + "--force " + shell_quote(m.cipherdir() + "/"));
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("checking anyway"), std::string::npos) << r.output;
+  r = run_shell(fsck + "--repair --force " + shell_quote(m.cipherdir()));
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("--repair would race"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(m.cipherdir() + "/gpucryptfs.lost+found"));
+  m.unmount();
+  r = run_shell(fsck + "--repair " + shell_quote(m.cipherdir()));
+  EXPECT_EQ(r.status, 0) << r.output;
 }
 
 }  // namespace
