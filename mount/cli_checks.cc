@@ -177,6 +177,19 @@ void require_engine_name(const std::string& name) {
     throw boost::program_options::error("--engine " + name + ": choose cpu, gpu or auto");
 }
 
+void require_existing_gpus(const std::vector<int>& gpus) {
+  if (gpus.empty()) return;  // all
+  const GpuProbe p = probe_gpus();
+  for (int g : gpus) {
+    if (g < p.count) continue;
+    const std::string have =
+        p.count == 0 ? "this machine has no usable GPU: " + p.why_none
+                     : "this machine has " + std::to_string(p.count) + " GPU(s), numbered 0 to " + std::to_string(p.count - 1);
+    throw boost::program_options::error("--gpus: there is no GPU " + std::to_string(g) + " (" + have +
+                                        "; 'gpucryptfs info' lists them)");
+  }
+}
+
 void require_usable_gpu_for(const std::string& engine_name) {
   if (engine_name != "gpu") return;
   const GpuProbe p = probe_gpus();

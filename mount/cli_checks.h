@@ -27,6 +27,10 @@ void require_new_container(const std::string& container);
 // --engine: cpu, gpu or auto; anything else is a usage error (2).
 void require_engine_name(const std::string& name);
 
+// --gpus: every number must name a GPU this machine has (`gpucryptfs info` numbering); a usage
+// error (2) saying how many there are, or why there are none, whether or not this build has CUDA.
+void require_existing_gpus(const std::vector<int>& gpus);
+
 // --engine gpu: a usable GPU must be there, said before the password prompt (1, with the reason).
 void require_usable_gpu_for(const std::string& engine_name);
 

@@ -101,6 +101,7 @@ int cmd_mount(int argc, char** argv) {
     mount::check_mountpoint(mo.mountpoint, kExitBadMountpoint);
     if (mo.mountpoint == cipherdir || mo.mountpoint.starts_with(cipherdir + "/"))
       throw mount::MountFailure(kExitBadMountpoint, "the mountpoint must not lie inside CIPHERDIR");
+    require_existing_gpus(engine.gpu.devices);
     require_usable_gpu_for(engine.name);
     // The parent of a detached mount keeps its copy until it returns: SecretString wipes it on
     // every way out.

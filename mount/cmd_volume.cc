@@ -26,8 +26,8 @@ namespace {
 // size (or 0) is a command-line mistake, so it becomes a usage error (exit 2, docs/USAGE.md)
 // naming the option instead of parse_byte_size's plain failure.
 std::uint64_t size_option(const char* option, const std::string& text, std::uint32_t chunk_size = 0) {
+  const std::uint64_t bytes = parse_size_option(option, text);
   try {
-    const std::uint64_t bytes = parse_byte_size(text);
     return chunk_size == 0 ? bytes : volume_size_for(bytes, chunk_size);
   } catch (const UserError& e) {
     throw po::error(std::string(option) + ": " + e.what());

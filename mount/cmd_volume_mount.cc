@@ -48,6 +48,7 @@ int cmd_volume_mount(int argc, char** argv) {
   // Every path and option value is checked before the password is asked for.
   require_volume_container(container, "mount");
   mount::check_mountpoint(mountdir, kExitBadMountpoint);
+  require_existing_gpus(gpu_list);
   require_usable_gpu_for(engine);
   if (!log_file.empty()) log::to_file(log_file);
 

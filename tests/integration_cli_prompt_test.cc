@@ -1,8 +1,10 @@
 // A newcomer's first hour with the CLI (issue 20): passwords typed ahead into a terminal and given
-// on standard input, every path and option value checked before the password prompt, and each
-// exit code of the README's table, and fsck refusing a mounted vault.
+// on standard input, every path and option value checked before the password prompt, each exit
+// code of the README's table, fsck refusing a mounted vault, size suffixes, --gpus, the GPU
+// message, help text wrapped between words, and README's usage block against each --help.
 // Terminals are real pseudo-terminals from script(1); every command runs under timeout(1), so a
 // prompt that waits fails the test instead of hanging it.
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -103,6 +105,7 @@ TEST(CliPrompt, PathsAndOptionValuesAreCheckedBeforeThePrompt) {
       {"init --scrypt-logn 99 " + s.q("missing"), 2, "--scrypt-logn"},
       {"mount " + s.q("missing") + " " + mnt, 6, "No such file"},
       {"mount --engine foo " + v + " " + mnt, 2, "--engine foo"},
+      {"mount --gpus 7 " + v + " " + mnt, 2, "no GPU 7"},
       {"mount --gpu-streams 0 " + v + " " + mnt, 2, "--gpu-streams"},
       {"mount " + v + " " + s.q("occupied"), 10, "not empty"},
       {"mount " + v + " " + s.q("missing"), 10, "mountpoint"},
@@ -117,6 +120,7 @@ TEST(CliPrompt, PathsAndOptionValuesAreCheckedBeforeThePrompt) {
       {"volume mount " + s.q("missing.gcv") + " " + mnt, 6, "no volume container"},
       {"volume mount " + v + " " + mnt, 23, "directory vault, not a volume container: use `gpucryptfs mount`"},
       {"volume mount --engine foo " + c + " " + mnt, 2, "--engine foo"},
+      {"volume mount --gpus 7 " + c + " " + mnt, 2, "no GPU 7"},
       {"volume mount " + c + " " + s.q("occupied"), 10, "not empty"},
       {"volume resize --size 2M " + s.q("pw"), 23, "not a gpucryptfs volume container"},
   };
@@ -190,6 +194,120 @@ TEST(CliPrompt, FsckRefusesAMountedVaultAndRepairAlways) {
   m.unmount();
   r = run_shell(fsck + "--repair " + shell_quote(m.cipherdir()));
   EXPECT_EQ(r.status, 0) << r.output;
+}
+
+TEST(CliPrompt, SizeSuffixesWhereverSizesAre) {
+  Scratch s;
+  ::mkdir(s.path("k").c_str(), 0700);
+  auto r = run_shell(bin() + " init --chunk-size 16K --scrypt-logn 10 --passfile " + s.q("pw") + " " + s.q("k"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = run_shell(bin() + " info " + s.q("k"));
+  EXPECT_NE(r.output.find("chunk size 16384"), std::string::npos) << r.output;
+  r = run_shell(bin() + " volume create --size 1M --chunk-size 4096 --scrypt-logn 10 --passfile " + s.q("pw") + " " +
+                s.q("c.gcv"));
+  EXPECT_EQ(r.status, 0) << r.output;
+}
+
+// On a machine without libcuda.so.1 (no driver, so no usable GPU), `info` says so and does not
+// blame the driver's age; --gpus naming a GPU is refused whether or not the build has CUDA.
+TEST(CliPrompt, GpuMessageTellsNoDriverFromAnOldOne) {
+  void* lib = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (lib) {
+    ::dlclose(lib);
+    GTEST_SKIP() << "this machine has an NVIDIA driver";
+  }
+  const auto r = run_shell(bin() + " info");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("no NVIDIA GPU/driver found"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("new enough"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("too old"), std::string::npos) << r.output;
+}
+
+std::vector<std::string> help_commands() {
+  return {"init", "mount", "passwd", "info", "fsck", "bench", "volume create", "volume mount", "volume resize"};
+}
+
+// Descriptions of --help: each option's text with its continuation lines joined by one space.
+std::map<std::string, std::string> option_texts(const std::string& help) {
+  std::map<std::string, std::string> out;
+  std::istringstream in(help.substr(help.find("options:")));
+  std::string line, current;
+  while (std::getline(in, line)) {
+    if (line.starts_with("  -")) {
+      current = line.substr(0, line.find("  ", 2));
+      out[current] = line.size() > current.size() ? line.substr(current.size()) : "";
+    } else if (!current.empty() && line.starts_with("   ")) {
+      out[current] += " " + line;
+    }
+  }
+  for (auto& [k, text] : out) text = std::regex_replace(std::regex_replace(text, std::regex("\\s+"), " "), std::regex("^ | $"), "");
+  return out;
+}
+
+// Wrapped narrow, the help holds the same words as unwrapped: a line break never cuts a word
+// ("lost+fo / und"), and nothing is wider than the width asked for (but a word longer than it).
+TEST(CliPrompt, HelpWrapsBetweenWords) {
+  for (const auto& c : help_commands()) {
+    const auto wide = run_shell("COLUMNS=2000 " + bin() + " " + c + " --help");
+    const auto narrow = run_shell("COLUMNS=60 " + bin() + " " + c + " --help");
+    ASSERT_EQ(wide.status, 0) << c << wide.output;
+    EXPECT_EQ(option_texts(narrow.output), option_texts(wide.output)) << c << "\n" << narrow.output;
+    std::istringstream in(wide.output.substr(wide.output.find("options:")));
+    std::string line;
+    std::getline(in, line);
+    while (std::getline(in, line))
+      EXPECT_TRUE(line.starts_with("  -") || line.empty()) << c << ": wrapped at 2000 columns:\n" << line;
+    in = std::istringstream(narrow.output.substr(narrow.output.find("options:")));
+    while (std::getline(in, line)) {
+      const auto last_space = line.rfind(' ');
+      EXPECT_TRUE(line.size() <= 60 || last_space < 34) << c << ": wider than 60 columns:\n" << line;
+    }
+  }
+  const auto fsck = run_shell("COLUMNS=80 " + bin() + " fsck --help");
+  EXPECT_NE(fsck.output.find("CIPHERDIR/gpucryptfs.lost+found"), std::string::npos) << fsck.output;
+}
+
+// README's usage block and each command's --help cannot drift apart: every option the block
+// shows exists, and every password option a command takes is shown.
+TEST(CliPrompt, ReadmeUsageBlockMatchesEachHelp) {
+  std::ifstream in(std::string(GCFS_SOURCE_DIR) + "/README.md");
+  ASSERT_TRUE(in) << "README.md not found";
+  std::string line, block;
+  bool inside = false, after_heading = false;
+  while (std::getline(in, line)) {
+    if (line == "## Usage") after_heading = true;
+    else if (after_heading && !inside && line.starts_with("```")) inside = true;
+    else if (inside && line.starts_with("```")) break;
+    else if (inside) block += line + "\n";
+  }
+  ASSERT_FALSE(block.empty()) << "no usage block after '## Usage' in README.md";
+  // Lines of one command: "gpucryptfs CMD ..." and its indented continuations.
+  std::map<std::string, std::string> shown;
+  std::istringstream lines(block);
+  std::string cmd;
+  while (std::getline(lines, line)) {
+    std::smatch m;
+    if (std::regex_search(line, m, std::regex("^gpucryptfs (volume [a-z]+|[a-z]+)"))) cmd = m[1];
+    else if (!line.starts_with(" ")) cmd.clear();
+    if (!cmd.empty()) shown[cmd] += line + "\n";
+  }
+  for (const auto& c : help_commands()) {
+    ASSERT_TRUE(shown.count(c)) << "README's usage block has no line for 'gpucryptfs " << c << "'";
+    const auto help = run_shell("COLUMNS=2000 " + bin() + " " + c + " --help");
+    ASSERT_EQ(help.status, 0) << c;
+    std::set<std::string> in_help;
+    const std::regex opt("(^|[ \\[])(--[a-z][a-z0-9-]*|-[a-zA-Z])\\b");
+    for (std::sregex_iterator it(help.output.begin(), help.output.end(), opt), end; it != end; ++it) in_help.insert((*it)[2]);
+    const std::string& text = shown[c];
+    for (std::sregex_iterator it(text.begin(), text.end(), opt), end; it != end; ++it)
+      EXPECT_TRUE(in_help.count((*it)[2])) << "README shows " << (*it)[2] << " for 'gpucryptfs " << c
+                                            << "', which its --help does not list";
+    for (const char* pw_option : {"--passfile", "--extpass", "--new-passfile"}) {
+      if (!in_help.count(pw_option)) continue;
+      EXPECT_NE(text.find(pw_option), std::string::npos)
+          << "'gpucryptfs " << c << "' takes " << pw_option << ", README's usage block does not show it";
+    }
+  }
 }
 
 }  // namespace
