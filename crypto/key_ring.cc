@@ -28,6 +28,7 @@ KeyRing::KeyRing(std::span<const std::uint8_t> master_key) {
   std::copy(master_key.begin(), master_key.end(), master_.bytes.begin());
   names_ = derive<64>(master_.bytes, {}, "gpucryptfs v1 names AES-256-SIV");
   blob_ = derive<32>(master_.bytes, {}, "gpucryptfs v1 metadata AES-256-GCM");
+  journal_ = derive<32>(master_.bytes, {}, "gpucryptfs v1 journal records HMAC-SHA256");
 }
 
 ChunkKey KeyRing::content_key(const FileId& file_id) const {

@@ -16,6 +16,7 @@ constexpr std::size_t kFileIdBytes = 16;
 using FileId = std::array<std::uint8_t, kFileIdBytes>;
 using NamesKey = SecretKey<64>;  // AES-256-SIV takes two AES-256 keys
 using BlobKey = SecretKey<32>;   // AES-256-GCM for symlink targets and xattr values
+using JournalKey = SecretKey<32>;  // HMAC-SHA256 over crash-journal records (fs/journal_record.h)
 
 class KeyRing {
  public:
@@ -26,11 +27,15 @@ class KeyRing {
   ChunkKey content_key(const FileId& file_id) const;
   const NamesKey& names_key() const { return names_; }
   const BlobKey& blob_key() const { return blob_; }
+  // Authenticates the crash journal's records, so that a record planted in CIPHERDIR by someone
+  // without the master key is never acted on. Derived, never stored: the vault format is unchanged.
+  const JournalKey& journal_key() const { return journal_; }
 
  private:
   SecretKey<kMasterKeyBytes> master_;
   NamesKey names_;
   BlobKey blob_;
+  JournalKey journal_;
 };
 
 }  // namespace gcfs

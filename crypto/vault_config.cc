@@ -1,15 +1,10 @@
 #include "crypto/vault_config.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <climits>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "crypto/aes_gcm.h"
 #include "crypto/base64url.h"
@@ -86,7 +81,35 @@ std::vector<std::string> string_list_field(const json& j, const char* name) {
   return v.get<std::vector<std::string>>();
 }
 
+// "384 MiB", "256 GiB": memory sizes for the cost messages.
+std::string memory_text(std::uint64_t bytes) {
+  constexpr std::uint64_t kGiB = std::uint64_t{1} << 30;
+  if (bytes % kGiB == 0 || bytes >= 10 * kGiB) return std::to_string((bytes + kGiB - 1) / kGiB) + " GiB";
+  return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB";
+}
+
 }  // namespace
+
+std::uint64_t machine_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return 0;
+  return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page);
+}
+
+std::string kdf_cost_beyond_init(const ScryptParams& params, std::uint64_t machine_memory) {
+  const std::string cost = "scrypt N=2^" + std::to_string(params.log_n) + ", r=" + std::to_string(params.r) +
+                           ", p=" + std::to_string(params.p);
+  if (params.log_n > kMaxScryptLogN || params.r > kInitScryptR || params.p > kInitScryptP)
+    return cost + ", above the most `init` creates (N=2^" + std::to_string(kMaxScryptLogN) + " at most, with r=" +
+           std::to_string(kInitScryptR) + " and p=" + std::to_string(kInitScryptP) + ")";
+  // scrypt's working memory is 128 * r * N bytes (OpenSSL adds 128 * r * (p + 2)). Within init's
+  // range N may still be 2^28 (256 GiB at r = 8): a cost nobody chose for a machine that small.
+  const std::uint64_t memory = (std::uint64_t{128} * static_cast<std::uint64_t>(params.r)) << params.log_n;
+  if (machine_memory != 0 && memory > machine_memory / 2)
+    return cost + ", which needs " + memory_text(memory) + " of memory, more than half of this machine's " +
+           memory_text(machine_memory);
+  return "";
+}
 
 bool valid_chunk_size(std::uint64_t n) {
   return n >= kMinChunkSize && n <= kMaxChunkSize && (n & (n - 1)) == 0;
@@ -120,7 +143,17 @@ void VaultConfig::rewrap(const SecretBytes& master, std::string_view new_passwor
   key_tag = gcm_seal(kek, key_nonce, as_bytes(aad), master, wrapped_key.data());
 }
 
-SecretBytes VaultConfig::unlock(std::string_view password) const {
+void VaultConfig::check_kdf_cost(KdfPolicy policy) const {
+  if (policy == KdfPolicy::AllowExpensive) return;
+  const std::string why = kdf_cost_beyond_init(scrypt, machine_memory_bytes());
+  if (!why.empty())
+    throw ExpensiveKdf("the config asks for " + why +
+                       "; refused before running it, since anyone who can write the config can set it "
+                       "(pass --allow-expensive-kdf if you made it so)");
+}
+
+SecretBytes VaultConfig::unlock(std::string_view password, KdfPolicy policy) const {
+  check_kdf_cost(policy);
   SecretBytes kek = wrapping_key(*this, password);
   const std::string aad = authenticated_fields();
   SecretBytes master(wrapped_key.size());
@@ -163,7 +196,7 @@ VaultConfig VaultConfig::from_json(std::string_view text) {
     const json& kdf = object_field(j, "kdf");
     if (string_field(kdf, "name") != "scrypt") throw CorruptData("config names an unknown KDF");
     const std::int64_t log_n = integer_field(kdf, "log_n"), r = integer_field(kdf, "r"), p = integer_field(kdf, "p");
-    if (log_n < 10 || log_n > 28 || r < 1 || r > 64 || p < 1 || p > 16)
+    if (log_n < kMinScryptLogN || log_n > kMaxScryptLogN || r < 1 || r > 64 || p < 1 || p > 16)
       throw CorruptData("config has out-of-range scrypt parameters");
     c.scrypt.log_n = static_cast<int>(log_n);
     c.scrypt.r = static_cast<int>(r);
@@ -184,57 +217,6 @@ VaultConfig VaultConfig::from_json(std::string_view text) {
     throw CorruptData(std::string("the config file is missing a field or has one of the wrong type (") + e.what() + ")");
   }
   return c;
-}
-
-VaultConfig VaultConfig::load_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError("cannot read the config " + path + ": " + std::strerror(errno) + " (is this a gpucryptfs vault? create one with 'gpucryptfs init')");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  try {
-    return from_json(ss.str());
-  } catch (const CorruptData& e) {
-    throw CorruptData(path + ": " + e.what());
-  }
-}
-
-void VaultConfig::save_file(const std::string& path) const {
-  const std::string tmp = path + ".tmp";
-  const std::string text = to_json();
-  ::unlink(tmp.c_str());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0400);
-  if (fd < 0) throw UserError("cannot write " + tmp + ": " + std::strerror(errno));
-  std::size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw UserError("cannot write " + tmp + ": " + std::strerror(e));
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    throw UserError("cannot write " + tmp + ": " + std::strerror(e));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    throw UserError("cannot replace " + path + ": " + std::strerror(e));
-  }
-  // The rename reaches the disk with the directory, not with the file: without this, a crash
-  // soon after init or passwd can bring back the old config (or none at all).
-  const std::size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    (void)::fsync(dfd);  // best effort: some filesystems refuse fsync on directories
-    ::close(dfd);
-  }
 }
 
 }  // namespace gcfs

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "crypto/errors.h"
 #include "crypto/kdf.h"
 #include "crypto/secret.h"
 
@@ -23,6 +24,31 @@ constexpr std::uint32_t kMaxChunkSize = 1024 * 1024;
 constexpr const char* kConfigFileName = "gpucryptfs.conf";
 
 enum class VaultKind { Directory, Volume };
+
+// The scrypt costs `init` and `volume create` choose from: N = 2^10 to 2^28 (--scrypt-logn),
+// always with r = 8 and p = 1.
+constexpr int kMinScryptLogN = 10;
+constexpr int kMaxScryptLogN = 28;
+constexpr int kInitScryptR = 8;
+constexpr int kInitScryptP = 1;
+
+// Whether unlocking may run scrypt at a cost above what init creates. The cost is read from the
+// config before anything in it is authenticated, so anyone who can write CIPHERDIR (or the
+// container) could otherwise make every unlock take minutes and gigabytes before "wrong password".
+enum class KdfPolicy { RefuseAboveInit, AllowExpensive };
+
+// The config asks for a scrypt cost that init never chooses, and no option allowed it. A config
+// gpucryptfs did not write, so the CLI reports it as a damaged config (exit 23).
+struct ExpensiveKdf : CorruptData {
+  using CorruptData::CorruptData;
+};
+
+// Empty when `params` are within what init creates and their memory fits `machine_memory` bytes
+// (at most half of it); else why not, naming the cost: "scrypt N=2^20, r=8, p=4, above the
+// most `init` creates (...)".
+std::string kdf_cost_beyond_init(const ScryptParams& params, std::uint64_t machine_memory);
+// This machine's physical memory in bytes (0 when it cannot be told: the memory test is skipped).
+std::uint64_t machine_memory_bytes();
 
 struct VaultConfig {
   int version = kFormatVersion;
@@ -42,8 +68,12 @@ struct VaultConfig {
   static VaultConfig create(std::string_view password, std::uint32_t chunk_size, const ScryptParams& scrypt,
                             VaultKind kind, SecretBytes* master_out = nullptr);
 
-  // Throws WrongPassword when the wrap does not open.
-  SecretBytes unlock(std::string_view password) const;
+  // Throws WrongPassword when the wrap does not open, and ExpensiveKdf (before running scrypt)
+  // when the cost is above what init creates and policy does not allow it.
+  SecretBytes unlock(std::string_view password, KdfPolicy policy = KdfPolicy::RefuseAboveInit) const;
+  // The cost check of unlock() alone, for commands that want to refuse before asking for a
+  // password. Throws ExpensiveKdf naming the cost and the option that allows it.
+  void check_kdf_cost(KdfPolicy policy) const;
   // Wraps master again under a new password with a new salt (passwd).
   void rewrap(const SecretBytes& master, std::string_view new_password);
 
@@ -51,10 +81,7 @@ struct VaultConfig {
   // Throws CorruptData with the field that is wrong, UserError for a newer format version.
   static VaultConfig from_json(std::string_view text);
 
-  // Reads CIPHERDIR/gpucryptfs.conf (or a file path); errors name the path.
-  static VaultConfig load_file(const std::string& path);
-  // Writes atomically (temporary file, fsync, rename) with mode 0400.
-  void save_file(const std::string& path) const;
+  // Reading and writing gpucryptfs.conf is fs/config_file.h's job: crypto/ knows no files.
 
   // The bytes authenticated along with the wrapped key: every field but the wrap itself.
   std::string authenticated_fields() const;

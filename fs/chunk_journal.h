@@ -16,7 +16,17 @@
 // The file is a row of fixed-size slots, each holding at most one record; every write in flight
 // takes its own slots from a free list, so records never need a lock on the file. A run of
 // chunks longer than one slot holds is split over several slots (several records).
+//
+// CIPHERDIR may be writable by others, so the journal trusts nothing it reads back
+// (docs/SECURITY.md, "The crash journal's trust"): the file is opened beneath a CIPHERDIR
+// descriptor as a regular file only (never a FIFO, a link or a device: those are reported, and the
+// mount goes on without a journal); at most kJournalMaxSlots slots are ever read, so a huge or
+// sparse file costs nothing; a record counts only when its digest checks (journal_record.h); and
+// its pre-images are read from the file one record at a time, when recovery needs them, so
+// memory stays at one slot whatever the file holds.
 #pragma once
+
+#include <sys/types.h>
 
 #include <array>
 #include <condition_variable>
@@ -27,61 +37,84 @@
 #include <vector>
 
 #include "crypto/key_ring.h"
+#include "fs/journal_record.h"
+#include "fs/unique_fd.h"
 
 namespace gcfs {
 
 constexpr const char* kJournalFileName = "gpucryptfs.journal";
-constexpr std::uint16_t kJournalRecordVersion = 2;  // 1: the checksum covered the whole payload
-// Every slot starts with one page holding the record header and the path hint; the payload (the
-// pre-images) follows at this offset in the slot.
-constexpr std::uint64_t kJournalHeaderBlock = 4096;
-constexpr std::uint64_t kJournalRecordHeaderBytes = 120;  // before the path hint
-constexpr std::uint64_t kJournalMaxPathBytes = kJournalHeaderBlock - kJournalRecordHeaderBytes;
-// The payload room of a slot: 1 MiB (the largest FUSE write), or one chunk where chunks are larger.
-constexpr std::uint64_t kJournalRunBytes = 1u << 20;
 // A FUSE daemon runs at most 16 worker threads (mount/fuse_runner.h); each write takes at most
 // two slots, so 64 never run out; if they do, writers wait for a slot.
 constexpr unsigned kJournalDefaultSlots = 64;
+// The most slots a journal file may hold: no writer uses more, so a file longer than this many
+// slots is damage (reported; only these slots are read). This also caps the records kept and
+// recovered at 64: a daemon never has more writes in flight than it has slots, so a record
+// beyond them cannot have come from one.
+constexpr unsigned kJournalMaxSlots = 64;
 
-// One valid record, as read back.
-struct JournalRecord {
+class JournalFileView;  // the journal file a record was read from (chunk_journal.cc)
+
+// One valid record, as read back: its header fields; its pre-images stay in the journal file.
+struct JournalRecord : JournalRecordHeader {
   unsigned slot = 0;
-  std::uint64_t sequence = 0;
-  FileId file_id{};
-  std::uint64_t first_chunk = 0;
-  std::uint32_t chunk_count = 0;
-  std::uint32_t chunk_size = 0;        // the vault's plaintext chunk size C
-  std::uint64_t base_offset = 0;       // where the content stream starts in the file (0 in a directory vault)
-  std::uint64_t old_cipher_size = 0;   // the file's ciphertext size before the write
-  std::uint64_t new_cipher_size = 0;   // and after it (before any truncation that followed)
-  std::string path;                    // hint: the file's ciphertext path relative to CIPHERDIR; may be empty
-  std::vector<std::uint8_t> payload;   // the chunks' on-disk bytes before the write, back to back
+  std::array<std::uint8_t, kJournalDigestBytes> digest{};
+  std::shared_ptr<const JournalFileView> file;
+
+  // Reads the pre-images (payload_len bytes: the chunks' on-disk bytes before the write, back to
+  // back) into *out, checking again that the slot still holds this very record (its digest,
+  // over what is read now). 0; -EBADMSG when the slot changed since it was read; else -errno.
+  int load_payload(std::vector<std::uint8_t>* out) const;
+};
+
+// What reading a journal found.
+struct JournalScan {
+  std::vector<JournalRecord> records;  // valid records, newest (highest sequence) first; at most kJournalMaxSlots
+  // "" or what is wrong with the journal file itself, for a warning: not a regular file (a FIFO,
+  // a symbolic link, a directory...), or larger than its slots allow.
+  std::string damage;
+  unsigned rejected = 0;  // records whose digest is wrong: torn by a kill, or not written with this vault's key
+  unsigned legacy = 0;    // of the records, how many are version 2 (the previous release's)
 };
 
 class ChunkJournal {
  public:
   // Where the slot geometry comes from: the vault's chunk size.
-  static std::uint64_t slot_payload_bytes(std::uint32_t chunk_size);
+  static std::uint64_t slot_payload_bytes(std::uint32_t chunk_size) { return journal_slot_payload_bytes(chunk_size); }
   static std::uint64_t slot_bytes(std::uint32_t chunk_size) { return kJournalHeaderBlock + slot_payload_bytes(chunk_size); }
 
-  // Opens (creating it, mode 0600, sparse) the journal at path for writing and takes an
-  // exclusive flock on it, so two processes never share one journal. cipherdir: the prefix that
-  // path hints are made relative to. Returns nullptr and sets *error when it cannot (another
-  // process holds the lock: *busy is set).
-  static std::unique_ptr<ChunkJournal> open(const std::string& path, const std::string& cipherdir,
+  // Opens (creating it, mode 0600, sparse) CIPHERDIR/gpucryptfs.journal beneath cipherdir_fd for
+  // writing and takes an exclusive flock on it, so two processes never share one journal. Only a
+  // regular file with one name is opened: anything else there (a FIFO, a symbolic link, a
+  // directory, a file with another hard link) is refused at once, never waited on. A file longer than kJournalMaxSlots slots is cut back to them (with
+  // a warning: no writer puts anything there). cipherdir: CIPHERDIR's path, for messages and
+  // path hints; keys: the vault's, for the records' HMAC; slots: at most kJournalMaxSlots.
+  // Returns nullptr and sets *error when it cannot (another process holds the lock: *busy is set).
+  static std::unique_ptr<ChunkJournal> open(int cipherdir_fd, const std::string& cipherdir, const KeyRing& keys,
                                             std::uint32_t chunk_size, unsigned slots, std::string* error,
                                             bool* busy = nullptr);
   ~ChunkJournal();
   ChunkJournal(const ChunkJournal&) = delete;
   ChunkJournal& operator=(const ChunkJournal&) = delete;
 
-  // Every valid record (magic, version, lengths and SHA-256 checksum all right) in the journal
-  // file at path, newest (highest sequence) first. A missing file has none. Torn or invalidated
-  // records are skipped silently.
-  static std::vector<JournalRecord> read_records(const std::string& path, std::uint32_t chunk_size);
-  // Zeros the magic of the records read from path (the slots they came from). 0 or -errno.
+  // The valid records in CIPHERDIR/gpucryptfs.journal (beneath cipherdir_fd): those whose magic,
+  // version, bounds and digest are right (journal_record.h), from the first kJournalMaxSlots
+  // slots. A missing file has none and no damage; a journal that is not a regular file has none
+  // and says why in damage. Never blocks, whatever lies there.
+  static JournalScan scan(int cipherdir_fd, const KeyRing& keys, std::uint32_t chunk_size);
+  // The same for the journal at path (CIPHERDIR/gpucryptfs.journal; the directory part is
+  // CIPHERDIR itself, trusted as given), returning the records. Damage is put in *damage, or
+  // logged as a warning when damage is null.
+  static std::vector<JournalRecord> read_records(const std::string& path, std::uint32_t chunk_size, const KeyRing& keys,
+                                                 std::string* damage = nullptr);
+  // The records of this open journal's own file: what a mount recovers before it writes.
+  JournalScan existing_records() const;
+
+  // Zeros the magic of the records read from path (the slots they came from), and fsyncs. The
+  // file must still be the one they were read from (else -ESTALE). 0 or -errno.
   static int invalidate_records(const std::string& path, std::uint32_t chunk_size,
                                 const std::vector<JournalRecord>& records);
+  // The same through this open journal (records from existing_records).
+  int invalidate(const std::vector<JournalRecord>& records);
 
   // The slots one protected write holds until its in-place pwrite is done. Destroying it
   // invalidates its records and gives the slots back.
@@ -121,13 +154,14 @@ class ChunkJournal {
   unsigned slots_in_use() const;
 
  private:
-  ChunkJournal(int fd, std::string path, std::string cipherdir, std::uint32_t chunk_size, unsigned slots,
-               std::uint64_t next_sequence);
+  ChunkJournal(UniqueFd fd, std::string path, std::string cipherdir, const JournalKey& key, std::uint32_t chunk_size,
+               unsigned slots, std::uint64_t next_sequence);
   std::vector<unsigned> take_slots(std::size_t n);
   void give_back(std::vector<unsigned>& slots);
 
-  int fd_;
+  UniqueFd fd_;
   std::string path_, cipherdir_;
+  JournalKey key_;
   std::uint32_t chunk_size_;
   std::uint64_t slot_bytes_;
   std::uint32_t chunks_per_record_;

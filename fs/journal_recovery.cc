@@ -15,6 +15,7 @@
 #include "fs/content_file.h"
 #include "fs/file_header.h"
 #include "fs/log.h"
+#include "fs/safe_open.h"
 
 namespace gcfs {
 namespace {
@@ -71,6 +72,14 @@ DiskChunk disk_chunk(int fd, std::uint64_t S, std::uint64_t k, const ChunkLayout
   return authentic(ct.data(), ct.size(), key, id, k, engine) ? DiskChunk::Good : DiskChunk::Bad;
 }
 
+// A path hint as it may go into the log: it came from a file anyone may have written.
+std::string printable(const std::string& s) {
+  std::string out = s;
+  for (char& c : out)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  return out;
+}
+
 std::string hex(const FileId& id) {
   static const char* digits = "0123456789abcdef";
   std::string s;
@@ -95,24 +104,36 @@ RestorePlan restore_from_records(int fd, const FileId& id, const std::vector<con
   std::sort(recs.begin(), recs.end(), [](auto* a, auto* b) { return a->sequence > b->sequence; });
   std::set<std::uint64_t> decided;
   std::uint64_t cut_to = std::numeric_limits<std::uint64_t>::max();
+  std::uint64_t restored_end = 0;  // the end on disk of the furthest chunk put back
+  std::vector<std::uint8_t> payload;  // one record's pre-images at a time
   for (const JournalRecord* r : recs) {
     if (r->file_id != id || r->chunk_size != layout.chunk_size() || r->base_offset != layout.base_offset()) continue;
     // The file grew past what this write could have made it: the record is stale (its write
     // finished and something later changed the file), so it says nothing about the file now.
     if (S > std::max(r->old_cipher_size, r->new_cipher_size)) continue;
+    // Read now, and checked again against the record's digest: the journal may have changed
+    // since it was scanned.
+    if (r->load_payload(&payload) != 0) continue;
     bool restored_any = false;
+    // first_chunk + chunk_count is bounded by the record's parser: no index here can wrap, and
+    // every disk offset fits an off_t.
     for (std::uint32_t i = 0; i < r->chunk_count; ++i) {
       const std::uint64_t k = r->first_chunk + i;
       if (decided.count(k)) continue;
       const std::uint64_t pre_off = std::uint64_t{i} * D;
-      if (pre_off >= r->payload.size()) break;
-      const std::size_t pre_len = static_cast<std::size_t>(std::min<std::uint64_t>(D, r->payload.size() - pre_off));
-      const std::uint8_t* pre = r->payload.data() + pre_off;
+      if (pre_off >= payload.size()) break;
+      const std::size_t pre_len = static_cast<std::size_t>(std::min<std::uint64_t>(D, payload.size() - pre_off));
+      const std::uint8_t* pre = payload.data() + pre_off;
       const DiskChunk now = disk_chunk(fd, S, k, layout, key, id, engine);
       if (now != DiskChunk::Bad) {
         decided.insert(k);  // intact (or gone): never touched
         continue;
       }
+      // What is written back must prove itself a genuine chunk k of this very file: it passes
+      // AES-GCM under the file's key with the chunk's AAD. A hole (all zeros) cannot prove
+      // anything, so it is taken only from a record whose HMAC says this vault wrote it; a
+      // version 2 record's SHA-256 anyone can compute.
+      if (r->legacy() && all_zero(pre, pre_len)) continue;
       if (!authentic(pre, pre_len, key, id, k, engine)) continue;  // an older record may hold a good one
       decided.insert(k);
       if (apply) {
@@ -123,6 +144,7 @@ RestorePlan restore_from_records(int fd, const FileId& id, const std::vector<con
         }
       }
       plan.chunks.push_back(k);
+      restored_end = std::max<std::uint64_t>(restored_end, layout.disk_offset(k) + pre_len);
       restored_any = true;
     }
     // A torn write that had extended the file: everything past the old size is that write's
@@ -130,7 +152,9 @@ RestorePlan restore_from_records(int fd, const FileId& id, const std::vector<con
     if (restored_any && S > r->old_cipher_size) cut_to = std::min(cut_to, r->old_cipher_size);
   }
   std::sort(plan.chunks.begin(), plan.chunks.end());
-  if (cut_to != std::numeric_limits<std::uint64_t>::max()) {
+  // Never a cut into a chunk just put back: such a size is not one the write can have started
+  // from (a forged record), and the cut would only destroy what was restored.
+  if (cut_to != std::numeric_limits<std::uint64_t>::max() && cut_to >= restored_end) {
     plan.truncated = true;
     if (apply && ::ftruncate(fd, static_cast<off_t>(cut_to)) != 0) plan.error = -errno;
   }
@@ -138,8 +162,9 @@ RestorePlan restore_from_records(int fd, const FileId& id, const std::vector<con
   return plan;
 }
 
-std::size_t recover_from_journal(const std::string& cipherdir, const std::vector<JournalRecord>& records,
-                                 const ChunkLayout& layout, const KeyRing& keys, ChunkEngine& engine) {
+std::size_t recover_from_journal(int cipherdir_fd, const std::string& cipherdir,
+                                 const std::vector<JournalRecord>& records, const ChunkLayout& layout,
+                                 const KeyRing& keys, ChunkEngine& engine) {
   std::map<std::pair<std::string, FileId>, std::vector<const JournalRecord*>> by_file;
   for (const auto& r : records) by_file[{r.path, r.file_id}].push_back(&r);
   std::size_t restored = 0;
@@ -149,23 +174,25 @@ std::size_t recover_from_journal(const std::string& cipherdir, const std::vector
       log::warning("crash journal: a record for file ID " + hex(id) + " has no path; skipped");
       continue;
     }
-    const std::string path = cipherdir + "/" + rel;
-    int fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) {
-      log::warning("crash journal: a record for " + path + " is skipped: cannot open the file (" + std::strerror(errno) +
-                   "); it was removed or renamed since");
+    // The hint is resolved beneath CIPHERDIR only: no "..", no absolute path, no symbolic link
+    // on the way, a regular file at the end (never a FIFO to block on).
+    OpenResult o = open_beneath(cipherdir_fd, rel, FileType::Regular, O_RDWR);
+    const std::string path = cipherdir + "/" + printable(rel);
+    if (!o) {
+      log::warning("crash journal: a record for " + path + " is skipped: " +
+                   (o.error == ENOENT ? std::string("the file is gone (removed or renamed since)")
+                                      : "its path " + o.why()));
       continue;
     }
+    const int fd = o.fd.get();
     std::array<std::uint8_t, kFileHeaderBytes> raw{};
     const bool have = pread_full(fd, raw.data(), raw.size(), layout.base_offset()) == static_cast<ssize_t>(raw.size());
     const auto header = have ? FileHeader::decode(raw) : std::nullopt;
     if (!header || header->id != id) {
       log::warning("crash journal: a record for " + path + " is skipped: the file there now has another file ID");
-      ::close(fd);
       continue;
     }
     const RestorePlan plan = restore_from_records(fd, id, recs, layout, keys, engine, true);
-    ::close(fd);
     for (std::uint64_t k : plan.chunks)
       log::warning("restored chunk " + std::to_string(k) + " of " + path + " from the crash journal");
     if (plan.truncated && !plan.chunks.empty())

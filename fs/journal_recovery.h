@@ -3,10 +3,15 @@
 // a valid record with their pre-images.
 //
 // The rule that makes this safe: a chunk is restored only when its bytes on disk FAIL
-// authentication and the pre-image AUTHENTICATES (with the file's key and the chunk's AAD) or
-// is a hole. A stale record can therefore never overwrite good data, and a record planted by
-// someone with write access to CIPHERDIR can only turn a failing chunk into an older authentic
-// version of itself, which replaying old ciphertext does as well.
+// authentication and the pre-image AUTHENTICATES (with the file's key and the chunk's AAD), or
+// is a hole in a record whose HMAC shows this vault wrote it. A stale record can therefore never
+// overwrite good data, and a record planted by someone with write access to CIPHERDIR (in the
+// previous release's format, whose SHA-256 anyone can compute) can only turn a failing chunk into
+// an older authentic version of itself, which replaying old ciphertext does as well. The path
+// hint is resolved beneath CIPHERDIR only (safe_open.h), and the file there must carry the
+// record's file ID, so nothing outside CIPHERDIR is ever opened. The only other change recovery
+// makes is cutting a file back to its size before a torn growing write, and never into a chunk
+// it has just restored.
 #pragma once
 
 #include <cstdint>
@@ -34,10 +39,11 @@ RestorePlan restore_from_records(int fd, const FileId& id, const std::vector<con
                                  const ChunkLayout& layout, const KeyRing& keys, ChunkEngine& engine, bool apply);
 
 // Mount-time recovery for a directory vault: every valid record of the journal file, found
-// through its path hint; logs "restored chunk K of PATH from the crash journal" for each chunk
+// through its path hint beneath cipherdir_fd (cipherdir: its path, for messages); logs "restored chunk K of PATH from the crash journal" for each chunk
 // put back, and a warning for each record whose file is gone or has another file ID. Does NOT
 // invalidate the records (the caller does, once this returned). Returns the chunks restored.
-std::size_t recover_from_journal(const std::string& cipherdir, const std::vector<JournalRecord>& records,
-                                 const ChunkLayout& layout, const KeyRing& keys, ChunkEngine& engine);
+std::size_t recover_from_journal(int cipherdir_fd, const std::string& cipherdir,
+                                 const std::vector<JournalRecord>& records, const ChunkLayout& layout,
+                                 const KeyRing& keys, ChunkEngine& engine);
 
 }  // namespace gcfs

@@ -8,9 +8,11 @@
 #include <cerrno>
 #include <cstring>
 
+#include "fs/config_file.h"
 #include "fs/dir_iv.h"
 #include "fs/journal_recovery.h"
 #include "fs/log.h"
+#include "fs/unique_fd.h"
 
 namespace gcfs {
 namespace {
@@ -49,25 +51,19 @@ void Vault::create(const std::string& cipherdir, std::string_view password, std:
   // The dir IV first: a vault whose config exists is complete.
   if (int rc = create_dir_iv(dir.fd, nullptr); rc < 0)
     throw UserError("cannot write " + cipherdir + "/" + kDirIvFileName + ": " + std::strerror(-rc));
-  cfg.save_file(config_path(cipherdir));
+  write_config_file_at(dir.fd, cipherdir, cfg);
 }
 
 VaultConfig Vault::load_config(const std::string& cipherdir) {
-  const std::string path = config_path(cipherdir);
-  struct stat st {};
-  if (::stat(cipherdir.c_str(), &st) != 0)
-    throw NotAVault("CIPHERDIR " + cipherdir + ": " + std::strerror(errno));
-  if (::stat(path.c_str(), &st) != 0 && errno == ENOENT)
-    throw NotAVault(cipherdir + " is not a gpucryptfs vault: it has no " + kConfigFileName +
-                    " (create one with 'gpucryptfs init')");
-  VaultConfig cfg = VaultConfig::load_file(path);
+  VaultConfig cfg = read_config_file(cipherdir);
   if (cfg.kind != VaultKind::Directory)
     throw UserError(cipherdir + " holds a volume vault: use 'gpucryptfs volume mount'");
   return cfg;
 }
 
-std::unique_ptr<Vault> Vault::open(const std::string& cipherdir, const VaultConfig& config, std::string_view password) {
-  SecretBytes master = config.unlock(password);
+std::unique_ptr<Vault> Vault::open(const std::string& cipherdir, const VaultConfig& config, std::string_view password,
+                                   KdfPolicy kdf_policy) {
+  SecretBytes master = config.unlock(password, kdf_policy);
   return std::unique_ptr<Vault>(new Vault(cipherdir, config, master));
 }
 
@@ -76,21 +72,34 @@ std::string Vault::journal_path() const { return cipherdir_ + "/" + kJournalFile
 std::size_t Vault::open_journal(ChunkEngine& engine) {
   std::string error;
   bool busy = false;
-  // Taking the journal's lock first: recovery must never run while another daemon writes.
-  auto j = ChunkJournal::open(journal_path(), cipherdir_, config_.chunk_size, kJournalDefaultSlots, &error, &busy);
-  if (!j) {
-    log::warning("crash journal: " + error + (busy ? "; this mount neither recovers nor journals"
-                                                    : "; rewrites of this mount are not protected against the daemon dying"));
+  UniqueFd dir(::open(cipherdir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir) {
+    log::warning("crash journal: cannot open CIPHERDIR " + cipherdir_ + ": " + std::strerror(errno) +
+                 "; rewrites of this mount are not protected against the daemon dying");
     return 0;
   }
-  const auto records = ChunkJournal::read_records(journal_path(), config_.chunk_size);
+  // Taking the journal's lock first: recovery must never run while another daemon writes.
+  auto j = ChunkJournal::open(dir.get(), cipherdir_, keys_, config_.chunk_size, kJournalDefaultSlots, &error, &busy);
+  if (!j) {
+    log::warning("crash journal: " + error +
+                 (busy ? "; this mount neither recovers nor journals"
+                       : "; the vault is mounted without its crash journal: rewrites of this mount are not protected "
+                         "against the daemon dying (move it out of CIPHERDIR to get the journal back)"));
+    return 0;
+  }
+  const JournalScan scan = j->existing_records();
+  if (!scan.damage.empty()) log::warning("crash journal: " + scan.damage);
+  if (scan.rejected)
+    log::info("crash journal: " + std::to_string(scan.rejected) +
+              " record(s) ignored: torn by the daemon's death, or not written with this vault's key");
   std::size_t restored = 0;
-  if (!records.empty()) {
-    restored = recover_from_journal(cipherdir_, records, layout_, keys_, engine);
-    if (int rc = ChunkJournal::invalidate_records(journal_path(), config_.chunk_size, records); rc < 0)
+  if (!scan.records.empty()) {
+    restored = recover_from_journal(dir.get(), cipherdir_, scan.records, layout_, keys_, engine);
+    if (int rc = j->invalidate(scan.records); rc < 0)
       log::warning("crash journal: cannot clear the records recovery has dealt with: " + std::string(std::strerror(-rc)));
-    log::info("crash journal: " + std::to_string(records.size()) + " record(s) of interrupted writes checked, " +
-              std::to_string(restored) + " chunk(s) restored");
+    log::info("crash journal: " + std::to_string(scan.records.size()) + " record(s) of interrupted writes checked" +
+              (scan.legacy ? " (" + std::to_string(scan.legacy) + " in the previous release's format)" : std::string()) +
+              ", " + std::to_string(restored) + " chunk(s) restored");
   }
   journal_ = std::move(j);
   return restored;

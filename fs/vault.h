@@ -30,13 +30,16 @@ class Vault {
   static void create(const std::string& cipherdir, std::string_view password, std::uint32_t chunk_size,
                      const ScryptParams& scrypt);
 
-  // Reads cipherdir's config: NotAVault when it is missing, CorruptData when it is damaged,
-  // UserError for a volume config or a newer format.
+  // Reads cipherdir's config (fs/config_file.h: beneath CIPHERDIR, never through a link, never
+  // blocking, at most a few KiB): NotAVault when it is missing, CorruptData when it is damaged or
+  // not a regular file, UserError for a volume config or a newer format.
   static VaultConfig load_config(const std::string& cipherdir);
 
-  // Unlocks config with password: WrongPassword when it does not open.
+  // Unlocks config with password: WrongPassword when it does not open, ExpensiveKdf (before any
+  // scrypt) when its cost is above what init creates and kdf_policy does not allow it.
   static std::unique_ptr<Vault> open(const std::string& cipherdir, const VaultConfig& config,
-                                     std::string_view password);
+                                     std::string_view password,
+                                     KdfPolicy kdf_policy = KdfPolicy::RefuseAboveInit);
 
   Vault(const Vault&) = delete;
   Vault& operator=(const Vault&) = delete;

@@ -245,7 +245,11 @@ class Checker {
               false);
       return;
     }
-    journal_ = ChunkJournal::read_records(vault_.journal_path(), vault_.config().chunk_size);
+    // Records are authenticated with the vault's journal key, bounded, and read beneath root_fd_.
+    JournalScan scan = ChunkJournal::scan(root_fd_, vault_.keys(), vault_.config().chunk_size);
+    if (!scan.damage.empty())
+      problem(kJournalFileName, std::nullopt, "crash journal: " + scan.damage, false);
+    journal_ = std::move(scan.records);
     for (const auto& r : journal_) journal_by_id_[r.file_id].push_back(&r);
     if (options_.repair && !journal_.empty()) {
       // Restoring takes the journal's lock, as a mount does: never while a daemon writes.

@@ -18,6 +18,8 @@
 #include "fs/file_header.h"
 #include "fs/file_lock.h"
 #include "fs/log.h"
+#include "fs/safe_open.h"
+#include "fs/unique_fd.h"
 
 namespace gcfs {
 namespace {
@@ -44,30 +46,11 @@ std::uint64_t get_be(const std::uint8_t* p, int bytes) {
   return v;
 }
 
-std::vector<std::uint8_t> encode_slot(const VaultConfig& c, std::uint64_t generation) {
-  const std::string json = c.to_json();
-  if (json.size() > kMaxSlotJson) throw std::runtime_error("volume config does not fit its 4 KiB slot");
-  std::vector<std::uint8_t> slot(kVolumeSlotBytes, 0);
-  std::memcpy(slot.data(), kVolumeMagic, sizeof(kVolumeMagic));
-  put_be(slot.data() + 8, generation, 8);
-  put_be(slot.data() + 16, json.size(), 4);
-  std::memcpy(slot.data() + kSlotFixedBytes, json.data(), json.size());
-  const std::size_t body = kSlotFixedBytes + json.size();
-  auto d = sha256(slot.data(), body);
-  std::memcpy(slot.data() + body, d.data(), d.size());
-  return slot;
-}
-
-struct DecodedSlot {
-  VaultConfig config;
-  std::uint64_t generation = 0;
-};
-
 enum class SlotState { Empty, Damaged, Valid };
 
 // Empty: no magic (never written, or not a container). Damaged: magic present but the checksum
 // or the JSON is wrong; *why says which.
-SlotState decode_slot(const std::uint8_t* slot, DecodedSlot* out, std::string* why) {
+SlotState decode_slot(const std::uint8_t* slot, VolumeHeaderCopy* out, std::string* why) {
   if (std::memcmp(slot, kVolumeMagic, sizeof(kVolumeMagic)) != 0) return SlotState::Empty;
   const std::uint64_t len = get_be(slot + 16, 4);
   if (len > kMaxSlotJson) {
@@ -75,7 +58,8 @@ SlotState decode_slot(const std::uint8_t* slot, DecodedSlot* out, std::string* w
     return SlotState::Damaged;
   }
   const std::size_t body = kSlotFixedBytes + len;
-  if (sha256(slot, body) != *reinterpret_cast<const std::array<std::uint8_t, kSlotDigestBytes>*>(slot + body)) {
+  const auto digest = sha256(slot, body);
+  if (std::memcmp(digest.data(), slot + body, digest.size()) != 0) {
     *why = "its checksum does not match";
     return SlotState::Damaged;
   }
@@ -92,6 +76,93 @@ SlotState decode_slot(const std::uint8_t* slot, DecodedSlot* out, std::string* w
   out->generation = get_be(slot + 8, 8);
   return SlotState::Valid;
 }
+
+std::string copy_name(const VolumeHeaderCopy& c) {
+  return "copy " + std::to_string(c.slot) + " (generation " + std::to_string(c.generation) + ")";
+}
+
+// A descriptor of the container the user named: symbolic links followed as for any file they
+// name, but never blocking (O_NONBLOCK: a FIFO or a device's open returns at once) and nothing
+// but a regular file accepted.
+int open_container(const std::string& path, bool writable) {
+  const int fd = ::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) {
+    const int e = errno;
+    if (e == EISDIR) throw UserError(path + " is a directory, not a volume container");
+    if (e == ENXIO) throw UserError(path + " is a FIFO or device with nothing behind it, not a volume container");
+    throw UserError("cannot open the volume container " + path + ": " + std::strerror(e));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int e = errno;
+    ::close(fd);
+    throw UserError("cannot stat " + path + ": " + std::strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw UserError(path + " is a " + file_type_name(st.st_mode) + ", not a volume container (a regular file)");
+  }
+  const int fl = ::fcntl(fd, F_GETFL);  // O_NONBLOCK only guarded the open
+  if (fl >= 0) ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  return fd;
+}
+
+// Reads and decodes the slots of the open container fd; throws CorruptData when no copy is
+// valid (naming why), as the constructor documents.
+VolumeHeader read_header_at(int fd, const std::string& path) {
+  std::vector<std::uint8_t> block(kVolumeSlots * kVolumeSlotBytes, 0);
+  ssize_t n = pread_full(fd, block.data(), block.size(), 0);
+  if (n < 0) throw UserError("cannot read " + path + ": " + std::strerror(static_cast<int>(-n)));
+  VolumeHeader h = decode_volume_header(block);
+  if (h.copies.empty() && h.empty == kVolumeSlots)
+    throw CorruptData(path + " is not a gpucryptfs volume container (no volume header found)");
+  if (h.copies.empty()) throw CorruptData("the header of volume container " + path + " is corrupt (" + h.damage + ")");
+  return h;
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> encode_volume_slot(const VaultConfig& c, std::uint64_t generation) {
+  const std::string json = c.to_json();
+  if (json.size() > kMaxSlotJson) throw std::runtime_error("volume config does not fit its 4 KiB slot");
+  std::vector<std::uint8_t> slot(kVolumeSlotBytes, 0);
+  std::memcpy(slot.data(), kVolumeMagic, sizeof(kVolumeMagic));
+  put_be(slot.data() + 8, generation, 8);
+  put_be(slot.data() + 16, json.size(), 4);
+  std::memcpy(slot.data() + kSlotFixedBytes, json.data(), json.size());
+  const std::size_t body = kSlotFixedBytes + json.size();
+  auto d = sha256(slot.data(), body);
+  std::memcpy(slot.data() + body, d.data(), d.size());
+  return slot;
+}
+
+VolumeHeader decode_volume_header(std::span<const std::uint8_t> block) {
+  VolumeHeader h;
+  for (int s = 0; s < kVolumeSlots; ++s) {
+    const std::size_t off = static_cast<std::size_t>(s) * kVolumeSlotBytes;
+    if (block.size() < off + kVolumeSlotBytes) {
+      ++h.empty;
+      continue;
+    }
+    VolumeHeaderCopy c;
+    std::string why;
+    switch (decode_slot(block.data() + off, &c, &why)) {
+      case SlotState::Empty: ++h.empty; break;
+      case SlotState::Damaged:
+        h.damage += (h.damage.empty() ? "" : "; ") + std::string("copy ") + std::to_string(s) + ": " + why;
+        break;
+      case SlotState::Valid:
+        c.slot = s;
+        h.copies.push_back(std::move(c));
+        break;
+    }
+  }
+  std::stable_sort(h.copies.begin(), h.copies.end(),
+                   [](const VolumeHeaderCopy& a, const VolumeHeaderCopy& b) { return a.generation > b.generation; });
+  return h;
+}
+
+namespace {
 
 std::string errno_text() { return std::strerror(errno); }
 
@@ -120,7 +191,7 @@ void VolumeContainer::create(const std::string& path, const VaultConfig& config)
   try {
     // Both slots start as the same config, so one damaged slot never loses the volume.
     for (int s = 0; s < kVolumeSlots; ++s) {
-      auto slot = encode_slot(config, 1);
+      auto slot = encode_volume_slot(config, 1);
       pwrite_or_throw(fd, slot.data(), slot.size(), s * kVolumeSlotBytes, path);
     }
     const FileHeader header = FileHeader::random();
@@ -141,47 +212,19 @@ void VolumeContainer::create(const std::string& path, const VaultConfig& config)
 }
 
 VolumeContainer::VolumeContainer(const std::string& path, bool writable) : path_(path) {
-  fd_ = ::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
-  if (fd_ < 0) throw UserError("cannot open the volume container " + path + ": " + errno_text());
+  fd_ = open_container(path, writable);
   try {
-    struct stat st {};
-    if (::fstat(fd_, &st) != 0) throw UserError("cannot stat " + path + ": " + errno_text());
-    if (!S_ISREG(st.st_mode)) throw UserError(path + " is not a regular file, so not a volume container");
     if (const int e = flock_with_grace(fd_, writable ? LOCK_EX : LOCK_SH); e != 0) {
       if (e == EWOULDBLOCK)
         throw UserError(path + " is in use by another gpucryptfs (mounted? unmount it first)");
       throw UserError("cannot lock " + path + ": " + std::strerror(e));
     }
-    std::vector<std::uint8_t> block(kVolumeSlots * kVolumeSlotBytes, 0);
-    ssize_t n = pread_full(fd_, block.data(), block.size(), 0);
-    if (n < 0) throw UserError("cannot read " + path + ": " + std::strerror(static_cast<int>(-n)));
-    std::optional<DecodedSlot> best;
-    std::string problems;
-    int empty = 0;
-    for (int s = 0; s < kVolumeSlots; ++s) {
-      DecodedSlot d;
-      std::string why;
-      switch (decode_slot(block.data() + s * kVolumeSlotBytes, &d, &why)) {
-        case SlotState::Empty: ++empty; break;
-        case SlotState::Damaged:
-          problems += (problems.empty() ? "" : "; ") + std::string("copy ") + std::to_string(s) + ": " + why;
-          break;
-        case SlotState::Valid:
-          if (!best || d.generation > best->generation) {
-            best = std::move(d);
-            slot_ = s;
-          }
-          break;
-      }
-    }
-    if (!best && empty == kVolumeSlots)
-      throw CorruptData(path + " is not a gpucryptfs volume container (no volume header found)");
-    if (!best)
-      throw CorruptData("the header of volume container " + path + " is corrupt (" + problems + ")");
-    if (!problems.empty())
-      log::warning(path + ": one copy of the volume header is damaged (" + problems + "); using the other");
-    config_ = std::move(best->config);
-    generation_ = best->generation;
+    header_ = read_header_at(fd_, path);
+    if (!header_.damage.empty())
+      log::warning(path + ": one copy of the volume header is damaged (" + header_.damage + "); using the other");
+    config_ = header_.copies.front().config;
+    generation_ = header_.copies.front().generation;
+    slot_ = header_.copies.front().slot;
   } catch (...) {
     ::close(fd_);
     throw;
@@ -189,7 +232,14 @@ VolumeContainer::VolumeContainer(const std::string& path, bool writable) : path_
 }
 
 VolumeContainer::VolumeContainer(VolumeContainer&& o) noexcept
-    : path_(std::move(o.path_)), fd_(o.fd_), config_(std::move(o.config_)), generation_(o.generation_), slot_(o.slot_) {
+    : path_(std::move(o.path_)),
+      fd_(o.fd_),
+      header_(std::move(o.header_)),
+      config_(std::move(o.config_)),
+      generation_(o.generation_),
+      slot_(o.slot_),
+      unlocked_(o.unlocked_),
+      clean_(o.clean_) {
   o.fd_ = -1;
 }
 
@@ -197,7 +247,71 @@ VolumeContainer::~VolumeContainer() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+VolumeHeader VolumeContainer::read_header(const std::string& path) {
+  const UniqueFd fd(open_container(path, false));
+  return read_header_at(fd.get(), path);
+}
+
+void check_kdf_cost(const VolumeHeader& header, KdfPolicy policy) {
+  if (policy == KdfPolicy::AllowExpensive) return;
+  std::optional<ExpensiveKdf> refused;
+  for (const auto& c : header.copies) {
+    try {
+      c.config.check_kdf_cost(policy);
+      return;  // one copy unlock() will try
+    } catch (const ExpensiveKdf& e) {
+      if (!refused) refused = e;
+    }
+  }
+  if (refused) throw *refused;
+}
+
+void VolumeContainer::check_kdf_cost(KdfPolicy policy) const { gcfs::check_kdf_cost(header_, policy); }
+
+SecretBytes VolumeContainer::unlock(std::string_view password, KdfPolicy policy) {
+  std::string passed_over;  // the newer copies not used, and why: for the warning
+  bool wrong_password = false;
+  std::optional<ExpensiveKdf> refused;
+  std::vector<std::string> tried;
+  for (std::size_t i = 0; i < header_.copies.size(); ++i) {
+    const VolumeHeaderCopy& c = header_.copies[i];
+    const std::string json = c.config.to_json();
+    if (std::find(tried.begin(), tried.end(), json) != tried.end()) continue;  // same wrap: same answer
+    tried.push_back(json);
+    SecretBytes master;
+    try {
+      master = c.config.unlock(password, policy);
+    } catch (const ExpensiveKdf& e) {
+      if (!refused) refused = e;
+      passed_over += (passed_over.empty() ? "" : "; ") + copy_name(c) + " asks for a scrypt cost above what " +
+                     "'volume create' makes and was not tried";
+      continue;
+    } catch (const WrongPassword&) {
+      wrong_password = true;
+      passed_over += (passed_over.empty() ? "" : "; ") + copy_name(c) +
+                     " does not open with this password (damaged or forged, or the password is wrong)";
+      continue;
+    }
+    if (!passed_over.empty())
+      log::warning(path_ + ": the newest copy of the volume header was not used: " + passed_over + "; using the older " +
+                   copy_name(c) + ", volume size " + std::to_string(c.config.volume_size) + " bytes");
+    config_ = c.config;
+    generation_ = c.generation;
+    slot_ = c.slot;
+    unlocked_ = true;
+    clean_ = i == 0 && header_.damage.empty() && header_.empty == 0;
+    return master;
+  }
+  if (wrong_password || !refused) {
+    std::string msg = "wrong password (or the volume header's fields were edited: its authentication failed)";
+    if (refused) msg += "; " + std::string(refused->what());
+    throw WrongPassword(msg);
+  }
+  throw *refused;
+}
+
 void VolumeContainer::check_stream_size() {
+  if (!unlocked_) throw std::logic_error("VolumeContainer::check_stream_size before unlock");
   struct stat st {};
   if (::fstat(fd_, &st) != 0) throw UserError("cannot stat " + path_ + ": " + errno_text());
   const std::uint64_t want = kVolumeConfigBlockBytes + layout().cipher_size(config_.volume_size);
@@ -211,6 +325,11 @@ void VolumeContainer::check_stream_size() {
   int fl = ::fcntl(fd_, F_GETFL);
   if ((fl & O_ACCMODE) == O_RDONLY) {
     log::warning(path_ + ": the container is longer than its volume size (an interrupted resize); ignoring the excess");
+    return;
+  }
+  if (!clean_) {
+    log::warning(path_ + ": the container is longer than its volume size, and the newest copy of the header could "
+                 "not be used: the excess may belong to the larger volume it described, so it is left as it is");
     return;
   }
   log::warning(path_ + ": rolling back an interrupted resize (cutting the container back to its configured size)");
@@ -228,26 +347,30 @@ void VolumeContainer::check_content_header() const {
 }
 
 void VolumeContainer::write_slot(const VaultConfig& config) {
-  const int target = 1 - slot_;  // the older copy; the newest stays intact until this one is durable
-  auto slot = encode_slot(config, generation_ + 1);
+  // The other copy: older, or the one that failed to open. The one in use stays intact until
+  // this one is durable.
+  const int target = 1 - slot_;
+  if (generation_ == UINT64_MAX) throw CorruptData("the volume header of " + path_ + " is at its last generation");
+  auto slot = encode_volume_slot(config, generation_ + 1);
   pwrite_or_throw(fd_, slot.data(), slot.size(), target * kVolumeSlotBytes, path_);
   if (::fdatasync(fd_) != 0) throw UserError("cannot sync " + path_ + ": " + errno_text());
   config_ = config;
   generation_ += 1;
   slot_ = target;
+  clean_ = true;  // the newest copy now, and the other is the authenticated one it replaced
 }
 
-void VolumeContainer::grow(std::uint64_t new_size, std::string_view password) {
+std::uint64_t VolumeContainer::grow(std::uint64_t new_size, std::string_view password, KdfPolicy policy) {
+  SecretBytes master = unlock(password, policy);  // nothing is acted on before this
+  new_size = volume_size_for(new_size, config_.chunk_size);
   if (new_size < config_.volume_size)
     throw UserError("cannot shrink a volume (from " + std::to_string(config_.volume_size) + " to " +
                     std::to_string(new_size) +
                     " bytes): the filesystem inside may use the end; only growing is supported");
-  if (new_size % config_.chunk_size != 0)
-    throw std::invalid_argument("VolumeContainer::grow: size must be whole chunks");
   check_stream_size();
+  const std::uint64_t old_size = config_.volume_size;
+  if (new_size == old_size) return old_size;
   VaultConfig next = config_;
-  SecretBytes master = next.unlock(password);  // throws WrongPassword
-  if (new_size == config_.volume_size) return;
   next.volume_size = new_size;
   next.rewrap(master, password);
   const std::uint64_t total = kVolumeConfigBlockBytes + layout().cipher_size(new_size);
@@ -255,6 +378,7 @@ void VolumeContainer::grow(std::uint64_t new_size, std::string_view password) {
     throw UserError("cannot grow " + path_ + " to " + std::to_string(total) + " bytes: " + errno_text());
   if (::fsync(fd_) != 0) throw UserError("cannot sync " + path_ + ": " + errno_text());
   write_slot(next);
+  return old_size;
 }
 
 }  // namespace gcfs

@@ -8,11 +8,18 @@
 // Updates go to the older slot and are fsynced, so a crash while resizing leaves the previous
 // config readable. The content stream is exactly a directory vault's file format, so the chunk
 // code (ContentFile) reads and writes it unchanged; unwritten chunks are holes in a sparse file.
+//
+// Authenticate, then act: the checksum only tells a torn slot from a whole one, and anyone who
+// can write the container can write a slot with a valid checksum. So nothing a slot says is acted
+// on (the stream cut back to its size, a resize) before unlock() has opened its key wrap; a newest
+// slot that does not open is passed over for the other copy, with a warning.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "crypto/kdf.h"
 #include "crypto/secret.h"
@@ -30,50 +37,103 @@ constexpr char kVolumeMagic[8] = {'G', 'C', 'F', 'S', 'V', 'O', 'L', '1'};
 // growing it never reseals a partial last chunk. Throws UserError for 0.
 std::uint64_t volume_size_for(std::uint64_t requested, std::uint32_t chunk_size);
 
+// One copy of the config that passed its checksum and parsed: not yet authenticated.
+struct VolumeHeaderCopy {
+  int slot = 0;
+  std::uint64_t generation = 0;
+  VaultConfig config;
+};
+
+// What the two slots hold, before any password.
+struct VolumeHeader {
+  std::vector<VolumeHeaderCopy> copies;  // newest (highest generation) first; ties: lower slot first
+  std::string damage;                    // "copy 0: its checksum does not match; ...", empty when none
+  int empty = 0;                         // slots without the magic (never written, or not a container)
+};
+
+// The bytes of one slot holding config at generation (for create, resize, tests and the fuzzer).
+std::vector<std::uint8_t> encode_volume_slot(const VaultConfig& config, std::uint64_t generation);
+
+// Decodes the first kVolumeSlots * kVolumeSlotBytes bytes of a container (a shorter span counts
+// the missing slots as empty). Damage is reported in the result, never thrown; only a slot of a
+// newer format version (UserError) escapes.
+VolumeHeader decode_volume_header(std::span<const std::uint8_t> block);
+
+// Refuses (ExpensiveKdf, naming the cost) when every copy asks for a scrypt cost above what
+// init creates and policy does not allow it: what unlock() would find, without a password.
+void check_kdf_cost(const VolumeHeader& header, KdfPolicy policy);
+
 class VolumeContainer {
  public:
   // Creates path (which must not exist), sparse: the config slots, the content stream's header
   // and holes for size bytes. Throws UserError naming the problem; leaves no file behind on error.
   static void create(const std::string& path, const VaultConfig& config);
 
-  // Opens an existing container and reads its newest valid config slot. writable: open read-write
-  // and take an exclusive lock, so two mounts (or a mount and a resize) never share a container.
-  // Throws CorruptData when no slot is valid, UserError when the file is not a container or is busy.
+  // Opens an existing container and reads its header. path is a file the user named, so a
+  // symbolic link is followed; a FIFO, device or directory is refused at once (opened
+  // non-blocking, type checked before anything is read or locked). writable: open read-write and
+  // take an exclusive lock, so two mounts (or a mount and a resize) never share a container.
+  // Throws CorruptData when no slot is valid, UserError when the file is not a container or is
+  // busy. Nothing is written.
   VolumeContainer(const std::string& path, bool writable);
+  // The header alone, opened as the constructor does but without a lock and without logging: for
+  // a command that answers before the password prompt (a FIFO, a damaged header, a refused
+  // scrypt cost) and leaves the real open to the process that mounts. Same errors.
+  static VolumeHeader read_header(const std::string& path);
   ~VolumeContainer();
   VolumeContainer(VolumeContainer&& o) noexcept;
   VolumeContainer(const VolumeContainer&) = delete;
   VolumeContainer& operator=(const VolumeContainer&) = delete;
   VolumeContainer& operator=(VolumeContainer&&) = delete;
 
+  // Before unlock(): the newest copy, unauthenticated (fit for messages and early usage checks,
+  // not to act on). After: the copy whose key wrap opened.
   const VaultConfig& config() const { return config_; }
+  const VolumeHeader& header() const { return header_; }
   const std::string& path() const { return path_; }
   int fd() const { return fd_; }
   ChunkLayout layout() const { return ChunkLayout(config_.chunk_size, kVolumeConfigBlockBytes); }
+  bool unlocked() const { return unlocked_; }
 
-  // Checks that the content stream is as long as the config's volume_size says. A longer stream
-  // is an interrupted resize: on a writable container it is cut back (chunk-aligned, so no chunk
-  // changes). A shorter one is damage and throws CorruptData.
+  // gcfs::check_kdf_cost on this container's header.
+  void check_kdf_cost(KdfPolicy policy) const;
+
+  // Authenticates the header: tries the copies newest first (a copy identical to one already
+  // tried is not tried again; one whose scrypt cost policy refuses is passed over) and keeps the
+  // first whose key wrap opens with password. When that is not the newest, logs a warning naming
+  // the copy passed over and why. Returns the master key. Throws WrongPassword when no copy
+  // opens, ExpensiveKdf when every copy's cost was refused.
+  SecretBytes unlock(std::string_view password, KdfPolicy policy = KdfPolicy::RefuseAboveInit);
+
+  // Checks that the content stream is as long as the config's volume_size says; needs unlock().
+  // A longer stream is an interrupted resize: on a writable container whose newest header copy
+  // was the one that opened and whose other copy is whole, it is cut back (chunk-aligned, so no
+  // chunk changes); otherwise the excess may belong to a larger volume described by the copy that
+  // could not be used, and it is left alone with a warning. A shorter one is damage: CorruptData.
   void check_stream_size();
 
   // Checks the content stream's file header (magic, version) behind the config block. Without
   // it every chunk read fails, so a damaged one is refused up front: throws CorruptData.
   void check_content_header() const;
 
-  // Grows the volume to new_size plaintext bytes (already a whole number of chunks): the stream
-  // grows by holes first, then the config, rewrapped under password so volume_size stays
-  // authenticated, goes to the older slot. Throws UserError when new_size is smaller, and
-  // WrongPassword when password does not open the config.
-  void grow(std::uint64_t new_size, std::string_view password);
+  // Grows the volume to new_size plaintext bytes, rounded up to whole chunks of the
+  // authenticated config: unlocks first (WrongPassword, ExpensiveKdf), then the stream grows by
+  // holes, then the config, rewrapped under password so volume_size stays authenticated, goes to
+  // the slot not in use. Throws UserError when new_size is smaller. Returns the size before, as
+  // the authenticated copy said.
+  std::uint64_t grow(std::uint64_t new_size, std::string_view password, KdfPolicy policy = KdfPolicy::RefuseAboveInit);
 
  private:
   void write_slot(const VaultConfig& config);
 
   std::string path_;
   int fd_ = -1;
+  VolumeHeader header_;
   VaultConfig config_;
   std::uint64_t generation_ = 0;
-  int slot_ = 0;  // the slot config_ came from
+  int slot_ = 0;            // the slot config_ came from
+  bool unlocked_ = false;   // config_ is authenticated
+  bool clean_ = false;      // unlocked from the newest copy, and the other slot is whole
 };
 
 }  // namespace gcfs

@@ -41,6 +41,16 @@ bool has_volume_magic(const std::string& path) {
   return false;
 }
 
+// "a FIFO", "a socket", ...: what a path the user named turned out to be.
+std::string type_words(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device node";
+  if (S_ISREG(mode)) return "a regular file";
+  return "neither a file nor a directory";
+}
+
 bool is_empty_directory(const std::string& dir, int* error) {
   DIR* d = ::opendir(dir.c_str());
   if (!d) {
@@ -128,7 +138,8 @@ void require_vault_directory(const std::string& cipherdir, const std::string& vo
                                             " (create a vault with 'gpucryptfs init')");
   if (S_ISREG(st.st_mode) && has_volume_magic(cipherdir))
     throw CodedError(kExitBadConfig, cipherdir + " is a volume container: use `gpucryptfs volume " + volume_command + "`");
-  if (!S_ISDIR(st.st_mode)) throw CodedError(kExitBadCipherDir, "CIPHERDIR " + cipherdir + " is not a directory");
+  if (!S_ISDIR(st.st_mode))
+    throw CodedError(kExitBadCipherDir, "CIPHERDIR " + cipherdir + " is not a directory (" + type_words(st.st_mode) + ")");
 }
 
 void require_empty_directory(const std::string& cipherdir) {
@@ -157,7 +168,8 @@ void require_volume_container(const std::string& container, const std::string& d
                                                                       : ": use `gpucryptfs " + directory_command + "`"));
     throw CodedError(kExitBadCipherDir, container + " is a directory, not a volume container");
   }
-  if (!S_ISREG(st.st_mode)) throw CodedError(kExitBadCipherDir, container + " is not a regular file, so not a volume container");
+  if (!S_ISREG(st.st_mode))
+    throw CodedError(kExitBadCipherDir, container + " is " + type_words(st.st_mode) + ", not a volume container (a regular file)");
   if (!has_volume_magic(container))
     throw CodedError(kExitBadConfig, container + " is not a gpucryptfs volume container (neither config slot has its header)");
 }

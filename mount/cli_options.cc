@@ -123,4 +123,11 @@ std::uint64_t parse_size_option(const char* option, const std::string& text) {
   }
 }
 
+void add_allow_expensive_kdf_option(po::options_description& opts, bool* allow) {
+  opts.add_options()("allow-expensive-kdf", po::bool_switch(allow),
+                     "unlock even when the config asks for a scrypt cost above what 'init' creates (r above 8, "
+                     "p above 1, or more than half of this machine's memory); without it such a config is refused "
+                     "before scrypt runs, since anyone who can write the config can set its cost");
+}
+
 }  // namespace gcfs::cli

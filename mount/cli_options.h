@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "crypto/vault_config.h"
+
 namespace gcfs::cli {
 
 struct Positional {
@@ -36,5 +38,12 @@ std::vector<int> parse_gpu_list(const std::string& text);
 // A size option's value in bytes (parse_byte_size: 4096, 64K, 1M, 10G); a value that is no size
 // is a usage error naming the option (boost::program_options::error, exit 2).
 std::uint64_t parse_size_option(const char* option, const std::string& text);
+// --allow-expensive-kdf, for every command that unlocks a vault or volume: the scrypt cost in a
+// config is read before anything in it is authenticated, so a cost above what init creates is
+// refused unless the user says they chose it (crypto/vault_config.h, KdfPolicy).
+void add_allow_expensive_kdf_option(boost::program_options::options_description& opts, bool* allow);
+inline KdfPolicy kdf_policy(bool allow_expensive) {
+  return allow_expensive ? KdfPolicy::AllowExpensive : KdfPolicy::RefuseAboveInit;
+}
 
 }  // namespace gcfs::cli

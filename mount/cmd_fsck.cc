@@ -70,7 +70,7 @@ int cmd_fsck(int argc, char** argv) {
   return run_command("fsck", [&] {
     PasswordSource pw_src;
     std::string cipherdir, engine = "auto";
-    bool repair = false, force = false;
+    bool repair = false, force = false, allow_expensive_kdf = false;
     po::options_description opts(
         "usage: gpucryptfs fsck [OPTIONS] CIPHERDIR\n\n"
         "Reads every header, chunk, name, long-name file, symlink and extended attribute of the\n"
@@ -86,6 +86,7 @@ int cmd_fsck(int argc, char** argv) {
         "killed daemon from the crash journal; nothing is deleted; never while the vault is mounted")(
         "force", po::bool_switch(&force),
         "check a vault that is mounted: files its daemon is writing may show as damaged; never with --repair");
+    add_allow_expensive_kdf_option(opts, &allow_expensive_kdf);
     if (!parse_command_line(argc, argv, opts, {{"CIPHERDIR", &cipherdir}})) return static_cast<int>(kExitOk);
     while (cipherdir.size() > 1 && cipherdir.back() == '/') cipherdir.pop_back();
 
@@ -93,6 +94,7 @@ int cmd_fsck(int argc, char** argv) {
     require_engine_name(engine);
     require_vault_directory(cipherdir, "fsck");
     VaultConfig cfg = Vault::load_config(cipherdir);
+    cfg.check_kdf_cost(kdf_policy(allow_expensive_kdf));  // before asking for a password
     require_usable_gpu_for(engine);
     // A live daemon rewrites chunks and moves entries under fsck's feet: reports about them would
     // be noise, and --repair could move or restore what the daemon has just written.
@@ -108,7 +110,7 @@ int cmd_fsck(int argc, char** argv) {
     std::unique_ptr<Vault> vault;
     {
       const SecretString password = read_password(pw_src, "Password: ");
-      vault = Vault::open(cipherdir, cfg, password.view());
+      vault = Vault::open(cipherdir, cfg, password.view(), kdf_policy(allow_expensive_kdf));
     }  // the password is wiped here, or on the way out when open throws
 
     EngineOptions eo;

@@ -43,8 +43,11 @@ int cmd_info(int argc, char** argv) {
       std::cout << "Vault:        " << cipherdir << "\n"
                 << "Format:       gpucryptfs version " << c.version << ", directory\n"
                 << "Cipher:       " << c.cipher << ", chunk size " << c.chunk_size << " bytes\n"
-                << "Key from:     scrypt N=2^" << c.scrypt.log_n << " r=" << c.scrypt.r << " p=" << c.scrypt.p << "\n"
-                << "Features:    ";
+                << "Key from:     scrypt N=2^" << c.scrypt.log_n << " r=" << c.scrypt.r << " p=" << c.scrypt.p << "\n";
+      // Nothing in the config is authenticated without the password: say what unlocking will refuse.
+      if (const std::string why = kdf_cost_beyond_init(c.scrypt, machine_memory_bytes()); !why.empty())
+        std::cout << "Warning:      " << why << ": mount, passwd and fsck refuse it unless given --allow-expensive-kdf\n";
+      std::cout << "Features:    ";
       for (const auto& f : c.features) std::cout << " " << f;
       std::cout << "\n";
     }

@@ -34,7 +34,8 @@ int cmd_init(int argc, char** argv) {
     if (!valid_chunk_size(chunk))
       throw po::error("--chunk-size must be a power of two from 4K (4096) to 1M (1048576), got " + chunk_text);
     const auto chunk_size = static_cast<std::uint32_t>(chunk);
-    if (scrypt_logn < 10 || scrypt_logn > 28) throw po::error("--scrypt-logn must be from 10 to 28");
+    if (scrypt_logn < kMinScryptLogN || scrypt_logn > kMaxScryptLogN)  // the range unlocking accepts without an option
+      throw po::error("--scrypt-logn must be from " + std::to_string(kMinScryptLogN) + " to " + std::to_string(kMaxScryptLogN));
     require_empty_directory(cipherdir);  // before the password is asked for, twice
     ScryptParams scrypt;
     scrypt.log_n = scrypt_logn;

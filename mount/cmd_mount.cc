@@ -18,6 +18,7 @@
 #include "fs/log.h"
 #include "fs/vault.h"
 #include "mount/cli_checks.h"
+#include "mount/cipherdir_exposure.h"
 #include "mount/cli_options.h"
 #include "mount/commands.h"
 #include "mount/encrypted_fs.h"
@@ -49,6 +50,19 @@ std::string absolute(const std::string& path) {
   return buf;
 }
 
+// One line, in the log and on the terminal (a detached mount echoes warnings there until it is
+// ready; a foreground one logging to a file is told to here).
+void warn_if_others_reach(const std::string& cipherdir, bool also_stderr) {
+  const std::string why = mount::cipherdir_exposure(cipherdir, ::geteuid());
+  if (why.empty()) return;
+  const std::string msg = "--allow-other, and other users can reach CIPHERDIR: " + why +
+                          ". The daemon gives each user the files and directories they make, in CIPHERDIR too, so "
+                          "they could change their part behind its back; keep CIPHERDIR inside a folder only you can "
+                          "enter (chmod 700), see docs/SECURITY.md";
+  log::warning(msg);
+  if (also_stderr) std::cerr << "gpucryptfs: warning: " << msg << "\n";
+}
+
 }  // namespace
 
 int cmd_mount(int argc, char** argv) {
@@ -58,7 +72,7 @@ int cmd_mount(int argc, char** argv) {
     mount::MountOptions mo;
     mount::FsOptions fso;
     std::string cipherdir, log_file;
-    bool no_writeback = false;
+    bool no_writeback = false, allow_expensive_kdf = false;
     std::string gpus;
     int gpu_streams = 4;
     po::options_description opts("usage: gpucryptfs mount [OPTIONS] CIPHERDIR MOUNTPOINT\n\n"
@@ -82,6 +96,7 @@ int cmd_mount(int argc, char** argv) {
         "GPUs the gpu engine uses, as 'gpucryptfs info' numbers them: all, or a list such as 0,1")(
         "gpu-streams", po::value(&gpu_streams)->default_value(gpu_streams),
         "CUDA streams per GPU: batches in flight at once, each with its own pinned staging");
+    add_allow_expensive_kdf_option(opts, &allow_expensive_kdf);
     std::string mountpoint;
     if (!parse_command_line(argc, argv, opts, {{"CIPHERDIR", &cipherdir}, {"MOUNTPOINT", &mountpoint}}))
       return kExitOk;
@@ -98,6 +113,7 @@ int cmd_mount(int argc, char** argv) {
     // Every path and option value is checked before the password is asked for.
     require_vault_directory(cipherdir, "mount");
     const VaultConfig config = Vault::load_config(cipherdir);
+    config.check_kdf_cost(kdf_policy(allow_expensive_kdf));  // before asking for a password
     mount::check_mountpoint(mo.mountpoint, kExitBadMountpoint);
     if (mo.mountpoint == cipherdir || mo.mountpoint.starts_with(cipherdir + "/"))
       throw mount::MountFailure(kExitBadMountpoint, "the mountpoint must not lie inside CIPHERDIR");
@@ -111,8 +127,9 @@ int cmd_mount(int argc, char** argv) {
       ::umask(0);  // the kernel has applied the caller's umask to every mode we are given
       if (!log_file.empty()) log::to_file(log_file);
       else if (!mo.foreground) mount::announce_detached_log(log::to_syslog_or_state_file());
+      if (mo.allow_other) warn_if_others_reach(cipherdir, mo.foreground && !log_file.empty());
       auto rv = std::make_shared<RunningVault>();
-      rv->vault = Vault::open(cipherdir, config, password.view());
+      rv->vault = Vault::open(cipherdir, config, password.view(), kdf_policy(allow_expensive_kdf));
       password.clear();
       int root_fd = ::open(cipherdir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
       if (root_fd < 0) throw UserError("cannot open " + cipherdir + ": " + std::strerror(errno));

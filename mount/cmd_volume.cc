@@ -1,6 +1,7 @@
 // gpucryptfs volume create|resize, and the dispatch to volume mount (cmd_volume_mount.cc).
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <iostream>
 
@@ -38,8 +39,8 @@ void volume_usage(std::ostream& out) {
   out << "usage: gpucryptfs volume create --size SIZE [--chunk-size N] [--scrypt-logn N] [--passfile F] [--extpass CMD]\n"
          "                               CONTAINER\n"
          "       gpucryptfs volume mount [--passfile F] [--extpass CMD] [--engine auto|cpu|gpu] [-f] [--read-only]\n"
-         "                               [--log FILE] CONTAINER MOUNTDIR\n"
-         "       gpucryptfs volume resize --size SIZE [--passfile F] [--extpass CMD] CONTAINER\n"
+         "                               [--log FILE] [--allow-expensive-kdf] CONTAINER MOUNTDIR\n"
+         "       gpucryptfs volume resize --size SIZE [--passfile F] [--extpass CMD] [--allow-expensive-kdf] CONTAINER\n"
          "\nA volume is an encrypted block device in one sparse file; mounted, it is MOUNTDIR/volume.img.\n"
          "SIZE takes the suffixes K, M, G, T (binary). 'gpucryptfs volume SUBCOMMAND --help' lists the options.\n";
 }
@@ -59,7 +60,8 @@ int volume_create(int argc, char** argv) {
       ("extpass", po::value(&extpass), "run this command and read the password from its output");
   if (!parse_command_line(argc, argv, desc, {{"CONTAINER", &container}}))
     return kExitOk;
-  if (logn < 10 || logn > 28) throw po::error("--scrypt-logn must be from 10 to 28");
+  if (logn < kMinScryptLogN || logn > kMaxScryptLogN)  // the range unlocking accepts without an option
+    throw po::error("--scrypt-logn must be from " + std::to_string(kMinScryptLogN) + " to " + std::to_string(kMaxScryptLogN));
   const std::uint64_t chunk = size_option("--chunk-size", chunk_text);
   if (!valid_chunk_size(chunk))
     throw po::error("--chunk-size must be a power of two from 4K (4096) to 1M (1048576), got " + chunk_text);
@@ -85,26 +87,33 @@ int volume_create(int argc, char** argv) {
 
 int volume_resize(int argc, char** argv) {
   std::string size_text, container, passfile, extpass;
+  bool allow_expensive_kdf = false;
   po::options_description desc("usage: gpucryptfs volume resize --size SIZE [--passfile F] [--extpass CMD] CONTAINER\n\n"
                                "Grows the unmounted volume in CONTAINER.\n\noptions");
   desc.add_options()("help,h", "this help")
       ("size", po::value(&size_text)->required(), "new plaintext size (K, M, G, T suffixes); only growing is supported")
       ("passfile", po::value(&passfile), "read the password from the first line of this file")
       ("extpass", po::value(&extpass), "run this command and read the password from its output");
+  add_allow_expensive_kdf_option(desc, &allow_expensive_kdf);
   if (!parse_command_line(argc, argv, desc, {{"CONTAINER", &container}}))
     return kExitOk;
   require_volume_container(container, "");
   VolumeContainer vol(container, true);  // exclusive lock: refuses a mounted volume
-  const std::uint64_t old_size = vol.config().volume_size;
+  vol.check_kdf_cost(kdf_policy(allow_expensive_kdf));  // before asking for a password
+  // Early answers from the header as read, before the password: refused only when no copy of it
+  // could allow the size. grow() checks again against the copy that authenticates.
   const std::uint64_t size = size_option("--size", size_text, vol.config().chunk_size);
-  if (size < old_size)
-    throw UserError("cannot shrink " + container + " from " + format_byte_size(old_size) + " to " + format_byte_size(size) +
-                    ": only growing is supported (the filesystem inside may use the end)");
+  std::uint64_t smallest = vol.config().volume_size;
+  for (const auto& copy : vol.header().copies) smallest = std::min(smallest, copy.config.volume_size);
+  if (size < smallest)
+    throw UserError("cannot shrink " + container + " from " + format_byte_size(smallest) + " to " +
+                    format_byte_size(size) + ": only growing is supported (the filesystem inside may use the end)");
+  std::uint64_t old_size = 0;
   {
     const SecretString password = read_password({passfile, extpass}, "Password: ");
-    vol.grow(size, password.view());
+    old_size = vol.grow(size, password.view(), kdf_policy(allow_expensive_kdf));
   }  // the password is wiped here, or on the way out when grow throws
-  if (size == old_size) {
+  if (vol.config().volume_size == old_size) {
     std::cout << container << " already has " << format_byte_size(size) << "; nothing changed.\n";
     return kExitOk;
   }

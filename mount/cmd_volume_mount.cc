@@ -6,6 +6,7 @@
 
 #include "crypto/errors.h"
 #include "fs/log.h"
+#include "fs/volume_container.h"
 #include "mount/commands.h"
 #include "mount/fuse_runner.h"
 #include "mount/password.h"
@@ -20,7 +21,7 @@ namespace gcfs::cli {
 
 int cmd_volume_mount(int argc, char** argv) {
   std::string container, mountdir, passfile, extpass, engine = "auto", log_file;
-  bool foreground = false, read_only = false;
+  bool foreground = false, read_only = false, allow_expensive_kdf = false;
   unsigned threads = 16;
   std::string gpus;
   int gpu_streams = 4;
@@ -38,6 +39,7 @@ int cmd_volume_mount(int argc, char** argv) {
        "GPUs the gpu engine uses, as 'gpucryptfs info' numbers them: all, or a list such as 0,1")
       ("gpu-streams", po::value(&gpu_streams)->default_value(gpu_streams),
        "CUDA streams per GPU: batches in flight at once, each with its own pinned staging");
+  add_allow_expensive_kdf_option(desc, &allow_expensive_kdf);
   if (!parse_command_line(argc, argv, desc, {{"CONTAINER", &container}, {"MOUNTDIR", &mountdir}}))
     return kExitOk;
   require_engine_name(engine);
@@ -48,6 +50,10 @@ int cmd_volume_mount(int argc, char** argv) {
   // Every path and option value is checked before the password is asked for.
   require_volume_container(container, "mount");
   mount::check_mountpoint(mountdir, kExitBadMountpoint);
+  // The header is read here, before the password prompt and the fork: a FIFO, device or
+  // directory is refused at once, and so are a damaged header and a scrypt cost above what
+  // 'volume create' makes. Nothing is acted on: the daemon opens it again and authenticates it.
+  check_kdf_cost(VolumeContainer::read_header(container), kdf_policy(allow_expensive_kdf));
   require_existing_gpus(gpu_list);
   require_usable_gpu_for(engine);
   if (!log_file.empty()) log::to_file(log_file);
@@ -58,6 +64,7 @@ int cmd_volume_mount(int argc, char** argv) {
   setup.engine.gpu.devices = gpu_list;
   setup.engine.gpu.streams_per_gpu = gpu_streams;
   setup.read_only = read_only;
+  setup.kdf_policy = kdf_policy(allow_expensive_kdf);
   setup.password = read_password({passfile, extpass}, "Password: ");
 
   mount::MountOptions mo;

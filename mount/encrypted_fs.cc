@@ -14,24 +14,16 @@
 #include "fs/dir_iv.h"
 #include "fs/log.h"
 #include "mount/encrypted_fs_handles.h"
+#include "mount/fd_limit.h"
 
 namespace gcfs::mount {
 
 namespace {
 
-// How many descriptors of files (not directories) the cache may hold: a quarter of the soft
-// limit, which the runner has raised as far as it could before we are made; the rest is left for
-// directories, open files and the daemon's own.
-std::size_t fd_cache_budget() {
-  rlimit lim{};
-  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return 256;
-  const rlim_t soft = lim.rlim_cur == RLIM_INFINITY ? rlim_t{1} << 20 : lim.rlim_cur;
-  return std::clamp<std::size_t>(static_cast<std::size_t>(soft / 4), 16, 8192);
-}
-
+// The soft limit, which the runner has raised as far as it could before we are made.
 rlim_t soft_fd_limit() {
   rlimit lim{};
-  return ::getrlimit(RLIMIT_NOFILE, &lim) == 0 ? lim.rlim_cur : 0;
+  return ::getrlimit(RLIMIT_NOFILE, &lim) == 0 ? lim.rlim_cur : 1024;
 }
 
 }  // namespace
@@ -39,7 +31,7 @@ rlim_t soft_fd_limit() {
 EncryptedFs::EncryptedFs(const Vault& vault, ChunkEngine& engine, int root_fd, FsOptions options)
     : vault_(vault),
       engine_(engine),
-      inodes_(root_fd, fd_cache_budget()),
+      inodes_(root_fd, descriptor_budget(soft_fd_limit()).files, descriptor_budget(soft_fd_limit()).dirs),
       options_(options),
       running_as_root_(::geteuid() == 0) {}
 
@@ -84,16 +76,26 @@ void EncryptedFs::init(fuse_conn_info* conn) {
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
   log::info(std::string("serving ") + vault_.cipherdir() + " with the " + engine_.name() + " engine" +
             (options_.writeback_cache && (conn->want & FUSE_CAP_WRITEBACK_CACHE) ? ", writeback cache on" : ""));
-  log::info("descriptors: one per cached directory and per open file, and a cache of at most " +
-            std::to_string(inodes_.fd_cache_limit()) + " for other files (limit " + std::to_string(soft_fd_limit()) +
-            "); files the kernel remembers beyond that are opened again by name when needed");
+  log::info("descriptors: one per open file, a cache of at most " + std::to_string(inodes_.dir_cache_limit()) +
+            " for directories and a cache of at most " + std::to_string(inodes_.fd_cache_limit()) +
+            " for other files (limit " + std::to_string(soft_fd_limit()) +
+            "); what the kernel remembers beyond that is opened again by name when needed");
 }
 
 int EncryptedFs::dir_iv(Inode& dir, DirIv* iv) {
+  {
+    std::lock_guard lk(dir.mu);
+    if (dir.dir_iv) {
+      *iv = *dir.dir_iv;
+      return 0;
+    }
+  }
+  PathFd at = path_fd(dir);
+  if (!at.ok()) return at.error();
   std::lock_guard lk(dir.mu);
   if (!dir.dir_iv) {
     DirIv v{};
-    int rc = read_dir_iv(dir.dir_fd, &v, label_of(dir));
+    int rc = read_dir_iv(at.get(), &v, label_of(dir));
     if (rc < 0) return rc;
     dir.dir_iv = v;
   }
@@ -155,14 +157,17 @@ int EncryptedFs::openat_or_warn(int dirfd, const char* name, int flags) {
   return fd;
 }
 
-int EncryptedFs::make_entry(Inode& dir, const std::string& entry, fuse_entry_param* e) {
+int EncryptedFs::make_entry(Inode& dir, int dirfd, const std::string& entry, fuse_entry_param* e,
+                            const struct stat* known) {
   std::memset(e, 0, sizeof *e);
   struct stat st {};
-  if (::fstatat(dir.dir_fd, entry.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return -errno;
-  // Only directories keep a descriptor; other files are found again by name when needed.
+  if (known && !S_ISDIR(known->st_mode)) st = *known;
+  else if (::fstatat(dirfd, entry.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return -errno;
+  // A directory's descriptor goes into the cache (it is likely to be used next); other files are
+  // found again by name when needed.
   int fd = -1;
   if (S_ISDIR(st.st_mode)) {
-    fd = openat_or_warn(dir.dir_fd, entry.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    fd = openat_or_warn(dirfd, entry.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) return -errno;
     // The stat of what we hold (the entry may have been replaced since the fstatat).
     if (::fstat(fd, &st) != 0) {
@@ -174,7 +179,7 @@ int EncryptedFs::make_entry(Inode& dir, const std::string& entry, fuse_entry_par
   Inode& inode = inodes_.find_or_insert(dir, entry, st, fd);
   // A damaged file still gets an entry, so it can be renamed or removed; with no caching of its
   // attributes every stat, and every read (the kernel refreshes the size first), gets the EIO.
-  const bool damaged = plain_attr(inode, &st, dir.dir_fd, entry.c_str()) == -EIO;
+  const bool damaged = plain_attr(inode, &st, dirfd, entry.c_str()) == -EIO;
   e->ino = inodes_.id_of(inode);
   e->attr = st;
   e->attr_timeout = damaged ? 0 : options_.attr_timeout;
@@ -187,22 +192,27 @@ void EncryptedFs::reply_entry_or_err(fuse_req_t req, int rc, const fuse_entry_pa
   else fuse_reply_entry(req, &e);
 }
 
-void EncryptedFs::give_to_caller(fuse_req_t req, int dirfd, const std::string& entry) {
+void EncryptedFs::give_to_caller(fuse_req_t req, int dirfd, const std::string& entry, int fd) {
   if (!running_as_root_) return;
   const fuse_ctx* ctx = fuse_req_ctx(req);
   gid_t gid = ctx->gid;
   struct stat dir {};
   if (::fstat(dirfd, &dir) == 0 && (dir.st_mode & S_ISGID)) gid = dir.st_gid;  // setgid directories pass on their group
   if (ctx->uid == 0 && gid == 0) return;
-  if (::fchownat(dirfd, entry.c_str(), ctx->uid, gid, AT_SYMLINK_NOFOLLOW) != 0)
+  const int r = fd >= 0 ? ::fchown(fd, ctx->uid, gid) : ::fchownat(dirfd, entry.c_str(), ctx->uid, gid, AT_SYMLINK_NOFOLLOW);
+  if (r != 0)
     log::warning("cannot give a new entry to uid " + std::to_string(ctx->uid) + ": " + std::strerror(errno));
 }
 
 void EncryptedFs::lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  Inode& dir = inode(parent);
   DiskName dn;
-  int rc = disk_name(inode(parent), name, &dn);
+  int rc = disk_name(dir, name, &dn);
   fuse_entry_param e{};
-  if (rc == 0) rc = make_entry(inode(parent), dn.entry, &e);
+  if (rc == 0) {
+    PathFd at = path_fd(dir);
+    rc = at.ok() ? make_entry(dir, at.get(), dn.entry, &e) : at.error();
+  }
   reply_entry_or_err(req, rc, e);
 }
 
@@ -294,7 +304,7 @@ void EncryptedFs::readlink(fuse_req_t req, fuse_ino_t ino) {
 
 void EncryptedFs::statfs(fuse_req_t req, fuse_ino_t) {
   struct statvfs sv {};
-  if (::fstatvfs(inodes_.root().dir_fd, &sv) != 0) return (void)fuse_reply_err(req, errno);
+  if (::fstatvfs(inodes_.root().root_fd, &sv) != 0) return (void)fuse_reply_err(req, errno);
   sv.f_namemax = kMaxNameBytes;  // long names make every plaintext name up to 255 bytes work
   fuse_reply_statfs(req, &sv);
 }

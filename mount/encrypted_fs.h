@@ -86,8 +86,11 @@ class EncryptedFs {
   // The disk name of `name` in dir: -ENAMETOOLONG past 255 bytes, -EIO without a readable IV.
   int disk_name(Inode& dir, const char* name, DiskName* out);
   // Stats entry in dir (and opens it, if a directory), and makes it an inode counted as looked
-  // up; fills e.
-  int make_entry(Inode& dir, const std::string& entry, fuse_entry_param* e);
+  // up; fills e. known: the stat of a non-directory the caller holds open (create), used instead
+  // of a new look at the name, which may lead elsewhere by now.
+  // dirfd: dir's descriptor (path_fd), held by the caller.
+  int make_entry(Inode& dir, int dirfd, const std::string& entry, fuse_entry_param* e,
+                 const struct stat* known = nullptr);
   // openat that, when descriptors run out, closes the cached ones no call is using and tries
   // again, and otherwise says in the log why it failed. The descriptor or -1 with errno set.
   int openat_or_warn(int dirfd, const char* name, int flags);
@@ -99,8 +102,10 @@ class EncryptedFs {
   // is read through readlinkat(fd, name)). An impossible ciphertext size is logged and -EIO, with
   // st_size set to 0.
   int plain_attr(Inode& inode, struct stat* st, int fd, const char* name);
-  // Gives newly created entries to the requesting user when the daemon runs as root.
-  void give_to_caller(fuse_req_t req, int dirfd, const std::string& entry);
+  // Gives newly created entries to the requesting user when the daemon runs as root: fd when the
+  // caller holds the new file open (so nothing swapped in under its name is given away), else
+  // entry in dirfd.
+  void give_to_caller(fuse_req_t req, int dirfd, const std::string& entry, int fd = -1);
   // The ciphertext path of an inode, for log messages.
   std::string label_of(Inode& inode) { return inodes_.label_of(inode); }
   // A descriptor of the inode for this call (InodeTable::path_fd): the only way to one, so no

@@ -25,7 +25,9 @@ int EncryptedFs::read_entries(Inode& dir, DirHandle& h) {
   DirIv iv{};
   int rc = dir_iv(dir, &iv);
   if (rc < 0) return rc;
-  int fd = ::openat(dir.dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  PathFd at = path_fd(dir);
+  if (!at.ok()) return at.error();
+  int fd = ::openat(at.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return -errno;
   DIR* d = ::fdopendir(fd);
   if (!d) {
@@ -75,6 +77,11 @@ void EncryptedFs::readdir(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_
     int rc = read_entries(dir, h);
     if (rc < 0) return (void)fuse_reply_err(req, -rc);
   }
+  PathFd at;
+  if (plus) {  // attributes of each entry: looked up in the directory
+    at = path_fd(dir);
+    if (!at.ok()) return (void)fuse_reply_err(req, -at.error());
+  }
   std::vector<char> buf(size);
   std::size_t used = 0;
   for (std::size_t i = static_cast<std::size_t>(off); i < h.entries.size(); ++i) {
@@ -94,7 +101,7 @@ void EncryptedFs::readdir(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_
         e.attr.st_ino = ent.ino;
         e.attr.st_mode = static_cast<mode_t>(ent.type) << 12;
       } else {
-        int rc = make_entry(dir, ent.entry, &e);
+        int rc = make_entry(dir, at.get(), ent.entry, &e);
         // Gone since the snapshot (rm -r at work): skip it rather than fail the listing. Other
         // errors: list the name without attributes; a lookup of it then reports the error.
         if (rc == -ENOENT) continue;
@@ -124,7 +131,9 @@ void EncryptedFs::releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
 }
 
 void EncryptedFs::fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info*) {
-  int fd = ::openat(inode(ino).dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  PathFd at = path_fd(inode(ino));
+  if (!at.ok()) return (void)fuse_reply_err(req, -at.error());
+  int fd = ::openat(at.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return (void)fuse_reply_err(req, errno);
   int r = datasync ? ::fdatasync(fd) : ::fsync(fd);
   int err = r == 0 ? 0 : errno;

@@ -52,60 +52,80 @@ int check_only_iv(int dirfd) {
 
 void EncryptedFs::add_entry(fuse_req_t req, Inode& dir, const char* name, bool new_node,
                             const std::function<int(int dirfd, const char* entry)>& make) {
+  PathFd at = path_fd(dir);
+  if (!at.ok()) return (void)fuse_reply_err(req, -at.error());
+  const int dirfd = at.get();
   DiskName dn;
   int rc = disk_name(dir, name, &dn);
-  if (rc == 0) rc = NameMapping::write_name_file(dir.dir_fd, dn);
+  if (rc == 0) rc = NameMapping::write_name_file(dirfd, dn);
   if (rc < 0) return (void)fuse_reply_err(req, -rc);
-  if (const int err = make(dir.dir_fd, dn.entry.c_str()); err != 0) {
+  if (const int err = make(dirfd, dn.entry.c_str()); err != 0) {
     // EEXIST: the name file belongs to the entry that is already there.
-    if (err != EEXIST) NameMapping::remove_name_file(dir.dir_fd, dn);
+    if (err != EEXIST) NameMapping::remove_name_file(dirfd, dn);
     return (void)fuse_reply_err(req, err);
   }
-  if (new_node) give_to_caller(req, dir.dir_fd, dn.entry);
+  if (new_node) give_to_caller(req, dirfd, dn.entry);
   fuse_entry_param e{};
-  rc = make_entry(dir, dn.entry, &e);
+  rc = make_entry(dir, dirfd, dn.entry, &e);
   reply_entry_or_err(req, rc, e);
 }
 
 void EncryptedFs::mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
+  if (S_ISREG(mode)) {
+    // A regular file (mknod(2) of one comes here, not to create): made with O_EXCL and given to
+    // its maker through that descriptor, so a file swapped in under the name meanwhile (someone
+    // who can reach CIPHERDIR) is never given away.
+    add_entry(req, inode(parent), name, false, [&](int dirfd, const char* entry) {
+      int fd = ::openat(dirfd, entry, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, mode & 07777);
+      if (fd < 0) return errno;
+      give_to_caller(req, dirfd, entry, fd);
+      ::close(fd);
+      return 0;
+    });
+    return;
+  }
   add_entry(req, inode(parent), name, true,
             [&](int dirfd, const char* entry) { return ::mknodat(dirfd, entry, mode, rdev) == 0 ? 0 : errno; });
 }
 
 void EncryptedFs::mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
   Inode& dir = inode(parent);
+  PathFd at = path_fd(dir);
+  if (!at.ok()) return (void)fuse_reply_err(req, -at.error());
+  const int dirfd = at.get();
   DiskName dn;
   int rc = disk_name(dir, name, &dn);
-  if (rc == 0) rc = NameMapping::write_name_file(dir.dir_fd, dn);
+  if (rc == 0) rc = NameMapping::write_name_file(dirfd, dn);
   if (rc < 0) return (void)fuse_reply_err(req, -rc);
   // Owner rwx while we write the IV file, whatever mode the caller asked for.
-  if (::mkdirat(dir.dir_fd, dn.entry.c_str(), mode | S_IRWXU) != 0) {
+  if (::mkdirat(dirfd, dn.entry.c_str(), mode | S_IRWXU) != 0) {
     int err = errno;
-    if (err != EEXIST) NameMapping::remove_name_file(dir.dir_fd, dn);
+    if (err != EEXIST) NameMapping::remove_name_file(dirfd, dn);
     return (void)fuse_reply_err(req, err);
   }
-  int sub = openat_or_warn(dir.dir_fd, dn.entry.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int sub = openat_or_warn(dirfd, dn.entry.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   DirIv iv{};
   rc = sub < 0 ? -errno : create_dir_iv(sub, &iv);
   if (rc == 0 && (mode & S_IRWXU) != S_IRWXU && ::fchmod(sub, mode & 07777) != 0) rc = -errno;
+  // Given away through our own descriptor: whatever the name leads to by now is not.
+  if (rc == 0) give_to_caller(req, dirfd, dn.entry, sub);
   if (sub >= 0) ::close(sub);
   if (rc < 0) {
     if (rc == -EMFILE || rc == -ENFILE) warn_out_of_descriptors();
     log::error(label_of(dir) + "/" + dn.entry + ": cannot write the new directory's IV: " + std::strerror(-rc));
     if (sub >= 0) {
-      int s2 = ::openat(dir.dir_fd, dn.entry.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      int s2 = ::openat(dirfd, dn.entry.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       if (s2 >= 0) {
         ::unlinkat(s2, kDirIvFileName, 0);
         ::close(s2);
       }
     }
-    ::unlinkat(dir.dir_fd, dn.entry.c_str(), AT_REMOVEDIR);
-    NameMapping::remove_name_file(dir.dir_fd, dn);
+    ::unlinkat(dirfd, dn.entry.c_str(), AT_REMOVEDIR);
+    NameMapping::remove_name_file(dirfd, dn);
     return (void)fuse_reply_err(req, -rc);
   }
-  give_to_caller(req, dir.dir_fd, dn.entry);
   fuse_entry_param e{};
-  rc = make_entry(dir, dn.entry, &e);
+  rc = make_entry(dir, dirfd, dn.entry, &e);
   if (rc == 0) {
     Inode& created = inode(e.ino);
     std::lock_guard lk(created.mu);
@@ -116,28 +136,43 @@ void EncryptedFs::mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mod
 
 void EncryptedFs::unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
   Inode& dir = inode(parent);
+  PathFd at = path_fd(dir);
+  if (!at.ok()) return (void)fuse_reply_err(req, -at.error());
+  const int dirfd = at.get();
   DiskName dn;
   int rc = disk_name(dir, name, &dn);
   if (rc < 0) return (void)fuse_reply_err(req, -rc);
   // Which inode loses this name: it must forget it, and, with its last name gone, must no longer
   // be found by its number, which the backing filesystem may give to a new file.
   struct stat st {};
-  if (::fstatat(dir.dir_fd, dn.entry.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return (void)fuse_reply_err(req, errno);
+  if (::fstatat(dirfd, dn.entry.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return (void)fuse_reply_err(req, errno);
   NameChange change = inodes_.begin_change(st, nullptr);
-  change.hold_a(dir.dir_fd, dn.entry);
-  if (::unlinkat(dir.dir_fd, dn.entry.c_str(), 0) != 0) return (void)fuse_reply_err(req, errno);
+  change.hold_a(dirfd, dn.entry);
+  if (::unlinkat(dirfd, dn.entry.c_str(), 0) != 0) return (void)fuse_reply_err(req, errno);
   change.removed(dir, dn.entry);
-  NameMapping::remove_name_file(dir.dir_fd, dn);
+  NameMapping::remove_name_file(dirfd, dn);
   fuse_reply_err(req, 0);
 }
 
 void EncryptedFs::rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
   Inode& dir = inode(parent);
+  PathFd at = path_fd(dir);
+  if (!at.ok()) return (void)fuse_reply_err(req, -at.error());
+  const int dirfd = at.get();
   DiskName dn;
   int rc = disk_name(dir, name, &dn);
   if (rc < 0) return (void)fuse_reply_err(req, -rc);
-  int sub = ::openat(dir.dir_fd, dn.entry.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int sub = ::openat(dirfd, dn.entry.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (sub < 0) return (void)fuse_reply_err(req, errno);
+  // The removed directory's inode must forget its name, and no longer be found by its number,
+  // which the backing filesystem may give to a new directory.
+  struct stat sub_st {};
+  if (::fstat(sub, &sub_st) != 0) {
+    const int err = errno;
+    ::close(sub);
+    return (void)fuse_reply_err(req, err);
+  }
+  NameChange change = inodes_.begin_change(sub_st, nullptr);
   rc = check_only_iv(sub);
   DirIv iv{};
   bool have_iv = false;
@@ -146,13 +181,16 @@ void EncryptedFs::rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
     if (::unlinkat(sub, kDirIvFileName, 0) != 0 && errno != ENOENT) rc = -errno;
     if (rc == 0 && ::unlinkat(sub, kDirIvTempName, 0) != 0 && errno != ENOENT) rc = -errno;
   }
-  if (rc == 0 && ::unlinkat(dir.dir_fd, dn.entry.c_str(), AT_REMOVEDIR) != 0) {
+  if (rc == 0 && ::unlinkat(dirfd, dn.entry.c_str(), AT_REMOVEDIR) != 0) {
     rc = -errno;
     // Something appeared in the meantime: put the IV back so its name stays readable.
     if (have_iv) create_dir_iv(sub, nullptr, &iv);
   }
   ::close(sub);
-  if (rc == 0) NameMapping::remove_name_file(dir.dir_fd, dn);
+  if (rc == 0) {
+    change.removed(dir, dn.entry);
+    NameMapping::remove_name_file(dirfd, dn);
+  }
   fuse_reply_err(req, -rc);
 }
 
@@ -178,20 +216,25 @@ void EncryptedFs::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fu
   if (flags & ~static_cast<unsigned>(RENAME_NOREPLACE | RENAME_EXCHANGE)) return (void)fuse_reply_err(req, EINVAL);
   Inode& from = inode(parent);
   Inode& to = inode(newparent);
+  PathFd from_at = path_fd(from);
+  if (!from_at.ok()) return (void)fuse_reply_err(req, -from_at.error());
+  PathFd to_at = path_fd(to);
+  if (!to_at.ok()) return (void)fuse_reply_err(req, -to_at.error());
+  const int from_fd = from_at.get(), to_fd = to_at.get();
   DiskName src, dst;
   int rc = disk_name(from, name, &src);
   if (rc == 0) rc = disk_name(to, newname, &dst);
   if (rc < 0) return (void)fuse_reply_err(req, -rc);
   // The inodes whose names change (the source, and an existing target, replaced or exchanged).
   struct stat src_st {}, dst_st {};
-  if (::fstatat(from.dir_fd, src.entry.c_str(), &src_st, AT_SYMLINK_NOFOLLOW) != 0) return (void)fuse_reply_err(req, errno);
-  const bool dst_exists = ::fstatat(to.dir_fd, dst.entry.c_str(), &dst_st, AT_SYMLINK_NOFOLLOW) == 0;
+  if (::fstatat(from_fd, src.entry.c_str(), &src_st, AT_SYMLINK_NOFOLLOW) != 0) return (void)fuse_reply_err(req, errno);
+  const bool dst_exists = ::fstatat(to_fd, dst.entry.c_str(), &dst_st, AT_SYMLINK_NOFOLLOW) == 0;
   NameChange change = inodes_.begin_change(src_st, dst_exists ? &dst_st : nullptr);
-  if (dst_exists && !(flags & (RENAME_EXCHANGE | RENAME_NOREPLACE))) change.hold_b(to.dir_fd, dst.entry);
+  if (dst_exists && !(flags & (RENAME_EXCHANGE | RENAME_NOREPLACE))) change.hold_b(to_fd, dst.entry);
   // The target's .name file goes first (its content follows from the name, so an existing one
   // is already right); remove it again only if we created it and the rename failed.
-  const bool dst_name_existed = dst.is_long && entry_exists(to.dir_fd, dst.name_file());
-  rc = NameMapping::write_name_file(to.dir_fd, dst);
+  const bool dst_name_existed = dst.is_long && entry_exists(to_fd, dst.name_file());
+  rc = NameMapping::write_name_file(to_fd, dst);
   if (rc < 0) return (void)fuse_reply_err(req, -rc);
   // Replacing a directory that is empty in the plaintext view: the backing rename would see its IV
   // file and refuse, so take the IV out first and put it back if the rename fails after all.
@@ -199,23 +242,23 @@ void EncryptedFs::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fu
   DirIv replaced_iv{};
   bool iv_taken = false;
   if (!(flags & (RENAME_EXCHANGE | RENAME_NOREPLACE))) {
-    replaced_dir = ::openat(to.dir_fd, dst.entry.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    replaced_dir = ::openat(to_fd, dst.entry.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (replaced_dir >= 0 && check_only_iv(replaced_dir) == 0 &&
         read_dir_iv(replaced_dir, &replaced_iv, label_of(to) + "/" + dst.entry) == 0)
       iv_taken = ::unlinkat(replaced_dir, kDirIvFileName, 0) == 0;
   }
-  if (::renameat2(from.dir_fd, src.entry.c_str(), to.dir_fd, dst.entry.c_str(), flags) != 0) {
+  if (::renameat2(from_fd, src.entry.c_str(), to_fd, dst.entry.c_str(), flags) != 0) {
     int err = errno;
     if (iv_taken) create_dir_iv(replaced_dir, nullptr, &replaced_iv);
     if (replaced_dir >= 0) ::close(replaced_dir);
-    if (dst.is_long && !dst_name_existed) NameMapping::remove_name_file(to.dir_fd, dst);
+    if (dst.is_long && !dst_name_existed) NameMapping::remove_name_file(to_fd, dst);
     return (void)fuse_reply_err(req, err);
   }
   if (replaced_dir >= 0) ::close(replaced_dir);
   change.renamed(from, src.entry, to, dst.entry, (flags & RENAME_EXCHANGE) != 0);
   // The source name is gone unless this was an exchange or a rename between two hard links of
   // one file (which POSIX makes a no-op).
-  if (src.is_long && !entry_exists(from.dir_fd, src.entry)) NameMapping::remove_name_file(from.dir_fd, src);
+  if (src.is_long && !entry_exists(from_fd, src.entry)) NameMapping::remove_name_file(from_fd, src);
   fuse_reply_err(req, 0);
 }
 

@@ -109,26 +109,37 @@ void EncryptedFs::open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 
 void EncryptedFs::create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
   Inode& dir = inode(parent);
+  PathFd at = path_fd(dir);
+  if (!at.ok()) return (void)fuse_reply_err(req, -at.error());
+  const int dirfd = at.get();
   DiskName dn;
   int rc = disk_name(dir, name, &dn);
-  if (rc == 0) rc = NameMapping::write_name_file(dir.dir_fd, dn);
+  if (rc == 0) rc = NameMapping::write_name_file(dirfd, dn);
   if (rc < 0) return (void)fuse_reply_err(req, -rc);
-  // Usually the name is new; when another request made it first (and the caller did not ask for
-  // O_EXCL), open that file instead, without taking it over for the caller.
-  bool created = true;
-  int fd = ::openat(dir.dir_fd, dn.entry.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW, mode);
-  if (fd < 0 && errno == EEXIST && !(fi->flags & O_EXCL)) {
-    created = false;
-    fd = ::openat(dir.dir_fd, dn.entry.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-  }
+  // Only a file made here and now is handed out: O_EXCL. The kernel sends CREATE after its lookup
+  // found no such name, so an existing entry appeared since then, from outside this mount (a
+  // second mount of the vault, a sync tool, someone working in CIPHERDIR). Opening it here would
+  // use the daemon's rights, and the kernel, told the file is new, would check none of its own
+  // (under --allow-other that was a read-write handle on root's 0600 file for any user). ESTALE
+  // makes the kernel look the name up again and open what it finds as any open, with its own
+  // permission checks; the caller's own O_EXCL gets the EEXIST it asked for.
+  int fd = ::openat(dirfd, dn.entry.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW, mode);
   if (fd < 0) {
     int err = errno;
-    if (err != EEXIST && created) NameMapping::remove_name_file(dir.dir_fd, dn);
+    if (err == EEXIST && !(fi->flags & O_EXCL)) err = ESTALE;
+    else if (err != EEXIST) NameMapping::remove_name_file(dirfd, dn);
     return (void)fuse_reply_err(req, err);
   }
-  if (created) give_to_caller(req, dir.dir_fd, dn.entry);
+  // Owner and attributes are those of the file we hold, never of whatever the name leads to now.
+  give_to_caller(req, dirfd, dn.entry, fd);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return (void)fuse_reply_err(req, err);
+  }
   fuse_entry_param e{};
-  rc = make_entry(dir, dn.entry, &e);
+  rc = make_entry(dir, dirfd, dn.entry, &e, &st);
   if (rc < 0) {
     ::close(fd);
     return (void)fuse_reply_err(req, -rc);
@@ -137,12 +148,6 @@ void EncryptedFs::create(fuse_req_t req, fuse_ino_t parent, const char* name, mo
   std::shared_ptr<ContentFile> content;
   rc = acquire_content(in, true, &content, fd);
   if (rc < 0) {
-    inodes_.forget(in, 1);
-    return (void)fuse_reply_err(req, -rc);
-  }
-  // Truncation goes through the shared ContentFile, whose cached size other handles rely on.
-  if (!created && (fi->flags & O_TRUNC) && (rc = content->truncate(0)) < 0) {
-    release_content(in);
     inodes_.forget(in, 1);
     return (void)fuse_reply_err(req, -rc);
   }

@@ -1,5 +1,6 @@
 #include "mount/fd_limit.h"
 
+#include <algorithm>
 #include <fstream>
 
 namespace gcfs::mount {
@@ -12,6 +13,12 @@ rlim_t kernel_max_open_files() {
 }
 
 }  // namespace
+
+DescriptorBudget descriptor_budget(rlim_t soft) {
+  const std::size_t quarter =
+      soft == RLIM_INFINITY ? std::size_t{1} << 20 : static_cast<std::size_t>(soft / 4);
+  return {std::clamp<std::size_t>(quarter, 16, 65536), std::clamp<std::size_t>(quarter, 16, 8192)};
+}
 
 rlim_t raise_open_file_limit() {
   rlimit lim{};

@@ -1,12 +1,25 @@
-// The directory daemon holds one O_PATH descriptor for every directory the kernel remembers (the
-// passthrough_hp design: operations work relative to descriptors, immune to renames), one or two
-// per open file, and a cache of descriptors of other files sized from the soft limit (a quarter of
-// it, see mount/inode_table.h), so the higher the limit, the fewer files are opened again by name.
+// The directory daemon works relative to descriptors (the passthrough_hp design: operations are
+// immune to renames). It holds one or two per open file, and two bounded caches of O_PATH
+// descriptors, of directories and of other files, sized from the soft limit (see
+// mount/inode_table.h): the higher the limit, the fewer are opened again by name. The caches are
+// bounded because under --allow-other any user decides how many inodes the kernel remembers: one
+// who makes a million directories must not run the daemon out of descriptors for everyone.
 #pragma once
 
 #include <sys/resource.h>
 
+#include <cstddef>
+
 namespace gcfs::mount {
+
+struct DescriptorBudget {
+  std::size_t dirs;   // cached directory descriptors
+  std::size_t files;  // cached descriptors of other files
+};
+
+// Each cache gets a quarter of the soft limit, at least 16; directories at most 65536, other files
+// at most 8192. Half of the limit or more stays for open files and the calls under way.
+DescriptorBudget descriptor_budget(rlim_t soft_limit);
 
 // Raises the soft RLIMIT_NOFILE to the hard limit and, where the process may (root), the hard
 // limit to the kernel's fs.nr_open. Returns the soft limit now in force.

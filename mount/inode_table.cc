@@ -30,17 +30,16 @@ void warn_out_of_descriptors() {
   // Say once what the user can do instead of failing calls with a bare EMFILE.
   static std::once_flag once;
   std::call_once(once, [] {
-    log::error("out of file descriptors: the daemon holds one per directory the kernel has cached and one or two "
-               "per open file (descriptors of other files are cached only up to the budget logged at mount). "
-               "Raise the hard limit for the mount (ulimit -Hn, or LimitNOFILE= for a service) and mount again; "
-               "'echo 2 > /proc/sys/vm/drop_caches' makes the kernel release cached directories meanwhile");
+    log::error("out of file descriptors: the daemon holds one or two per open file, and caches descriptors of "
+               "directories and other files only up to the budgets logged at mount. Raise the hard limit for the "
+               "mount (ulimit -Hn, or LimitNOFILE= for a service) and mount again");
   });
 }
 
 Inode::~Inode() {
   content.reset();
   for (int f : content_fds) ::close(f);
-  if (dir_fd >= 0) ::close(dir_fd);
+  if (root_fd >= 0) ::close(root_fd);
   if (cached_fd >= 0) ::close(cached_fd);
   if (orphan_fd >= 0) ::close(orphan_fd);
 }
@@ -71,16 +70,18 @@ void PathFd::reset() {
   err_ = -EBADF;
 }
 
-InodeTable::InodeTable(int root_fd, std::size_t fd_cache_limit) : cache_limit_(fd_cache_limit < 1 ? 1 : fd_cache_limit) {
+InodeTable::InodeTable(int root_fd, std::size_t fd_cache_limit, std::size_t dir_cache_limit)
+    : files_(fd_cache_limit), dirs_(dir_cache_limit) {
   struct stat st {};
   if (::fstat(root_fd, &st) != 0) throw std::runtime_error(std::string("fstat of CIPHERDIR: ") + std::strerror(errno));
   auto root = std::make_unique<Inode>();
-  root->dir_fd = root_fd;
+  root->root_fd = root_fd;
   root->src_dev = st.st_dev;
   root->src_ino = st.st_ino;
   root->type = S_IFDIR;
   root->is_root = true;
   root->nlookup = 2;
+  root->id = FUSE_ROOT_ID;
   root_ = root.get();
   inodes_[{st.st_dev, st.st_ino}] = std::move(root);
 }
@@ -89,12 +90,33 @@ InodeTable::~InodeTable() = default;
 
 Inode& InodeTable::get(std::uint64_t ino) {
   if (ino == FUSE_ROOT_ID) return *root_;
-  return *reinterpret_cast<Inode*>(ino);
+  IdShard& shard = ids_[ino % kIdShards];
+  {
+    std::lock_guard lk(shard.mu);
+    auto it = shard.map.find(ino);
+    if (it != shard.map.end()) return *it->second;
+  }
+  log::error("the kernel named node " + std::to_string(ino) + ", which this mount does not know (forgotten "
+             "already?); answering with a node that has no file");
+  return stale_;
 }
 
-std::uint64_t InodeTable::id_of(const Inode& inode) const {
-  if (&inode == root_) return FUSE_ROOT_ID;
-  return reinterpret_cast<std::uint64_t>(&inode);
+std::size_t InodeTable::size() {
+  std::lock_guard lk(mu_);
+  return inodes_.size() + detached_.size();
+}
+
+void InodeTable::index_locked(Inode& inode) {
+  inode.id = next_id_++;
+  IdShard& shard = ids_[inode.id % kIdShards];
+  std::lock_guard lk(shard.mu);
+  shard.map.emplace(inode.id, &inode);
+}
+
+void InodeTable::unindex_locked(const Inode& inode) {
+  IdShard& shard = ids_[inode.id % kIdShards];
+  std::lock_guard lk(shard.mu);
+  shard.map.erase(inode.id);
 }
 
 Inode* InodeTable::find_locked(const struct stat& st) {
@@ -150,9 +172,11 @@ void InodeTable::maybe_drop_locked(Inode& inode, Graveyard& dead) {
     owned = std::move(it->second);
     inodes_.erase(it);
   }
+  unindex_locked(inode);
   if (inode.cached_fd >= 0) {  // unpinned, so in the LRU list; the destructor closes it
-    lru_.erase(inode.lru_pos);
-    --cache_count_;
+    FdPool& pool = pool_of(inode);
+    pool.lru.erase(inode.lru_pos);
+    --pool.count;
   }
   auto names = std::move(inode.names);
   inode.names.clear();
@@ -161,7 +185,8 @@ void InodeTable::maybe_drop_locked(Inode& inode, Graveyard& dead) {
 }
 
 Inode& InodeTable::find_or_insert(Inode& dir, const std::string& entry, const struct stat& st, int fd) {
-  int spare = -1;
+  std::vector<int> to_close;
+  Graveyard dead;  // destroyed outside the lock
   Inode* found = nullptr;
   {
     std::lock_guard lk(mu_);
@@ -173,8 +198,6 @@ Inode& InodeTable::find_or_insert(Inode& dir, const std::string& entry, const st
       found = nullptr;
     }
     if (found) {
-      spare = fd;
-      if (!S_ISDIR(found->type)) add_name_locked(*found, dir, entry);
       ++found->nlookup;
     } else {
       auto inode = std::make_unique<Inode>();
@@ -182,18 +205,30 @@ Inode& InodeTable::find_or_insert(Inode& dir, const std::string& entry, const st
       inode->src_ino = st.st_ino;
       inode->type = st.st_mode & S_IFMT;
       inode->nlookup = 1;
-      if (S_ISDIR(inode->type)) {
-        inode->dir_fd = fd;
-      } else {
-        spare = fd;
-        add_name_locked(*inode, dir, entry);
-      }
       found = inode.get();
+      index_locked(*found);
       inodes_[{st.st_dev, st.st_ino}] = std::move(inode);
     }
+    if (!found->is_root) {
+      if (S_ISDIR(found->type)) set_dir_name_locked(*found, dir, entry, dead);
+      else add_name_locked(*found, dir, entry);
+    }
+    if (fd >= 0) {
+      if (found->cached_fd < 0 && !found->is_root) install_locked(*found, fd, false, to_close);
+      else to_close.push_back(fd);
+    }
   }
-  if (spare >= 0) ::close(spare);
+  close_all(to_close);
   return *found;
+}
+
+void InodeTable::set_dir_name_locked(Inode& d, Inode& parent, const std::string& entry, Graveyard& dead) {
+  // A directory has one name: the one it was last found under (a rename behind our back moves it).
+  if (d.names.size() == 1 && d.names.front().parent == &parent && d.names.front().entry == entry) return;
+  auto old = std::move(d.names);
+  d.names.clear();
+  add_name_locked(d, parent, entry);
+  for (auto& n : old) unref_locked(*n.parent, dead);
 }
 
 void InodeTable::forget(Inode& inode, std::uint64_t n) {
@@ -204,13 +239,13 @@ void InodeTable::forget(Inode& inode, std::uint64_t n) {
   maybe_drop_locked(inode, dead);
 }
 
-void InodeTable::evict_locked(std::size_t keep, std::vector<int>& to_close) {
-  while (cache_count_ > keep && !lru_.empty()) {
-    Inode* victim = lru_.back();
-    lru_.pop_back();
+void InodeTable::evict_locked(FdPool& pool, std::size_t keep, std::vector<int>& to_close) {
+  while (pool.count > keep && !pool.lru.empty()) {
+    Inode* victim = pool.lru.back();
+    pool.lru.pop_back();
     to_close.push_back(victim->cached_fd);
     victim->cached_fd = -1;
-    --cache_count_;
+    --pool.count;
   }
 }
 
@@ -218,7 +253,8 @@ std::size_t InodeTable::drop_cached_fds() {
   std::vector<int> to_close;
   {
     std::lock_guard lk(mu_);
-    evict_locked(0, to_close);
+    evict_locked(files_, 0, to_close);
+    evict_locked(dirs_, 0, to_close);
   }
   close_all(to_close);
   return to_close.size();
@@ -226,33 +262,167 @@ std::size_t InodeTable::drop_cached_fds() {
 
 std::size_t InodeTable::cached_fds() {
   std::lock_guard lk(mu_);
-  return cache_count_;
+  return files_.count;
+}
+
+std::size_t InodeTable::cached_dir_fds() {
+  std::lock_guard lk(mu_);
+  return dirs_.count;
 }
 
 void InodeTable::unpin(Inode& inode) {
   Graveyard dead;
   std::lock_guard lk(mu_);
   if (--inode.fd_pins == 0) {
-    lru_.push_front(&inode);
-    inode.lru_pos = lru_.begin();
+    FdPool& pool = pool_of(inode);
+    pool.lru.push_front(&inode);
+    inode.lru_pos = pool.lru.begin();
   }
   maybe_drop_locked(inode, dead);
 }
 
-PathFd InodeTable::path_fd(Inode& inode) {
+PathFd InodeTable::borrow_locked(Inode& inode) {
   PathFd out;
-  if (inode.dir_fd >= 0) {  // directories: their own descriptor, open as long as the inode lives
-    out.fd_ = inode.dir_fd;
-    out.err_ = 0;
+  out.err_ = 0;
+  if (inode.root_fd >= 0) {  // open as long as the table lives
+    out.fd_ = inode.root_fd;
     return out;
   }
-  auto pin_cached_locked = [&] {  // cached_fd unpinned sits in the LRU list; pinned, it leaves it
-    if (inode.fd_pins++ == 0) lru_.erase(inode.lru_pos);
-    out.table_ = this;
-    out.pinned_ = &inode;
-    out.fd_ = inode.cached_fd;
+  // A cached descriptor not in use sits in its LRU list; pinned, it leaves it.
+  if (inode.fd_pins++ == 0) pool_of(inode).lru.erase(inode.lru_pos);
+  out.table_ = this;
+  out.pinned_ = &inode;
+  out.fd_ = inode.cached_fd;
+  return out;
+}
+
+PathFd InodeTable::install_locked(Inode& inode, int fd, bool pinned, std::vector<int>& to_close) {
+  PathFd out;
+  FdPool& pool = pool_of(inode);
+  evict_locked(pool, pool.limit - 1, to_close);
+  if (pool.count < pool.limit) {
+    inode.cached_fd = fd;
+    ++pool.count;
+    if (pinned) {
+      inode.fd_pins = 1;  // not in the LRU list while pinned
+      out.table_ = this;
+      out.pinned_ = &inode;
+      out.fd_ = fd;
+      out.err_ = 0;
+    } else {
+      pool.lru.push_front(&inode);
+      inode.lru_pos = pool.lru.begin();
+    }
+  } else if (pinned) {  // every cached descriptor is in use: this one serves this call only
+    out.fd_ = fd;
+    out.owned_ = true;
     out.err_ = 0;
-  };
+  } else {
+    to_close.push_back(fd);
+  }
+  return out;
+}
+
+PathFd InodeTable::path_fd(Inode& inode) {
+  return inode.root_fd >= 0 || S_ISDIR(inode.type) ? dir_path_fd(inode) : file_path_fd(inode);
+}
+
+PathFd InodeTable::dir_path_fd(Inode& dir) {
+  // Walks up to the nearest directory with a descriptor (the root at worst), then opens each one
+  // below it by name, caching each: no recursion, however deep the tree.
+  for (int attempt = 0;; ++attempt) {
+    std::vector<Inode*> chain;  // dir first; each holds a ref while we use it
+    std::vector<std::string> entries;
+    std::vector<std::uint64_t> gens;
+    PathFd at;
+    {
+      std::lock_guard lk(mu_);
+      Inode* cur = &dir;
+      while (cur->root_fd < 0 && cur->cached_fd < 0 && !cur->names.empty()) {
+        chain.push_back(cur);
+        entries.push_back(cur->names.front().entry);
+        gens.push_back(cur->names_gen);
+        ++cur->refs;
+        cur = cur->names.front().parent;
+      }
+      if (cur->root_fd >= 0 || cur->cached_fd >= 0) at = borrow_locked(*cur);
+    }
+    int err = ESTALE;
+    std::string failure;  // for the log: a name that leads elsewhere now
+    std::size_t done = 0;
+    if (at.ok()) {
+      for (std::size_t i = chain.size(); i-- > 0; ++done) {
+        Inode& c = *chain[i];
+        int f = ::openat(at.get(), entries[i].c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (f < 0 && (errno == EMFILE || errno == ENFILE) && drop_cached_fds() > 0)
+          f = ::openat(at.get(), entries[i].c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st {};
+        if (f < 0) {
+          err = errno;
+          if (err == EMFILE || err == ENFILE) warn_out_of_descriptors();
+          if (err == ENOENT || err == ENOTDIR || err == ELOOP) {
+            failure = fd_path(at.get()) + "/" + entries[i] + ": gone";
+            err = ESTALE;
+          }
+          break;
+        }
+        if (::fstat(f, &st) != 0 || st.st_dev != c.src_dev || st.st_ino != c.src_ino) {
+          failure = fd_path(at.get()) + "/" + entries[i] + ": now another directory (inode " + std::to_string(st.st_ino) +
+                    ", not " + std::to_string(c.src_ino) + ")";
+          ::close(f);
+          break;
+        }
+        std::vector<int> to_close;
+        PathFd next;
+        {
+          std::lock_guard lk(mu_);
+          if (c.cached_fd >= 0) {  // another call cached one meanwhile
+            to_close.push_back(f);
+            next = borrow_locked(c);
+          } else {
+            next = install_locked(c, f, true, to_close);
+          }
+        }
+        close_all(to_close);
+        at = std::move(next);  // unpins the one above
+      }
+    }
+    bool retry = false;
+    Graveyard dead;
+    {
+      std::unique_lock lk(mu_);
+      const bool complete = at.ok() && done == chain.size();
+      if (!complete && err == ESTALE && attempt < 100) {
+        // A rename through this mount under way or just done: wait for it, take the new names.
+        bool changed = false;
+        for (std::size_t i = 0; i < chain.size(); ++i)
+          changed = changed || chain[i]->changing > 0 || chain[i]->names_gen != gens[i];
+        if (changed) {
+          changed_.wait_for(lk, std::chrono::milliseconds(20), [&] {
+            for (Inode* c : chain)
+              if (c->changing > 0) return false;
+            return true;
+          });
+          retry = true;
+        }
+      }
+      for (Inode* c : chain) unref_locked(*c, dead);
+      if (complete) return at;
+    }
+    if (retry) continue;
+    if (!failure.empty())
+      log::error("directory inode " + std::to_string(dir.src_ino) + " cannot be found by its name: " + failure +
+                 ". CIPHERDIR was changed behind the daemon's back (directories renamed, removed or replaced there "
+                 "while mounted); answering ESTALE");
+    PathFd out;
+    out.err_ = -err;
+    return out;
+  }
+}
+
+PathFd InodeTable::file_path_fd(Inode& inode) {
+  PathFd out;
+  auto pin_cached_locked = [&] { out = borrow_locked(inode); };
   std::vector<std::string> failures;  // names that lead elsewhere now, for the log
   int err = ESTALE;
   for (int attempt = 0;; ++attempt) {
@@ -277,13 +447,20 @@ PathFd InodeTable::path_fd(Inode& inode) {
     bool hard_error = false;  // out of descriptors, permissions: not a question of names
     failures.clear();
     for (const auto& n : names) {
-      int f = ::openat(n.parent->dir_fd, n.entry.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+      PathFd parent = dir_path_fd(*n.parent);
+      if (!parent.ok()) {
+        if (parent.error() == -ESTALE) continue;  // logged there
+        err = -parent.error();
+        hard_error = true;
+        break;
+      }
+      int f = ::openat(parent.get(), n.entry.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
       if (f < 0 && (errno == EMFILE || errno == ENFILE) && drop_cached_fds() > 0)
-        f = ::openat(n.parent->dir_fd, n.entry.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        f = ::openat(parent.get(), n.entry.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
       if (f < 0) {
         const int e = errno;
         if (e == ENOENT) {
-          failures.push_back(fd_path(n.parent->dir_fd) + "/" + n.entry + ": gone");
+          failures.push_back(fd_path(parent.get()) + "/" + n.entry + ": gone");
           continue;
         }
         if (e == EMFILE || e == ENFILE) warn_out_of_descriptors();
@@ -293,7 +470,7 @@ PathFd InodeTable::path_fd(Inode& inode) {
       }
       struct stat st {};
       if (::fstat(f, &st) != 0 || st.st_dev != inode.src_dev || st.st_ino != inode.src_ino) {
-        failures.push_back(fd_path(n.parent->dir_fd) + "/" + n.entry + ": now another file (inode " +
+        failures.push_back(fd_path(parent.get()) + "/" + n.entry + ": now another file (inode " +
                            std::to_string(st.st_ino) + ", not " + std::to_string(inode.src_ino) + ")");
         ::close(f);
         continue;
@@ -312,20 +489,7 @@ PathFd InodeTable::path_fd(Inode& inode) {
           to_close.push_back(fd);
           pin_cached_locked();
         } else {
-          evict_locked(cache_limit_ - 1, to_close);
-          if (cache_count_ < cache_limit_) {
-            inode.cached_fd = fd;
-            ++cache_count_;
-            inode.fd_pins = 1;  // not in the LRU list while pinned
-            out.table_ = this;
-            out.pinned_ = &inode;
-            out.fd_ = fd;
-            out.err_ = 0;
-          } else {  // every cached descriptor is in use: this one serves this call only
-            out.fd_ = fd;
-            out.owned_ = true;
-            out.err_ = 0;
-          }
+          out = install_locked(inode, fd, true, to_close);
         }
       } else if (!hard_error && attempt < 100 && (inode.changing > 0 || inode.names_gen != gen)) {
         // An unlink or rename of one of its names is under way or just happened: wait for it
@@ -367,7 +531,7 @@ PathFd InodeTable::path_fd(Inode& inode) {
     msg += out.ok() ? "; the file is open, so its open descriptor serves" : "; answering ESTALE";
     log::error(msg);
   } else if (!out.ok() && err == ESTALE) {
-    log::warning("inode " + std::to_string(inode.src_ino) + " of " + fd_path(root_->dir_fd) +
+    log::warning("inode " + std::to_string(inode.src_ino) + " of " + fd_path(root_->root_fd) +
                  " has no name left and is not open; answering ESTALE");
   }
   if (!out.ok()) out.err_ = -err;
@@ -375,26 +539,26 @@ PathFd InodeTable::path_fd(Inode& inode) {
 }
 
 std::string InodeTable::label_of(Inode& inode) {
-  if (inode.dir_fd >= 0) {
-    std::string p = fd_path(inode.dir_fd);
-    return p.empty() ? fd_path(root_->dir_fd) + " (directory inode " + std::to_string(inode.src_ino) + ")" : p;
-  }
-  Inode* parent = nullptr;
-  std::string entry;
+  // The names up to the root, from the table alone (no descriptor is opened for a log message).
+  std::string label;
+  bool complete = false;
   {
     std::lock_guard lk(mu_);
-    if (!inode.names.empty()) {
-      parent = inode.names.front().parent;
-      entry = inode.names.front().entry;
-      ++parent->refs;
+    const Inode* cur = &inode;
+    for (std::size_t depth = 0; depth < 4096; ++depth) {
+      if (cur->is_root) {
+        complete = true;
+        break;
+      }
+      if (cur->names.empty()) break;
+      label = "/" + cur->names.front().entry + label;
+      cur = cur->names.front().parent;
     }
   }
-  if (!parent) return fd_path(root_->dir_fd) + " (inode " + std::to_string(inode.src_ino) + ", no name left)";
-  std::string label = label_of(*parent) + "/" + entry;
-  Graveyard dead;
-  std::lock_guard lk(mu_);
-  unref_locked(*parent, dead);
-  return label;
+  const std::string root = fd_path(root_->root_fd);
+  if (complete) return root + label;
+  return root + (label.empty() ? "" : "/..." + label) + " (inode " + std::to_string(inode.src_ino) +
+         (label.empty() ? ", no name left)" : ")");
 }
 
 NameChange InodeTable::begin_change(const struct stat& a, const struct stat* b) {
@@ -404,8 +568,10 @@ NameChange InodeTable::begin_change(const struct stat& a, const struct stat* b) 
     c.same_ = true;
     return c;
   }
-  if (!S_ISDIR(a.st_mode)) c.a_ = find_locked(a);
-  if (b && !S_ISDIR(b->st_mode)) c.b_ = find_locked(*b);
+  c.a_ = find_locked(a);
+  if (b) c.b_ = find_locked(*b);
+  if (c.a_ && c.a_->is_root) c.a_ = nullptr;
+  if (c.b_ && c.b_->is_root) c.b_ = nullptr;
   if (c.a_) {
     ++c.a_->refs;
     ++c.a_->changing;
@@ -444,8 +610,8 @@ NameChange::~NameChange() {
 }
 
 int NameChange::hold(const Inode* in, nlink_t nlink, int dirfd, const std::string& entry) {
-  // Only an inode the kernel knows can be asked for again; a directory has its own descriptor.
-  if (!in || nlink > 1 || in->dir_fd >= 0) return -1;
+  // Only an inode the kernel knows can be asked for again; a directory is not open once removed.
+  if (!in || nlink > 1 || S_ISDIR(in->type)) return -1;
   return ::openat(dirfd, entry.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
 }
 
@@ -463,8 +629,9 @@ void NameChange::removed(Inode& dir, const std::string& entry) {
   InodeTable::Graveyard dead;
   std::lock_guard lk(table_->mu_);
   table_->remove_name_locked(*a_, dir, entry, dead);
-  // Its last name: the number may be given to a new file, which must not find this inode.
-  if (a_nlink_ <= 1) {
+  // Its last name (a directory has one): the number may be given to a new file, which must not
+  // find this inode.
+  if (a_nlink_ <= 1 || S_ISDIR(a_->type)) {
     table_->detach_locked(*a_);
     adopt_locked(*a_, a_hold_);
   }
@@ -476,7 +643,7 @@ void NameChange::renamed(Inode& from, const std::string& src, Inode& to, const s
   std::lock_guard lk(table_->mu_);
   if (b_ && !exchange) {  // replaced: it lost that name
     table_->remove_name_locked(*b_, to, dst, dead);
-    if (b_nlink_ <= 1) {
+    if (b_nlink_ <= 1 || S_ISDIR(b_->type)) {
       table_->detach_locked(*b_);
       adopt_locked(*b_, b_hold_);
     }

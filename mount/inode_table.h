@@ -4,20 +4,23 @@
 // CIPHERDIR, so renames underneath stay harmless.
 //
 // Descriptors: the kernel may remember hundreds of thousands of inodes (it forgets them only under
-// memory pressure), far more than the descriptor limit allows, so only directories hold an O_PATH
-// descriptor for their whole life (they are the parents of every *at call, and trees have far
-// fewer of them). Every other inode remembers where it lives: its parent directory's Inode and its
-// ciphertext entry name there (every name it is known by, for hard links), kept current by
-// rename, link and unlink. path_fd() gives a descriptor for a call: a cached one from a bounded LRU
-// cache, pinned against eviction while in use, or one opened again by name and checked to be the
-// same file (st_dev, st_ino). A file whose every name is gone but that is still open is reached
-// through its open content descriptor; one whose last name went through our unlink or rename keeps
-// a descriptor taken just before (orphan_fd) until the kernel forgets it.
+// memory pressure), far more than the descriptor limit allows, and under --allow-other any user
+// decides how many: so no inode but the root holds a descriptor for its whole life. Every other
+// inode remembers where it lives: its parent directory's Inode and its ciphertext entry name there
+// (every name it is known by, for hard links; a directory has one), kept current by rename, link,
+// unlink and rmdir. path_fd() gives a descriptor for a call: a cached one from a bounded LRU cache
+// (one for directories, one for other files), pinned against eviction while in use, or one opened
+// again by name from its parent's descriptor (itself from the cache or opened again, up to the
+// root, without recursion) and checked to be the same file (st_dev, st_ino). A file whose every
+// name is gone but that is still open is reached through its open content descriptor; one whose
+// last name went through our unlink or rename keeps a descriptor taken just before (orphan_fd)
+// until the kernel forgets it.
 #pragma once
 
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include <array>
 #include <cerrno>
 #include <condition_variable>
 #include <cstdint>
@@ -38,8 +41,8 @@ namespace gcfs::mount {
 struct Inode;
 class InodeTable;
 
-// A name of a non-directory: the directory it is in (which it keeps alive through one of that
-// directory Inode's refs) and its ciphertext entry name there.
+// A name of an inode: the directory it is in (which it keeps alive through one of that directory
+// Inode's refs) and its ciphertext entry name there.
 struct InodeName {
   Inode* parent;
   std::string entry;
@@ -50,9 +53,12 @@ struct Inode {
   Inode(const Inode&) = delete;
   ~Inode();
 
-  // Directories (the root included): an O_PATH descriptor, owned and open for the inode's whole
-  // life. -1 for every other type: use InodeTable::path_fd().
-  int dir_fd = -1;
+  // The root only: CIPHERDIR's descriptor, owned and open for the table's whole life. -1 for every
+  // other inode: use InodeTable::path_fd().
+  int root_fd = -1;
+  // The node ID the kernel knows it by: from a counter, never reused, never an address (the
+  // kernel shows node IDs to every user, in the handles of name_to_handle_at).
+  std::uint64_t id = 0;
   dev_t src_dev = 0;
   ino_t src_ino = 0;
   mode_t type = 0;  // S_IFMT bits of the backing file
@@ -61,11 +67,11 @@ struct Inode {
   // --- guarded by the table's mutex ---
   std::uint64_t nlookup = 0;  // the kernel's references
   std::uint64_t refs = 0;     // ours: names of children in this directory, calls under way
-  std::vector<InodeName> names;  // non-directories: the names it is known by
+  std::vector<InodeName> names;  // the names it is known by (directories: one; the root: none)
   std::uint64_t names_gen = 0;   // bumped on every change of names
   int changing = 0;              // unlink/rename of one of its names under way (NameChange)
   bool detached = false;         // its last name was removed: no longer found by (dev, ino)
-  int cached_fd = -1;            // non-directories: O_PATH descriptor in the cache, or -1
+  int cached_fd = -1;            // O_PATH descriptor in the cache, or -1
   int fd_pins = 0;               // calls using cached_fd now; it is evicted only at 0
   // Non-directories whose last name our unlink or rename removed: an O_PATH descriptor taken just
   // before, owned until the inode goes. The kernel still uses such an inode: fstat and fchmod of
@@ -120,20 +126,26 @@ class NameChange;
 class InodeTable {
  public:
   // Takes ownership of root_fd (an O_PATH or directory descriptor of CIPHERDIR). fd_cache_limit:
-  // how many descriptors of non-directories the cache may keep open.
-  InodeTable(int root_fd, std::size_t fd_cache_limit);
+  // how many descriptors of non-directories the cache may keep open; dir_cache_limit: of
+  // directories.
+  InodeTable(int root_fd, std::size_t fd_cache_limit, std::size_t dir_cache_limit);
   InodeTable(const InodeTable&) = delete;
   ~InodeTable();
 
   Inode& root() { return *root_; }
   // The inode the kernel calls ino. Valid until forgotten; the kernel never uses it after that.
+  // An ID the table does not know (a kernel bug) gives a placeholder on which every call fails.
   Inode& get(std::uint64_t ino);
-  std::uint64_t id_of(const Inode& inode) const;
-  std::size_t fd_cache_limit() const { return cache_limit_; }
+  std::uint64_t id_of(const Inode& inode) const { return inode.id; }
+  // How many inodes the table holds (the root included).
+  std::size_t size();
+  std::size_t fd_cache_limit() const { return files_.limit; }
+  std::size_t dir_cache_limit() const { return dirs_.limit; }
 
-  // The inode for entry in dir, which fstatat gave st: an existing one or a new one. Counts one
-  // lookup. fd: a directory's O_PATH descriptor, taken over (closed if the inode exists already);
-  // -1 for everything else, whose name is remembered instead.
+  // The inode for entry in dir, which fstatat gave st: an existing one or a new one, which
+  // remembers this name. Counts one lookup. fd: a directory's O_PATH descriptor, taken over
+  // (cached, or closed where one is cached already or the cache is full of descriptors in use);
+  // -1 for everything else.
   Inode& find_or_insert(Inode& dir, const std::string& entry, const struct stat& st, int fd);
   // Drops n lookups; the inode goes when none are left (and no name of a child refers to it).
   void forget(Inode& inode, std::uint64_t n);
@@ -143,8 +155,9 @@ class InodeTable {
   PathFd path_fd(Inode& inode);
   // Closes every cached descriptor no call is using (descriptors ran out). Returns how many.
   std::size_t drop_cached_fds();
-  // How many descriptors the cache holds now.
+  // How many descriptors the caches hold now: of other files, of directories.
   std::size_t cached_fds();
+  std::size_t cached_dir_fds();
 
   // The ciphertext path of an inode, for log messages.
   std::string label_of(Inode& inode);
@@ -161,23 +174,54 @@ class InodeTable {
   using Graveyard = std::vector<std::unique_ptr<Inode>>;
   struct Snapshot;
 
+  // One LRU cache of descriptors: inodes with cached_fd >= 0 number `count`, the unpinned ones
+  // are in `lru`, most recently used first.
+  struct FdPool {
+    explicit FdPool(std::size_t l) : limit(l < 1 ? 1 : l) {}
+    const std::size_t limit;
+    std::size_t count = 0;
+    std::list<Inode*> lru;
+  };
+  FdPool& pool_of(const Inode& inode) { return S_ISDIR(inode.type) ? dirs_ : files_; }
+
   void unpin(Inode& inode);
+  // A descriptor of the root or of an inode with a cached one, pinned (mu_ held).
+  PathFd borrow_locked(Inode& inode);
+  // Caches fd for inode, pinned (the caller's PathFd) or not. Where every cached descriptor is in
+  // use, a pinned request gets fd as its own and an unpinned one closes it (mu_ held).
+  PathFd install_locked(Inode& inode, int fd, bool pinned, std::vector<int>& to_close);
+  PathFd dir_path_fd(Inode& dir);
+  PathFd file_path_fd(Inode& inode);
+  void set_dir_name_locked(Inode& dir, Inode& parent, const std::string& entry, Graveyard& dead);
   void add_name_locked(Inode& inode, Inode& dir, const std::string& entry);
   bool remove_name_locked(Inode& inode, const Inode& dir, const std::string& entry, Graveyard& dead);
   void detach_locked(Inode& inode);
   void unref_locked(Inode& inode, Graveyard& dead);
   void maybe_drop_locked(Inode& inode, Graveyard& dead);
-  void evict_locked(std::size_t keep, std::vector<int>& to_close);
+  void evict_locked(FdPool& pool, std::size_t keep, std::vector<int>& to_close);
   Inode* find_locked(const struct stat& st);
+  void index_locked(Inode& inode);
+  void unindex_locked(const Inode& inode);
+
+  // Node ID -> Inode, read by every request: split into shards, each with its own lock, so the
+  // request threads rarely meet on one (IDs are consecutive, so they spread evenly). Changed only
+  // under mu_ (creation and removal of inodes), read under the shard's lock alone.
+  struct alignas(64) IdShard {
+    std::mutex mu;
+    std::unordered_map<std::uint64_t, Inode*> map;
+  };
+  static constexpr std::size_t kIdShards = 64;
+  std::array<IdShard, kIdShards> ids_;
+  std::uint64_t next_id_ = 2;  // 1 is the root (FUSE_ROOT_ID)
+  Inode stale_;                // what get() gives for an unknown ID: no descriptor, no name
 
   std::mutex mu_;
   std::condition_variable changed_;  // a NameChange ended
   std::map<std::pair<dev_t, ino_t>, std::unique_ptr<Inode>> inodes_;
   std::unordered_map<Inode*, std::unique_ptr<Inode>> detached_;
   Inode* root_ = nullptr;
-  const std::size_t cache_limit_;
-  std::size_t cache_count_ = 0;  // inodes with cached_fd >= 0
-  std::list<Inode*> lru_;        // cached and unpinned, most recently used first
+  FdPool files_;
+  FdPool dirs_;
 };
 
 // See InodeTable::begin_change. Ends (unmarks) when it goes, whether or not the change happened.

@@ -310,10 +310,12 @@ const fuse_lowlevel_ops kVolumeOps = [] {
 
 FuseFilesystem make_volume_filesystem(VolumeMountSetup& setup) {
   VolumeContainer container(setup.container, !setup.read_only);
+  // Authenticate, then act: the header is only believed (and the stream only cut back to its
+  // size) once a copy of it has opened with the password.
+  SecretBytes master = container.unlock(setup.password.view(), setup.kdf_policy);  // throws WrongPassword
+  setup.password.clear();
   container.check_stream_size();
   container.check_content_header();  // damaged, it would turn every read into EIO
-  SecretBytes master = container.config().unlock(setup.password.view());  // throws WrongPassword
-  setup.password.clear();
   auto s = std::make_shared<VolumeState>(std::move(container), master, setup.engine, setup.read_only);
   const std::int64_t stream = s->content.plain_size();
   if (stream < 0 || static_cast<std::uint64_t>(stream) < s->size)

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "crypto/secret.h"
+#include "crypto/vault_config.h"
 #include "fs/engine_factory.h"
 #include "mount/fuse_runner.h"
 
@@ -20,6 +21,7 @@ struct VolumeMountSetup {
   SecretString password;
   EngineOptions engine;
   bool read_only = false;
+  KdfPolicy kdf_policy = KdfPolicy::RefuseAboveInit;  // --allow-expensive-kdf
 };
 
 // Opens and unlocks the container and builds the engine: the `setup` step of run_fuse_mount, run

@@ -12,7 +12,7 @@ build=${FUZZ_BUILD_DIR:-$root/build-fuzz}
 seconds=${1:-30}
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(fuzz_config fuzz_header fuzz_names fuzz_chunk)
+((${#targets[@]})) || targets=(fuzz_config fuzz_header fuzz_names fuzz_chunk fuzz_journal fuzz_volume_header)
 
 for tool in clang clang++; do
   command -v "$tool" >/dev/null || { echo "fuzz.sh: $tool is needed (apt-get install clang)" >&2; exit 1; }

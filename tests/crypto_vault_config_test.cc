@@ -1,11 +1,7 @@
 // The config file: creating and unlocking a vault, and every way an edited, damaged or newer
 // config must be refused, each with the error type the CLI turns into its message.
 #include <gtest/gtest.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <filesystem>
-#include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -19,7 +15,6 @@ namespace gcfs {
 namespace {
 
 using json = nlohmann::json;
-namespace fs = std::filesystem;
 
 // log N = 10 is the smallest cost the format allows; it keeps each unlock to a few milliseconds.
 const ScryptParams kCheap{10, 8, 1};
@@ -121,7 +116,9 @@ TEST_F(VaultConfigTest, EditedAuthenticatedFieldsRefuseToUnlock) {
   for (const auto& [what, f] : edits) {
     SCOPED_TRACE(what);
     VaultConfig c = edited(f);
-    EXPECT_THROW(c.unlock("pw-1"), WrongPassword);
+    // Allowed whatever the cost, so that the authentication itself is what refuses (a raised p
+    // is refused before that by the cost check: KdfCost below).
+    EXPECT_THROW(c.unlock("pw-1", KdfPolicy::AllowExpensive), WrongPassword);
   }
 }
 
@@ -241,69 +238,54 @@ TEST_F(VaultConfigTest, VolumeConfigCarriesItsSize) {
   EXPECT_THROW(VaultConfig::from_json(j.dump()), CorruptData);
 }
 
-class VaultConfigFileTest : public VaultConfigTest {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/gcfs-config-test-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string dir_;
-};
-
-TEST_F(VaultConfigFileTest, SaveIsMode0400AndLoadsBack) {
-  const std::string path = dir_ + "/" + kConfigFileName;
-  const mode_t old = ::umask(0);  // the mode must not depend on the caller's umask
-  config_->save_file(path);
-  ::umask(old);
-  struct stat st {};
-  ASSERT_EQ(::stat(path.c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 07777, 0400u);
-  EXPECT_TRUE(S_ISREG(st.st_mode));
-  VaultConfig back = VaultConfig::load_file(path);
-  EXPECT_EQ(back.unlock("pw-1"), master_);
-  // Nothing but the config is left behind.
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);
+// The scrypt cost in a config is read before anything in it is authenticated: a cost above what
+// init creates is refused before scrypt runs, unless the caller allows it.
+TEST(KdfCost, WithinWhatInitCreatesIsAccepted) {
+  const std::uint64_t gib = std::uint64_t{1} << 30;
+  EXPECT_EQ(kdf_cost_beyond_init(ScryptParams{}, 16 * gib), "");                // the default: 128 MiB
+  EXPECT_EQ(kdf_cost_beyond_init(ScryptParams{kMinScryptLogN, 8, 1}, 16 * gib), "");
+  EXPECT_EQ(kdf_cost_beyond_init(ScryptParams{24, 8, 1}, 64 * gib), "");         // 16 GiB of 64: a quarter
+  EXPECT_EQ(kdf_cost_beyond_init(ScryptParams{21, 8, 1}, 4 * gib), "");          // 2 GiB of 4: just half
+  EXPECT_EQ(kdf_cost_beyond_init(ScryptParams{kMaxScryptLogN, 8, 1}, 1024 * gib), "");
+  EXPECT_EQ(kdf_cost_beyond_init(ScryptParams{kMaxScryptLogN, 8, 1}, 0), "") << "unknown memory: no memory test";
+  EXPECT_EQ(kdf_cost_beyond_init(ScryptParams{20, 1, 1}, 16 * gib), "") << "a smaller r is cheaper";
 }
 
-TEST_F(VaultConfigFileTest, SaveReplacesAtomicallyAndLeavesNoTemporary) {
-  const std::string path = dir_ + "/" + kConfigFileName;
-  config_->save_file(path);
-  ino_t first_inode = fs::exists(path) ? [&] { struct stat st {}; ::stat(path.c_str(), &st); return st.st_ino; }() : 0;
-  VaultConfig c = *config_;
-  c.rewrap(master_, "changed");
-  // A stale temporary from an interrupted earlier save does not block the next one.
-  { std::ofstream(path + ".tmp") << "garbage"; }
-  c.save_file(path);  // over the existing read-only file
-  struct stat st {};
-  ASSERT_EQ(::stat(path.c_str(), &st), 0);
-  EXPECT_NE(st.st_ino, first_inode);  // a new file renamed into place, not the old one rewritten
-  EXPECT_EQ(st.st_mode & 07777, 0400u);
-  EXPECT_EQ(VaultConfig::load_file(path).unlock("changed"), master_);
-  EXPECT_FALSE(fs::exists(path + ".tmp"));
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);
+TEST(KdfCost, AboveWhatInitCreatesIsNamed) {
+  const std::uint64_t gib = std::uint64_t{1} << 30;
+  const std::string p4 = kdf_cost_beyond_init(ScryptParams{20, 8, 4}, 64 * gib);
+  EXPECT_NE(p4.find("N=2^20"), std::string::npos) << p4;
+  EXPECT_NE(p4.find("p=4"), std::string::npos) << p4;
+  EXPECT_NE(p4.find("above the most `init` creates"), std::string::npos) << p4;
+  EXPECT_NE(p4.find("2^28"), std::string::npos) << p4;
+  EXPECT_NE(kdf_cost_beyond_init(ScryptParams{10, 16, 1}, 64 * gib).find("r=16"), std::string::npos);
+  // Within init's range of N but more than half of the machine: 2^28 at r = 8 is 256 GiB.
+  const std::string mem = kdf_cost_beyond_init(ScryptParams{28, 8, 1}, 16 * gib);
+  EXPECT_NE(mem.find("256 GiB"), std::string::npos) << mem;
+  EXPECT_NE(mem.find("16 GiB"), std::string::npos) << mem;
+  EXPECT_NE(mem.find("more than half"), std::string::npos) << mem;
+  EXPECT_NE(kdf_cost_beyond_init(ScryptParams{21, 8, 1}, 3 * gib), "") << "2 GiB of 3";
 }
 
-TEST_F(VaultConfigFileTest, LoadErrorsNameThePath) {
-  const std::string missing = dir_ + "/nothing-here.conf";
+TEST(KdfCost, UnlockRefusesBeforeScryptUnlessAllowed) {
+  // p = 2 is cheap at log N = 10, but no init ever wrote it.
+  SecretBytes master;
+  const VaultConfig c = VaultConfig::create("pw", 4096, ScryptParams{10, 8, 2}, VaultKind::Directory, &master);
   try {
-    VaultConfig::load_file(missing);
-    FAIL();
-  } catch (const CorruptData&) {
-    FAIL() << "a missing file is not corrupt data";
-  } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find(missing), std::string::npos) << e.what();
+    c.unlock("pw");
+    FAIL() << "an expensive KDF was run without being allowed";
+  } catch (const ExpensiveKdf& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("p=2"), std::string::npos) << what;
+    EXPECT_NE(what.find("--allow-expensive-kdf"), std::string::npos) << what;
   }
-  const std::string bad = dir_ + "/bad.conf";
-  { std::ofstream(bad) << "{\"format\": \"gpucryptfs\", \"version\": 1}"; }
-  try {
-    VaultConfig::load_file(bad);
-    FAIL();
-  } catch (const CorruptData& e) {
-    EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
-  }
-  EXPECT_THROW(config_->save_file(dir_ + "/no/such/dir/" + kConfigFileName), UserError);
+  EXPECT_THROW(c.check_kdf_cost(KdfPolicy::RefuseAboveInit), ExpensiveKdf);
+  EXPECT_THROW(c.unlock("wrong"), ExpensiveKdf) << "refused before the password is even tried";
+  // A damaged-config error to the CLI (exit 23), not a wrong password.
+  EXPECT_THROW(c.unlock("pw"), CorruptData);
+  EXPECT_NO_THROW(c.check_kdf_cost(KdfPolicy::AllowExpensive));
+  EXPECT_EQ(c.unlock("pw", KdfPolicy::AllowExpensive), master);
+  EXPECT_THROW(c.unlock("wrong", KdfPolicy::AllowExpensive), WrongPassword);
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include "fs/log.h"
 #include "fs/vault_check.h"
 #include "tests/fault_support.h"
+#include "tests/support/legacy_journal_record.h"
 
 namespace gcfs {
 namespace {
@@ -67,20 +68,35 @@ std::uint64_t file_size(const std::string& path) {
 // ---------------------------------------------------------------------------------------------
 // Records.
 
+// The pre-images a record holds, read from the journal.
+Bytes payload_of(const JournalRecord& r) {
+  Bytes b;
+  EXPECT_EQ(r.load_payload(&b), 0);
+  return b;
+}
+
+KeyRing test_keys(std::uint8_t seed = 1) {
+  std::array<std::uint8_t, kMasterKeyBytes> master{};
+  for (std::size_t i = 0; i < master.size(); ++i) master[i] = static_cast<std::uint8_t>(seed * 31 + i);
+  return KeyRing(master);
+}
+
 class JournalRecords : public ::testing::Test {
  protected:
   std::unique_ptr<ChunkJournal> open_journal(bool* busy = nullptr) {
     std::string err;
-    auto j = ChunkJournal::open(path, tmp.path(), C, 8, &err, busy);
+    auto j = ChunkJournal::open(dir.get(), tmp.path(), keys, C, 8, &err, busy);
     if (!busy) {
       EXPECT_TRUE(j) << err;
     }
     return j;
   }
-  std::vector<JournalRecord> records() { return ChunkJournal::read_records(path, C); }
+  std::vector<JournalRecord> records() { return ChunkJournal::read_records(path, C, keys); }
 
   TempDir tmp{"gcfs-journal"};
   std::string path = tmp / kJournalFileName;
+  UniqueFd dir{::open(tmp.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+  KeyRing keys = test_keys();
 };
 
 TEST_F(JournalRecords, RecordReadsBackWithEveryFieldUntilInvalidated) {
@@ -105,7 +121,7 @@ TEST_F(JournalRecords, RecordReadsBackWithEveryFieldUntilInvalidated) {
   EXPECT_EQ(r.old_cipher_size, 123456u);
   EXPECT_EQ(r.new_cipher_size, 130000u);
   EXPECT_EQ(r.path, "dir/file");
-  EXPECT_TRUE(r.payload == payload);
+  EXPECT_TRUE(payload_of(r) == payload);
   EXPECT_GT(r.sequence, 0u);
 
   p.release();  // the in-place write is done
@@ -125,17 +141,93 @@ TEST_F(JournalRecords, TornOrDamagedRecordsAreIgnored) {
   // A record whose payload the kill cut short: the second half still holds what was there before.
   const Bytes saved = read_range(path, kJournalHeaderBlock + D, D);
   write_range(path, kJournalHeaderBlock + D, Bytes(D, 0));
-  EXPECT_TRUE(records().empty()) << "a torn payload must fail the checksum";
+  EXPECT_TRUE(records().empty()) << "a torn payload must fail the HMAC";
   write_range(path, kJournalHeaderBlock + D, saved);
   ASSERT_EQ(records().size(), 1u);
   // A damaged header field (here: the first chunk index).
   Bytes b = read_range(path, 47, 1);
   b[0] ^= 1;
   write_range(path, 47, b);
-  EXPECT_TRUE(records().empty()) << "a damaged header must fail the checksum";
+  EXPECT_TRUE(records().empty()) << "a damaged header must fail the HMAC";
   b[0] ^= 1;
   write_range(path, 47, b);
   EXPECT_EQ(records().size(), 1u);
+}
+
+std::string hex(const std::uint8_t* p, std::size_t n) {
+  static const char* digits = "0123456789abcdef";
+  std::string s;
+  for (std::size_t i = 0; i < n; ++i) s += digits[p[i] >> 4], s += digits[p[i] & 15];
+  return s;
+}
+
+// The version 3 record pinned byte for byte: its key (HKDF-SHA256 of the master key with its own
+// label) and its HMAC (over bytes 0..87, the path, and each chunk's nonce and tag), both computed
+// independently of this code (Python's hmac and hashlib, from docs/FORMAT.md). A change to
+// either would leave every journal of an earlier build unreadable.
+TEST(JournalFormat, Version3RecordMatchesTheDocumentedHmac) {
+  std::array<std::uint8_t, kMasterKeyBytes> master{};
+  for (std::size_t i = 0; i < master.size(); ++i) master[i] = static_cast<std::uint8_t>(i);
+  const KeyRing keys(master);
+  EXPECT_EQ(hex(keys.journal_key().data(), 32), "4cd40b92e9527803c9a4fa513711e025a7fe6098841d8e63e34be89957463b85");
+  JournalRecordHeader h;
+  h.sequence = 5;
+  for (std::size_t i = 0; i < h.file_id.size(); ++i) h.file_id[i] = static_cast<std::uint8_t>(0xA0 + i);
+  h.first_chunk = 3;
+  h.chunk_count = 1;
+  h.chunk_size = 4096;
+  h.old_cipher_size = 100000;
+  h.new_cipher_size = 110000;
+  h.payload_len = 4096 + kChunkOverhead;
+  h.path = "dir/file";
+  Bytes payload(h.payload_len, 0);
+  std::fill(payload.begin(), payload.begin() + 12, 0x11);
+  std::fill(payload.end() - 16, payload.end(), 0x22);
+  Bytes block(kJournalHeaderBlock);
+  encode_journal_header(h, payload.data(), keys.journal_key(), block.data());
+  EXPECT_EQ(hex(block.data() + 8, 2), "0003");
+  EXPECT_EQ(hex(block.data() + kJournalDigestOffset, kJournalDigestBytes),
+            "3b0a4d0976816a18e57994b445a5e1b21f65680f20ab1fd1731c1ab22bea191c");
+  auto parsed = parse_journal_header(block.data(), 4096);
+  ASSERT_TRUE(parsed);
+  EXPECT_TRUE(journal_digest_ok(block.data(), *parsed, payload.data(), keys.journal_key()));
+  EXPECT_FALSE(parsed->legacy());
+}
+
+// The HMAC key comes from the vault's master key: a record written under another vault's key (or
+// copied from another vault's journal) is not a record of this one.
+TEST_F(JournalRecords, RecordsUnderAnotherVaultsKeyAreIgnored) {
+  auto j = open_journal();
+  ASSERT_TRUE(j);
+  const Bytes payload = testing::pattern_bytes(D, 21);
+  ChunkJournal::Pending p;
+  ASSERT_EQ(j->record(some_id(1), 0, 1, 0, 0, 0, "f", payload.data(), payload.size(), &p), 0);
+  ASSERT_EQ(records().size(), 1u);
+  EXPECT_TRUE(ChunkJournal::read_records(path, C, test_keys(2)).empty());
+  const JournalScan s = ChunkJournal::scan(dir.get(), test_keys(2), C);
+  EXPECT_TRUE(s.records.empty());
+  EXPECT_EQ(s.rejected, 1u);
+  EXPECT_TRUE(s.damage.empty()) << s.damage;
+}
+
+// Pre-images are read when recovery needs them, and only if the slot still holds the record that
+// was checked: a payload changed in between is not used.
+TEST_F(JournalRecords, APayloadChangedAfterTheScanIsNotLoaded) {
+  auto j = open_journal();
+  ASSERT_TRUE(j);
+  const Bytes payload = testing::pattern_bytes(2 * D, 22);
+  ChunkJournal::Pending p;
+  ASSERT_EQ(j->record(some_id(1), 0, 2, 0, 0, 0, "f", payload.data(), payload.size(), &p), 0);
+  auto recs = records();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_TRUE(payload_of(recs[0]) == payload);
+  testing::flip_bit(path, kJournalHeaderBlock + 2 * D - 1);  // the second chunk's tag
+  Bytes b;
+  EXPECT_EQ(recs[0].load_payload(&b), -EBADMSG);
+  testing::flip_bit(path, kJournalHeaderBlock + 2 * D - 1);
+  EXPECT_EQ(recs[0].load_payload(&b), 0);
+  testing::flip_bit(path, 60);  // a header field (the base offset)
+  EXPECT_EQ(recs[0].load_payload(&b), -EBADMSG);
 }
 
 TEST_F(JournalRecords, SlotsAreReusedAndConcurrentWritesGetTheirOwn) {
@@ -197,8 +289,9 @@ TEST_F(JournalRecords, LongRunsAreSplitOverSlots) {
   EXPECT_EQ(recs[0].chunk_count, per);
   EXPECT_EQ(recs[1].first_chunk, 10u + per);
   EXPECT_EQ(recs[1].chunk_count, 3u);
-  Bytes joined = recs[0].payload;
-  joined.insert(joined.end(), recs[1].payload.begin(), recs[1].payload.end());
+  Bytes joined = payload_of(recs[0]);
+  const Bytes second = payload_of(recs[1]);
+  joined.insert(joined.end(), second.begin(), second.end());
   EXPECT_TRUE(joined == payload);
   // A run longer than all slots together is refused (the write then goes unprotected).
   const std::uint32_t too_many = per * 9;
@@ -336,11 +429,11 @@ TEST_F(JournalRecovery, OnlyChunksThatMayHoldDurableDataAreJournaled) {
   const Bytes h = read_range(jp, 0, kJournalRecordHeaderBytes);
   EXPECT_TRUE(Bytes(h.begin(), h.begin() + 8) == Bytes(8, 0)) << "the record is invalidated once the write is done";
   undo_invalidation();
-  auto recs = ChunkJournal::read_records(jp, C);
+  auto recs = ChunkJournal::read_records(jp, C, v.vault().keys());
   ASSERT_EQ(recs.size(), 1u);
   EXPECT_EQ(recs[0].first_chunk, 2u);
   EXPECT_EQ(recs[0].chunk_count, 1u);
-  EXPECT_EQ(recs[0].payload.size(), 10000 - 2 * C + kChunkOverhead) << "the pre-image is the partial chunk as it was";
+  EXPECT_EQ(payload_of(recs[0]).size(), 10000 - 2 * C + kChunkOverhead) << "the pre-image is the partial chunk as it was";
   EXPECT_EQ(recs[0].path, v.cipher_rel("/f"));
   EXPECT_EQ(recs[0].old_cipher_size, kFileHeaderBytes + 2 * D + (10000 - 2 * C) + kChunkOverhead);
   EXPECT_EQ(recs[0].new_cipher_size, file_size(p));
@@ -371,8 +464,55 @@ TEST_F(JournalRecovery, AnAppendTornByTheKillIsRolledBackToTheFsyncedChunk) {
   ASSERT_EQ(read("/f", 0, before.size() + 100, &got), static_cast<ssize_t>(before.size()));
   EXPECT_TRUE(got == before) << "the fsynced bytes must read back exactly";
   EXPECT_NE(log_text().find("restored chunk 2 of " + p + " from the crash journal"), std::string::npos) << log_text();
-  EXPECT_TRUE(ChunkJournal::read_records(journal(), C).empty()) << "recovery invalidates what it dealt with";
+  EXPECT_TRUE(ChunkJournal::read_records(journal(), C, v.vault().keys()).empty()) << "recovery invalidates what it dealt with";
   EXPECT_TRUE(check_vault(*v2, v.engine()).clean());
+}
+
+// A journal the previous release left behind (record version 2, checked by a plain SHA-256) is
+// still recovered after an upgrade. The record is rewritten here byte for byte as that release
+// wrote it (tests/support/legacy_journal_record.h, a copy of its encoder).
+TEST_F(JournalRecovery, AJournalLeftByThePreviousReleaseStillRecovers) {
+  const Bytes before = testing::pattern_bytes(2 * C + 1808, 23);  // chunk 2 is partial
+  v.write_file("/f", before);
+  const std::string p = v.cipher_path("/f");
+  const std::uint64_t old_size = file_size(p);
+  write("/f", before.size(), testing::pattern_bytes(6000, 24));
+  undo_invalidation();
+  auto recs = ChunkJournal::read_records(journal(), C, v.vault().keys());
+  ASSERT_EQ(recs.size(), 1u);
+  ASSERT_FALSE(recs[0].legacy());
+  const Bytes payload = payload_of(recs[0]);
+  testing::legacy_journal::Fields f;
+  f.sequence = recs[0].sequence;
+  f.file_id = recs[0].file_id;
+  f.first_chunk = recs[0].first_chunk;
+  f.chunk_count = recs[0].chunk_count;
+  f.chunk_size = recs[0].chunk_size;
+  f.base_offset = recs[0].base_offset;
+  f.old_cipher_size = recs[0].old_cipher_size;
+  f.new_cipher_size = recs[0].new_cipher_size;
+  f.payload_len = recs[0].payload_len;
+  f.path = recs[0].path;
+  const Bytes legacy = testing::legacy_journal::header_block(f, payload);
+  // The encoder the fuzz target and the docs rely on writes the very same bytes.
+  Bytes ours(kJournalHeaderBlock);
+  encode_legacy_journal_header(recs[0], payload.data(), ours.data());
+  EXPECT_TRUE(ours == legacy);
+  write_range(journal(), 0, legacy);
+  recs = ChunkJournal::read_records(journal(), C, v.vault().keys());
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_TRUE(recs[0].legacy());
+
+  ASSERT_EQ(::truncate(p.c_str(), 12288), 0);  // the tear, as in the test above
+  EXPECT_EQ(reopen(), 1u);
+  EXPECT_EQ(file_size(p), old_size);
+  Bytes got;
+  ASSERT_EQ(read("/f", 0, before.size() + 100, &got), static_cast<ssize_t>(before.size()));
+  EXPECT_TRUE(got == before);
+  const std::string log = log_text();
+  EXPECT_NE(log.find("restored chunk 2 of " + p + " from the crash journal"), std::string::npos) << log;
+  EXPECT_NE(log.find("in the previous release's format"), std::string::npos) << log;
+  EXPECT_TRUE(ChunkJournal::read_records(journal(), C, v.vault().keys()).empty());
 }
 
 TEST_F(JournalRecovery, ATornRewriteInsideTheFileRestoresOnlyTheChunkThatFails) {
@@ -383,7 +523,7 @@ TEST_F(JournalRecovery, ATornRewriteInsideTheFileRestoresOnlyTheChunkThatFails) 
   const Bytes patch = testing::pattern_bytes(C, 6);
   write("/f", 2 * C + 100, patch);  // chunks 2 and 3
   undo_invalidation();
-  auto recs = ChunkJournal::read_records(journal(), C);
+  auto recs = ChunkJournal::read_records(journal(), C, v.vault().keys());
   ASSERT_EQ(recs.size(), 1u);
   EXPECT_EQ(recs[0].first_chunk, 2u);
   EXPECT_EQ(recs[0].chunk_count, 2u);
@@ -430,12 +570,12 @@ TEST_F(JournalRecovery, AStaleRecordNeverTouchesAChunkThatAuthenticates) {
   const std::string p = v.cipher_path("/f");
   write("/f", C, testing::pattern_bytes(100, 10));  // finished: chunk 1 is new and authenticates
   undo_invalidation();
-  ASSERT_EQ(ChunkJournal::read_records(journal(), C).size(), 1u);
+  ASSERT_EQ(ChunkJournal::read_records(journal(), C, v.vault().keys()).size(), 1u);
   const Bytes after = read_range(p, 0, file_size(p));
   EXPECT_EQ(reopen(), 0u);
   EXPECT_TRUE(read_range(p, 0, file_size(p)) == after) << "recovery rolled back a chunk that authenticates";
   EXPECT_EQ(log_text().find("restored chunk"), std::string::npos) << log_text();
-  EXPECT_TRUE(ChunkJournal::read_records(journal(), C).empty());
+  EXPECT_TRUE(ChunkJournal::read_records(journal(), C, v.vault().keys()).empty());
 }
 
 TEST_F(JournalRecovery, ARecordForAReplacedFileIsSkipped) {
@@ -486,7 +626,7 @@ TEST_F(JournalRecovery, FsckReportsAndRepairRestoresTornChunks) {
   ASSERT_EQ(r.restored.size(), 1u);
   EXPECT_NE(r.restored[0].find("restored chunk 1 of " + v.cipher_rel("/f")), std::string::npos);
   EXPECT_TRUE(read_range(p, 0, file_size(p)) == pre_crash) << "the pre-image goes back byte for byte";
-  EXPECT_TRUE(ChunkJournal::read_records(journal(), C).empty());
+  EXPECT_TRUE(ChunkJournal::read_records(journal(), C, v.vault().keys()).empty());
   EXPECT_TRUE(check_vault(v.vault(), v.engine()).clean());
 }
 

@@ -314,5 +314,67 @@ TEST_F(FdCache, ConcurrentCallsWhileFilesAreRenamedAndEvicted) {
   EXPECT_EQ(v_.log().find("out of file descriptors"), std::string::npos) << v_.log();
 }
 
+// Directories are cached like other files (16 at this limit) and opened again by name from their
+// parent beyond that: renames of evicted directories, nested ones included, and many threads
+// renaming directories while others read the files inside them.
+TEST_F(FdCache, DirectoriesRenamedWhileEvicted) {
+  constexpr int kDirs = 40;
+  for (int i = 0; i < kDirs; ++i) {
+    const std::string d = v_.path("dir" + std::to_string(i));
+    ASSERT_EQ(::mkdir(d.c_str(), 0755), 0) << std::strerror(errno);
+    ASSERT_EQ(::mkdir((d + "/inner").c_str(), 0755), 0) << std::strerror(errno);
+    write_file(d + "/inner/f", "in " + std::to_string(i));
+  }
+  auto list_all = [&] { return v_.sh("ls -R . > /dev/null").status; };
+  ASSERT_EQ(list_all(), 0);
+  // Move every odd directory into the even one before it, then list everything (evicting).
+  for (int i = 1; i < kDirs; i += 2)
+    ASSERT_EQ(::rename(v_.path("dir" + std::to_string(i)).c_str(),
+                       v_.path("dir" + std::to_string(i - 1) + "/moved").c_str()),
+              0)
+        << std::strerror(errno);
+  ASSERT_EQ(list_all(), 0);
+  for (int i = 0; i < kDirs; ++i) {
+    const std::string where =
+        i % 2 ? "dir" + std::to_string(i - 1) + "/moved/inner/f" : "dir" + std::to_string(i) + "/inner/f";
+    EXPECT_EQ(read_file(v_.path(where)), "in " + std::to_string(i)) << where;
+  }
+
+  // Threads rename their directories away and back while readers read the files inside.
+  std::atomic<int> failures{0};
+  std::atomic<bool> done{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 30; ++round)
+        for (int i = t * 2; i < kDirs; i += 8) {
+          const std::string a = v_.path("dir" + std::to_string(i)), b = a + ".away";
+          if (::rename(a.c_str(), b.c_str()) != 0 || ::rename(b.c_str(), a.c_str()) != 0) ++failures;
+        }
+    });
+  std::thread reader([&] {
+    while (!done)
+      for (int i = 0; i < kDirs; i += 2) {
+        const std::string f = v_.path("dir" + std::to_string(i) + "/inner/f");
+        int fd = ::open(f.c_str(), O_RDONLY);
+        if (fd < 0) continue;  // renamed away at that moment: fine
+        char buf[16] = {};
+        if (::read(fd, buf, sizeof buf) <= 0 || std::string(buf) != "in " + std::to_string(i)) ++failures;
+        ::close(fd);
+      }
+  });
+  for (auto& th : threads) th.join();
+  done = true;
+  reader.join();
+  EXPECT_EQ(failures.load(), 0);
+  ASSERT_EQ(list_all(), 0);
+  EXPECT_EQ(read_file(v_.path("dir38/moved/inner/f")), "in 39");
+  EXPECT_LE(daemon_fd_inodes(v_.daemon_pid()).size(), 64u);
+  v_.remount();
+  EXPECT_EQ(read_file(v_.path("dir0/moved/inner/f")), "in 1");
+  EXPECT_EQ(v_.log().find("behind the daemon's back"), std::string::npos) << v_.log();
+  EXPECT_EQ(v_.log().find("out of file descriptors"), std::string::npos) << v_.log();
+}
+
 }  // namespace
 }  // namespace gcfs::test

@@ -6,8 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
+#include <future>
 #include <random>
 #include <vector>
 
@@ -42,6 +45,37 @@ class VolumeContainerTest : public ::testing::Test {
     c.volume_size = volume_size_for(size, chunk);
     c.rewrap(master, kPassword);
     VolumeContainer::create(path_, c);
+  }
+
+  // Writes a slot with a valid checksum holding `config` at `generation`: what anyone who can
+  // write the container can do, since the checksum is no secret.
+  void forge_slot(int slot, std::uint64_t generation, const VaultConfig& config) {
+    const auto bytes = encode_volume_slot(config, generation);
+    int fd = ::open(path_.c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(slot * kVolumeSlotBytes)),
+              static_cast<ssize_t>(bytes.size()));
+    ::close(fd);
+  }
+  // The config as created, edited by f: still parses, no longer authenticates.
+  VaultConfig edited_config(const std::function<void(VaultConfig&)>& f) {
+    VolumeContainer vol(path_, false);
+    VaultConfig c = vol.config();
+    f(c);
+    return c;
+  }
+  std::uint64_t file_size() const {
+    struct stat st {};
+    return ::stat(path_.c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
+  }
+  std::vector<std::uint8_t> header_bytes() const {
+    std::vector<std::uint8_t> b(kVolumeSlots * kVolumeSlotBytes);
+    int fd = ::open(path_.c_str(), O_RDONLY);
+    if (fd >= 0) {
+      if (::pread(fd, b.data(), b.size(), 0) != static_cast<ssize_t>(b.size())) b.clear();
+      ::close(fd);
+    }
+    return b;
   }
 
   void corrupt_bytes(std::uint64_t off, std::size_t n, std::uint8_t value) {
@@ -91,9 +125,9 @@ TEST_F(VolumeContainerTest, ContentRoundTripsAtTheBaseOffset) {
   const auto data = random_data(300000, 1);
   {
     VolumeContainer vol(path_, true);
+    KeyRing keys(vol.unlock(kPassword));
     vol.check_stream_size();
     CpuEngine engine(2);
-    KeyRing keys(vol.config().unlock(kPassword));
     ChunkLayout layout = vol.layout();
     ContentFile cf(vol.fd(), layout, engine, keys, path_);
     ASSERT_EQ(cf.plain_size(), 8 << 20);
@@ -154,9 +188,9 @@ TEST_F(VolumeContainerTest, GrowKeepsDataAndRefusesShrinkAndWrongPassword) {
   }
   VolumeContainer vol(path_, false);
   EXPECT_EQ(vol.config().volume_size, 8u << 20);
+  KeyRing keys(vol.unlock(kPassword));
   EXPECT_NO_THROW(vol.check_stream_size());
   CpuEngine engine(1);
-  KeyRing keys(vol.config().unlock(kPassword));
   ChunkLayout layout = vol.layout();
   ContentFile cf(vol.fd(), layout, engine, keys, path_);
   EXPECT_EQ(cf.plain_size(), 8 << 20);
@@ -216,12 +250,15 @@ TEST_F(VolumeContainerTest, InterruptedGrowIsRolledBackAndTruncationIsCorrupt) {
   ASSERT_EQ(::truncate(path_.c_str(), good + (5 << 20)), 0);  // the stream grew, the config did not
   {
     VolumeContainer vol(path_, true);
+    EXPECT_THROW(vol.check_stream_size(), std::logic_error) << "nothing is cut before the header is authenticated";
+    vol.unlock(kPassword);
     vol.check_stream_size();
   }
   ASSERT_EQ(::stat(path_.c_str(), &st), 0);
   EXPECT_EQ(st.st_size, good);
   ASSERT_EQ(::truncate(path_.c_str(), good - 1000), 0);
   VolumeContainer vol(path_, true);
+  vol.unlock(kPassword);
   EXPECT_THROW(vol.check_stream_size(), CorruptData);
 }
 
@@ -239,6 +276,188 @@ TEST_F(VolumeContainerTest, DamagedContentHeaderIsCorruptAndAnIntactOneIsAccepte
   } catch (const CorruptData& e) {
     EXPECT_NE(std::string(e.what()).find("corrupt"), std::string::npos) << e.what();
   }
+}
+
+// Issue 18, finding 6: a forged newer slot (valid checksum, smaller volume_size) made a mount
+// cut the container to its size and only then say "wrong password".
+TEST_F(VolumeContainerTest, ForgedNewerSlotIsAuthenticatedBeforeAnythingIsCut) {
+  create(4 << 20);
+  forge_slot(1, 2, edited_config([](VaultConfig& c) { c.volume_size = 1 << 20; }));
+  const std::uint64_t size = file_size();
+  const auto header = header_bytes();
+  {
+    VolumeContainer vol(path_, true);
+    EXPECT_EQ(vol.config().volume_size, 1u << 20) << "before unlock, config() is the newest copy as read";
+    EXPECT_THROW(vol.check_stream_size(), std::logic_error);
+    EXPECT_THROW(vol.unlock("wrong"), WrongPassword);
+    EXPECT_THROW(vol.grow(8 << 20, "wrong"), WrongPassword);
+  }
+  EXPECT_EQ(file_size(), size) << "a failed unlock must leave the container as it was";
+  EXPECT_EQ(header_bytes(), header);
+}
+
+// A newest copy that does not authenticate is passed over for the older one, and the log says so.
+TEST_F(VolumeContainerTest, ForgedNewerSlotFallsBackToTheOlderCopyAndSaysSo) {
+  create(4 << 20);
+  forge_slot(1, 7, edited_config([](VaultConfig& c) { c.volume_size = 1 << 20; }));
+  const std::uint64_t size = file_size();
+  VolumeContainer vol(path_, true);
+  ::testing::internal::CaptureStderr();
+  KeyRing keys(vol.unlock(kPassword));
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(vol.config().volume_size, 4u << 20);
+  EXPECT_NE(log.find("newest copy of the volume header was not used"), std::string::npos) << log;
+  EXPECT_NE(log.find("copy 1 (generation 7) does not open"), std::string::npos) << log;
+  EXPECT_NE(log.find("using the older copy 0"), std::string::npos) << log;
+  vol.check_stream_size();
+  vol.check_content_header();
+  EXPECT_EQ(file_size(), size);
+  // The data is there, under the older copy's key and size.
+  CpuEngine engine(1);
+  ContentFile cf(vol.fd(), vol.layout(), engine, keys, path_);
+  EXPECT_EQ(cf.plain_size(), 4 << 20);
+}
+
+// Falling back, a longer stream may belong to the larger volume the unusable copy described (a
+// grow whose new slot was damaged later): it is left alone, not cut back as an interrupted grow.
+TEST_F(VolumeContainerTest, AfterAFallbackALongerStreamIsLeftAlone) {
+  create(1 << 20);
+  const std::uint64_t good = file_size();
+  ASSERT_EQ(::truncate(path_.c_str(), static_cast<off_t>(good + (5 << 20))), 0);
+  forge_slot(1, 2, edited_config([](VaultConfig& c) { c.volume_size = 6 << 20; }));
+  {
+    VolumeContainer vol(path_, true);
+    ::testing::internal::CaptureStderr();
+    vol.unlock(kPassword);
+    vol.check_stream_size();
+    const std::string log = ::testing::internal::GetCapturedStderr();
+    EXPECT_NE(log.find("left as it is"), std::string::npos) << log;
+  }
+  EXPECT_EQ(file_size(), good + (5 << 20));
+  // One damaged copy (checksum) is the same case.
+  corrupt_bytes(kVolumeSlotBytes + 100, 16, 0x5a);
+  {
+    VolumeContainer vol(path_, true);
+    vol.unlock(kPassword);
+    vol.check_stream_size();
+  }
+  EXPECT_EQ(file_size(), good + (5 << 20));
+}
+
+// A grow after a fallback writes over the copy that failed, one generation above the one in use.
+TEST_F(VolumeContainerTest, GrowAfterAFallbackReplacesTheForgedCopy) {
+  create(4 << 20);
+  forge_slot(1, 1000, edited_config([](VaultConfig& c) { c.volume_size = 1 << 20; }));
+  {
+    VolumeContainer vol(path_, true);
+    EXPECT_EQ(vol.grow(8 << 20, kPassword), 4u << 20);
+  }
+  VolumeContainer vol(path_, false);
+  ASSERT_EQ(vol.header().copies.size(), 2u);
+  EXPECT_EQ(vol.header().copies.front().slot, 1);
+  EXPECT_EQ(vol.header().copies.front().generation, 2u);
+  ::testing::internal::CaptureStderr();
+  vol.unlock(kPassword);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "") << "no fallback any more";
+  EXPECT_EQ(vol.config().volume_size, 8u << 20);
+  vol.check_stream_size();
+}
+
+// A forged newest copy asking for an expensive scrypt is passed over without running it; a
+// container whose every copy asks for one is refused, unless allowed.
+TEST_F(VolumeContainerTest, ExpensiveKdfIsRefusedBeforeScryptRuns) {
+  create(1 << 20);
+  // log N = 20 with p = 4: about 20 s and 1 GiB, were it run.
+  forge_slot(1, 2, edited_config([](VaultConfig& c) { c.scrypt = ScryptParams{20, 8, 4}; }));
+  {
+    VolumeContainer vol(path_, false);
+    EXPECT_NO_THROW(vol.check_kdf_cost(KdfPolicy::RefuseAboveInit)) << "copy 0 is within what create makes";
+    const auto t0 = std::chrono::steady_clock::now();
+    ::testing::internal::CaptureStderr();
+    vol.unlock(kPassword);
+    const std::string log = ::testing::internal::GetCapturedStderr();
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
+    EXPECT_NE(log.find("asks for a scrypt cost above"), std::string::npos) << log;
+    EXPECT_EQ(vol.header().copies.front().slot, 1);
+    EXPECT_EQ(vol.config().scrypt.p, 1);
+  }
+  // Both copies expensive (p = 2 is cheap to run here, but no create ever wrote it).
+  fsys::remove(path_);
+  SecretBytes master;
+  VaultConfig c = VaultConfig::create(kPassword, 4096, ScryptParams{10, 8, 2}, VaultKind::Volume, &master);
+  c.volume_size = 1 << 20;
+  c.rewrap(master, kPassword);
+  VolumeContainer::create(path_, c);
+  VolumeContainer vol(path_, true);
+  try {
+    vol.check_kdf_cost(KdfPolicy::RefuseAboveInit);
+    FAIL() << "accepted";
+  } catch (const ExpensiveKdf& e) {
+    EXPECT_NE(std::string(e.what()).find("p=2"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(vol.unlock(kPassword), ExpensiveKdf);
+  EXPECT_THROW(vol.grow(2 << 20, kPassword), ExpensiveKdf);
+  EXPECT_NO_THROW(vol.check_kdf_cost(KdfPolicy::AllowExpensive));
+  EXPECT_EQ(vol.unlock(kPassword, KdfPolicy::AllowExpensive), master);
+}
+
+// The container is a file the user names: a FIFO, directory or device there is refused at once,
+// never opened in a way that blocks; a symbolic link to a container is followed as usual.
+TEST_F(VolumeContainerTest, FifoDirectoryAndDeviceAreRefusedAtOnce) {
+  auto refused = [](const std::string& path, bool writable, const char* word) {
+    auto fut = std::async(std::launch::async, [&]() -> std::string {
+      try {
+        VolumeContainer vol(path, writable);
+      } catch (const UserError& e) {
+        return e.what();
+      }
+      return "accepted";
+    });
+    if (fut.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+      ADD_FAILURE() << path << ": opening the container blocked";
+      std::abort();
+    }
+    const std::string m = fut.get();
+    EXPECT_NE(m.find(word), std::string::npos) << path << ": " << m;
+  };
+  const std::string fifo = dir_ + "/fifo.gcv";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  refused(fifo, false, "FIFO");
+  refused(fifo, true, "FIFO");
+  fsys::create_directory(dir_ + "/dir.gcv");
+  refused(dir_ + "/dir.gcv", false, "directory");
+  refused("/dev/null", false, "character device");
+  create(1 << 20);
+  fsys::create_symlink(path_, dir_ + "/link.gcv");
+  VolumeContainer vol(dir_ + "/link.gcv", false);
+  EXPECT_NO_THROW(vol.unlock(kPassword));
+}
+
+TEST(VolumeHeaderDecode, NewestFirstDamageNamedShortBlocksEmpty) {
+  SecretBytes master;
+  VaultConfig c = VaultConfig::create("pw", 4096, ScryptParams{10, 8, 1}, VaultKind::Volume, &master);
+  c.volume_size = 1 << 20;
+  std::vector<std::uint8_t> block(kVolumeSlots * kVolumeSlotBytes);
+  auto put = [&](int slot, const std::vector<std::uint8_t>& bytes) {
+    std::copy(bytes.begin(), bytes.end(), block.begin() + slot * kVolumeSlotBytes);
+  };
+  put(0, encode_volume_slot(c, 3));
+  put(1, encode_volume_slot(c, 9));
+  VolumeHeader h = decode_volume_header(block);
+  ASSERT_EQ(h.copies.size(), 2u);
+  EXPECT_EQ(h.copies[0].slot, 1);
+  EXPECT_EQ(h.copies[0].generation, 9u);
+  EXPECT_EQ(h.copies[1].slot, 0);
+  EXPECT_TRUE(h.damage.empty());
+  block[kVolumeSlotBytes + 50] ^= 1;
+  h = decode_volume_header(block);
+  ASSERT_EQ(h.copies.size(), 1u);
+  EXPECT_EQ(h.copies[0].slot, 0);
+  EXPECT_NE(h.damage.find("copy 1: its checksum does not match"), std::string::npos) << h.damage;
+  h = decode_volume_header(std::span<const std::uint8_t>(block.data(), kVolumeSlotBytes));
+  EXPECT_EQ(h.copies.size(), 1u);
+  EXPECT_EQ(h.empty, 1);
+  EXPECT_EQ(decode_volume_header({}).empty, kVolumeSlots);
 }
 
 }  // namespace

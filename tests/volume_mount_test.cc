@@ -12,11 +12,13 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -24,6 +26,8 @@
 #include <thread>
 #include <vector>
 
+#include "crypto/vault_config.h"
+#include "fs/volume_container.h"
 #include "support/mounted_vault.h"
 
 namespace {
@@ -164,6 +168,29 @@ class VolumeMountTest : public ::testing::Test {
   }
   std::string log_path() const { return tmp_.path() + "/daemon.log"; }
   std::string image() const { return mnt_ + "/volume.img"; }
+  std::uint64_t container_size() const {
+    struct stat st {};
+    ::stat(container_.c_str(), &st);
+    return static_cast<std::uint64_t>(st.st_size);
+  }
+  std::vector<std::uint8_t> header_bytes() const {
+    std::vector<std::uint8_t> b(gcfs::kVolumeSlots * gcfs::kVolumeSlotBytes);
+    std::ifstream in(container_, std::ios::binary);
+    in.read(reinterpret_cast<char*>(b.data()), static_cast<std::streamsize>(b.size()));
+    return b;
+  }
+  // Writes a slot with a valid checksum (no secret) holding the newest config edited by f: what
+  // anyone who can write the container can do. It no longer authenticates.
+  void forge_slot(int slot, std::uint64_t generation, const std::function<void(gcfs::VaultConfig&)>& f) {
+    const auto header = gcfs::decode_volume_header(header_bytes());
+    ASSERT_FALSE(header.copies.empty());
+    gcfs::VaultConfig c = header.copies.front().config;
+    f(c);
+    const auto bytes = gcfs::encode_volume_slot(c, generation);
+    std::fstream out(container_, std::ios::in | std::ios::out | std::ios::binary);
+    out.seekp(static_cast<std::streamoff>(slot * gcfs::kVolumeSlotBytes));
+    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  }
   std::uint64_t container_bytes_on_disk() const {
     struct stat st {};
     ::stat(container_.c_str(), &st);
@@ -544,6 +571,109 @@ TEST_F(VolumeMountTest, NonEmptyMountpointIsRefused) {
   CommandResult m = mount();
   EXPECT_EQ(m.status, 10) << m.output;
   EXPECT_FALSE(is_mounted(mnt_));
+}
+
+// Issue 18, finding 6: a forged newer header slot (valid checksum, smaller size) made the mount
+// cut the container to that size, then say "wrong password". Now nothing is cut before a slot
+// authenticates, and the valid older copy is used, with a line on the terminal saying so.
+TEST_F(VolumeMountTest, ForgedNewerSlotNeverCutsTheContainerAndTheOlderCopyMounts) {
+  ASSERT_EQ(create("16M").status, 0);
+  forge_slot(1, 5, [](gcfs::VaultConfig& c) { c.volume_size = 4 << 20; });
+  const std::uint64_t size = container_size();
+  const auto header = header_bytes();
+  const std::string good_password = gcfs::test::read_file(passfile_);
+  std::ofstream(passfile_) << "not the password\n";
+  CommandResult wrong = mount();
+  EXPECT_EQ(wrong.status, 12) << wrong.output;
+  EXPECT_FALSE(is_mounted(mnt_));
+  EXPECT_EQ(container_size(), size) << "a failed mount must leave the container as it was";
+  EXPECT_EQ(header_bytes(), header);
+
+  std::ofstream(passfile_) << good_password;
+  CommandResult m = mount();
+  ASSERT_EQ(m.status, 0) << m.output;
+  MountGuard fuse(mnt_, true, log_path());
+  EXPECT_NE(m.output.find("newest copy of the volume header was not used"), std::string::npos) << m.output;
+  EXPECT_NE(m.output.find("copy 1 (generation 5) does not open"), std::string::npos) << m.output;
+  struct stat st {};
+  ASSERT_EQ(::stat(image().c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 16 << 20);
+  EXPECT_EQ(container_size(), size);
+}
+
+// resize after a forged newer slot: the size is judged by the copy that authenticates, not by
+// the forged one, and the grow writes over the forged slot.
+TEST_F(VolumeMountTest, ResizeJudgesByTheAuthenticatedCopyAndReplacesTheForgedOne) {
+  ASSERT_EQ(create("16M").status, 0);
+  forge_slot(1, 9, [](gcfs::VaultConfig& c) { c.volume_size = 64 << 20; });
+  CommandResult grow = run(kBinary + " volume resize --size 32M --passfile " + q(passfile_) + " " + q(container_));
+  ASSERT_EQ(grow.status, 0) << grow.output;
+  EXPECT_NE(grow.output.find("copy 1 (generation 9) does not open"), std::string::npos) << grow.output;
+  EXPECT_NE(grow.output.find("from 16 MiB to 32 MiB"), std::string::npos) << grow.output;
+  const auto header = gcfs::decode_volume_header(header_bytes());
+  ASSERT_EQ(header.copies.size(), 2u);
+  EXPECT_EQ(header.copies.front().slot, 1);
+  EXPECT_EQ(header.copies.front().generation, 2u);
+  CommandResult m = mount();
+  ASSERT_EQ(m.status, 0) << m.output;
+  MountGuard fuse(mnt_, true, log_path());
+  EXPECT_EQ(m.output.find("was not used"), std::string::npos) << m.output;
+  struct stat st {};
+  ASSERT_EQ(::stat(image().c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 32 << 20);
+}
+
+// A scrypt cost above what 'volume create' makes is refused before the password is asked for,
+// naming the cost; the option lets mount and resize through.
+TEST_F(VolumeMountTest, ExpensiveKdfIsRefusedAtOnceAndOpensWithTheOption) {
+  gcfs::SecretBytes master;
+  const std::string password = "volume test password";
+  gcfs::VaultConfig c = gcfs::VaultConfig::create(password, 65536, gcfs::ScryptParams{10, 8, 2}, gcfs::VaultKind::Volume, &master);
+  c.volume_size = 16 << 20;
+  c.rewrap(master, password);
+  gcfs::VolumeContainer::create(container_, c);
+  for (const std::string& cmd : {kBinary + " volume mount --passfile " + q(passfile_) + " " + q(container_) + " " + q(mnt_),
+                                 kBinary + " volume resize --size 32M --passfile " + q(passfile_) + " " + q(container_)}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    CommandResult r = run("timeout 60 " + cmd + " </dev/null");
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10)) << cmd;
+    EXPECT_EQ(r.status, 23) << cmd << "\n" << r.output;
+    EXPECT_NE(r.output.find("scrypt N=2^10, r=8, p=2"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("--allow-expensive-kdf"), std::string::npos) << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+    EXPECT_FALSE(is_mounted(mnt_));
+    if (is_mounted(mnt_)) MountGuard(mnt_, true).release();  // a test never leaves a mount behind
+  }
+  CommandResult grow = run(kBinary + " volume resize --allow-expensive-kdf --size 32M --passfile " + q(passfile_) + " " +
+                           q(container_));
+  ASSERT_EQ(grow.status, 0) << grow.output;
+  CommandResult m = mount("--allow-expensive-kdf");
+  ASSERT_EQ(m.status, 0) << m.output;
+  MountGuard fuse(mnt_, true, log_path());
+  struct stat st {};
+  ASSERT_EQ(::stat(image().c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 32 << 20);
+}
+
+// The container is a file the user names: a FIFO or a directory there is refused at once by
+// mount and resize, never opened in a way that could block.
+TEST_F(VolumeMountTest, FifoOrDirectoryAsContainerIsRefusedAtOnce) {
+  ASSERT_EQ(::mkfifo(container_.c_str(), 0600), 0);
+  for (int round = 0; round < 2; ++round) {
+    const char* word = round == 0 ? "FIFO" : "directory";
+    for (const std::string& cmd : {kBinary + " volume mount --passfile " + q(passfile_) + " " + q(container_) + " " + q(mnt_),
+                                   kBinary + " volume resize --size 32M --passfile " + q(passfile_) + " " + q(container_)}) {
+      const auto t0 = std::chrono::steady_clock::now();
+      CommandResult r = run("timeout 20 " + cmd + " </dev/null");
+      EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5)) << cmd;
+      EXPECT_EQ(r.status, 6) << cmd << "\n" << r.output;  // a CONTAINER of the wrong type: README's table
+      EXPECT_NE(r.output.find(word), std::string::npos) << r.output;
+      EXPECT_FALSE(is_mounted(mnt_));
+      if (is_mounted(mnt_)) MountGuard(mnt_, true).release();
+    }
+    fsys::remove(container_);
+    fsys::create_directory(container_);
+  }
 }
 
 }  // namespace
