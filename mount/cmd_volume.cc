@@ -20,6 +20,9 @@ namespace po = boost::program_options;
 namespace gcfs::cli {
 
 int cmd_volume_mount(int argc, char** argv);  // cmd_volume_mount.cc
+int volume_info(int argc, char** argv);       // cmd_volume_tools.cc
+int volume_passwd(int argc, char** argv);
+int volume_fsck(int argc, char** argv);
 
 namespace {
 
@@ -41,6 +44,9 @@ void volume_usage(std::ostream& out) {
          "       gpucryptfs volume mount [--passfile F] [--extpass CMD] [--engine auto|cpu|gpu] [-f] [--read-only]\n"
          "                               [--log FILE] [--allow-expensive-kdf] CONTAINER MOUNTDIR\n"
          "       gpucryptfs volume resize --size SIZE [--passfile F] [--extpass CMD] [--allow-expensive-kdf] CONTAINER\n"
+         "       gpucryptfs volume info CONTAINER\n"
+         "       gpucryptfs volume passwd [--passfile F] [--extpass CMD] [--new-passfile F] CONTAINER\n"
+         "       gpucryptfs volume fsck [--passfile F] [--extpass CMD] [--engine auto|cpu|gpu] CONTAINER\n"
          "\nA volume is an encrypted block device in one sparse file; mounted, it is MOUNTDIR/volume.img.\n"
          "SIZE takes the suffixes K, M, G, T (binary). 'gpucryptfs volume SUBCOMMAND --help' lists the options.\n";
 }
@@ -133,8 +139,11 @@ int cmd_volume(int argc, char** argv) {
   if (sub == "create") return run_command("volume create", [&] { return volume_create(argc - 1, argv + 1); });
   if (sub == "resize") return run_command("volume resize", [&] { return volume_resize(argc - 1, argv + 1); });
   if (sub == "mount") return run_command("volume mount", [&] { return cmd_volume_mount(argc - 1, argv + 1); });
-  std::cerr << "gpucryptfs volume: unknown subcommand '" << sub << "'\n";
-  volume_usage(std::cerr);
+  if (sub == "info") return run_command("volume info", [&] { return volume_info(argc - 1, argv + 1); });
+  if (sub == "passwd") return run_command("volume passwd", [&] { return volume_passwd(argc - 1, argv + 1); });
+  if (sub == "fsck") return run_command("volume fsck", [&] { return volume_fsck(argc - 1, argv + 1); });
+  // One line, as every other failure: the subcommands are one --help away.
+  std::cerr << "gpucryptfs volume: unknown subcommand '" << sub << "' (see 'gpucryptfs volume --help')\n";
   return kExitUsage;
 }
 
