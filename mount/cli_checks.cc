@@ -26,11 +26,12 @@
 namespace gcfs::cli {
 namespace {
 
-// True when one of the container's config slots starts with the volume magic. Only called on a
-// regular file, so the open cannot block.
+// True when one of the container's config slots starts with the volume magic. O_NONBLOCK and the
+// type checked on the descriptor: a FIFO put in place after the caller's stat never blocks.
 bool has_volume_magic(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
-  if (!fd) return false;
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  struct stat st {};
+  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
   for (int slot = 0; slot < kVolumeSlots; ++slot) {
     char magic[sizeof(kVolumeMagic)];
     if (::pread(fd.get(), magic, sizeof magic, static_cast<off_t>(slot * kVolumeSlotBytes)) ==
