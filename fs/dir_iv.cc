@@ -1,51 +1,68 @@
 #include "fs/dir_iv.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "crypto/random.h"
 #include "fs/content_file.h"
 #include "fs/log.h"
+#include "fs/safe_open.h"
 
 namespace gcfs {
+namespace {
+
+// Errors that say nothing about what lies in CIPHERDIR (the daemon is short of descriptors or
+// memory, or may not read there): passed on as they are. Everything else is damage.
+bool is_resource_error(int e) { return e == EMFILE || e == ENFILE || e == ENOMEM || e == EACCES || e == EPERM || e == EINTR; }
+
+}  // namespace
 
 int read_dir_iv(int dirfd, DirIv* iv, const std::string& label) {
-  int fd = ::openat(dirfd, kDirIvFileName, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) {
-    int e = errno;
-    log::error(label + "/" + kDirIvFileName + ": cannot open the directory IV: " + std::strerror(e) +
-               " (names in this directory cannot be read or written)");
-    return e == ENOENT ? -EIO : -e;
+  const std::string where = label + "/" + kDirIvFileName;
+  // Never blocks (a FIFO, a device), never follows a link, never reads more than the IV's size.
+  OpenResult r = open_beneath(dirfd, kDirIvFileName, FileType::Regular, O_RDONLY);
+  if (!r) {
+    log::error(where + ": cannot open the directory IV: " + (r.error == ENOENT ? std::string("missing") : r.why()) +
+               " (damaged: names in this directory cannot be read or written)");
+    return is_resource_error(r.error) ? -r.error : -EIO;
   }
-  std::uint8_t buf[kDirIvBytes + 1];
-  ssize_t n = pread_full(fd, buf, sizeof buf, 0);
-  ::close(fd);
-  if (n < 0) return static_cast<int>(n);
-  if (static_cast<std::size_t>(n) != kDirIvBytes) {
-    log::error(label + "/" + kDirIvFileName + ": directory IV has " + std::to_string(n) + " bytes, not " +
-               std::to_string(kDirIvBytes) + " (damaged)");
+  std::vector<std::uint8_t> buf;
+  int rc = read_capped(r.fd.get(), kDirIvBytes, &buf);
+  if (rc == 0 && buf.size() == kDirIvBytes) {
+    std::copy(buf.begin(), buf.end(), iv->begin());
+    return 0;
+  }
+  if (rc == 0 || rc == -EFBIG) {
+    struct stat st {};
+    const long long size = rc == 0 ? static_cast<long long>(buf.size())
+                                   : (::fstat(r.fd.get(), &st) == 0 ? static_cast<long long>(st.st_size) : -1);
+    log::error(where + ": directory IV has " + std::to_string(size) + " bytes, not " + std::to_string(kDirIvBytes) +
+               " (damaged: names in this directory cannot be read or written)");
     return -EIO;
   }
-  std::copy(buf, buf + kDirIvBytes, iv->begin());
-  return 0;
+  log::error(where + ": cannot read the directory IV: " + std::strerror(-rc));
+  return is_resource_error(-rc) ? rc : -EIO;
 }
 
 int create_dir_iv(int dirfd, DirIv* out, const DirIv* given) {
   DirIv iv{};
   if (given) iv = *given;
   else random_bytes(iv);
-  // A temporary name and a rename: a crash never leaves a short IV file behind.
+  // A temporary name and a rename: a crash never leaves a short IV file behind. O_EXCL: whatever
+  // sits at the temporary name (not ours to open) makes this fail instead of being written into.
   const std::string tmp = kDirIvTempName;
   ::unlinkat(dirfd, tmp.c_str(), 0);
-  int fd = ::openat(dirfd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0440);
-  if (fd < 0) return -errno;
-  ssize_t n = pwrite_full(fd, iv.data(), iv.size(), 0);
+  OpenResult r = open_beneath(dirfd, tmp, FileType::Regular, O_WRONLY | O_CREAT | O_EXCL, 0440);
+  if (!r) return r.error == EUCLEAN || r.error == ELOOP ? -EEXIST : -r.error;
+  ssize_t n = pwrite_full(r.fd.get(), iv.data(), iv.size(), 0);
   int rc = n < 0 ? static_cast<int>(n) : 0;
-  if (rc == 0 && ::fsync(fd) != 0) rc = -errno;
-  ::close(fd);
+  if (rc == 0 && ::fsync(r.fd.get()) != 0) rc = -errno;
+  r.fd.reset();
   if (rc == 0 && ::renameat(dirfd, tmp.c_str(), dirfd, kDirIvFileName) != 0) rc = -errno;
   if (rc != 0) {
     ::unlinkat(dirfd, tmp.c_str(), 0);

@@ -2,14 +2,18 @@
 
 #include <fcntl.h>
 #include <openssl/evp.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 
 #include "crypto/aes_siv.h"
 #include "crypto/base64url.h"
 #include "crypto/blob_cipher.h"
 #include "fs/content_file.h"
+#include "fs/log.h"
+#include "fs/safe_open.h"
 
 namespace gcfs {
 namespace {
@@ -28,6 +32,13 @@ std::string sha256_base64url(std::string_view s) {
   return base64url_encode({md, len});
 }
 
+// Where dirfd is, for log messages.
+std::string path_of(int dirfd) {
+  char buf[4096];
+  ssize_t n = ::readlink(("/proc/self/fd/" + std::to_string(dirfd)).c_str(), buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "(directory fd " + std::to_string(dirfd) + ")";
+}
+
 }  // namespace
 
 DiskName NameMapping::to_disk(std::string_view plain, const DirIv& iv) const {
@@ -42,9 +53,10 @@ DiskName NameMapping::to_disk(std::string_view plain, const DirIv& iv) const {
   return n;
 }
 
-std::optional<std::string> NameMapping::to_plain(int dirfd, std::string_view entry, const DirIv& iv) const {
+std::optional<std::string> NameMapping::to_plain(int dirfd, std::string_view entry, const DirIv& iv,
+                                                 std::string* damage) const {
   if (is_long_name_entry(entry)) {
-    auto encoded = read_name_file(dirfd, entry);
+    auto encoded = read_name_file(dirfd, entry, damage);
     // The .name file must hash to its entry: otherwise a swapped .name file could rename entries.
     if (!encoded || std::string(kLongNamePrefix) + sha256_base64url(*encoded) != entry) return std::nullopt;
     // Only names too long for an entry take the long form: a short one here would be a second
@@ -59,22 +71,36 @@ std::optional<std::string> NameMapping::to_plain(int dirfd, std::string_view ent
 int NameMapping::write_name_file(int dirfd, const DiskName& n) {
   if (!n.is_long) return 0;
   const std::string file = n.name_file();
-  int fd = ::openat(dirfd, file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0400);
-  if (fd < 0) {
-    // Its content follows from its name, so an existing one is the right one (or is fixed below).
-    if (errno != EEXIST) return -errno;
-    auto have = read_name_file(dirfd, n.entry);
+  // A few rounds: whatever sits there is replaced, but someone replacing it again and again
+  // meanwhile gets an error, not an endless loop.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    OpenResult r = open_beneath(dirfd, file, FileType::Regular, O_WRONLY | O_CREAT | O_EXCL, 0400);
+    if (r) {
+      ssize_t w = pwrite_full(r.fd.get(), n.encoded.data(), n.encoded.size(), 0);
+      r.fd.reset();
+      if (w < 0) {
+        ::unlinkat(dirfd, file.c_str(), 0);
+        return static_cast<int>(w);
+      }
+      return 0;
+    }
+    // EEXIST: a regular file is there; EUCLEAN/ELOOP: something else (found_type says what).
+    if (r.error != EEXIST && r.error != EUCLEAN && r.error != ELOOP) return -r.error;
+    std::string damage;
+    auto have = read_name_file(dirfd, n.entry, &damage);
     if (have && *have == n.encoded) return 0;
-    if (::unlinkat(dirfd, file.c_str(), 0) != 0) return -errno;
-    return write_name_file(dirfd, n);
+    if (r.error == EUCLEAN && S_ISDIR(r.found_type)) {
+      log::error(path_of(dirfd) + "/" + file + ": is a directory where a long name's .name file belongs (damaged; "
+                 "the name cannot be stored until it is removed)");
+      return -EIO;
+    }
+    // Its content follows from its name, so the right one can always be written instead.
+    log::warning(path_of(dirfd) + "/" + file + ": " + (damage.empty() ? std::string("does not match its entry") : damage) +
+                 " (damaged long-name file); writing it again");
+    if (::unlinkat(dirfd, file.c_str(), 0) != 0 && errno != ENOENT) return -errno;
   }
-  ssize_t w = pwrite_full(fd, n.encoded.data(), n.encoded.size(), 0);
-  ::close(fd);
-  if (w < 0) {
-    ::unlinkat(dirfd, file.c_str(), 0);
-    return static_cast<int>(w);
-  }
-  return 0;
+  log::error(path_of(dirfd) + "/" + file + ": keeps being replaced while it is written; giving up");
+  return -EIO;
 }
 
 int NameMapping::remove_name_file(int dirfd, const DiskName& n) {
@@ -83,16 +109,27 @@ int NameMapping::remove_name_file(int dirfd, const DiskName& n) {
   return 0;
 }
 
-std::optional<std::string> NameMapping::read_name_file(int dirfd, std::string_view long_entry) {
+std::optional<std::string> NameMapping::read_name_file(int dirfd, std::string_view long_entry, std::string* damage) {
   const std::string file = std::string(long_entry) + std::string(kLongNameSuffix);
-  int fd = ::openat(dirfd, file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return std::nullopt;
-  std::string buf(4096, '\0');
-  ssize_t n = pread_full(fd, buf.data(), buf.size(), 0);
-  ::close(fd);
-  if (n <= 0 || static_cast<std::size_t>(n) == buf.size()) return std::nullopt;
-  buf.resize(static_cast<std::size_t>(n));
-  return buf;
+  OpenResult r = open_beneath(dirfd, file, FileType::Regular, O_RDONLY);
+  if (!r) {
+    if (damage && r.error != ENOENT) *damage = r.why();
+    return std::nullopt;
+  }
+  std::vector<std::uint8_t> buf;
+  int rc = read_capped(r.fd.get(), kMaxNameFileBytes, &buf);
+  if (rc != 0 || buf.empty()) {
+    if (damage) {
+      struct stat st {};
+      if (rc == -EFBIG && ::fstat(r.fd.get(), &st) == 0)
+        *damage = "holds " + std::to_string(st.st_size) + " bytes, more than a long name's " +
+                  std::to_string(kMaxNameFileBytes);
+      else
+        *damage = rc == 0 ? std::string("is empty") : std::string("cannot be read: ") + std::strerror(-rc);
+    }
+    return std::nullopt;
+  }
+  return std::string(buf.begin(), buf.end());
 }
 
 std::string NameMapping::encrypt_symlink(std::string_view target) const {

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "crypto/aes_siv.h"
 #include "crypto/key_ring.h"
 #include "crypto/name_cipher.h"
 
@@ -20,6 +21,9 @@ constexpr std::size_t kMaxNameBytes = 255;  // NAME_MAX, for plaintext and ciphe
 constexpr std::string_view kLongNamePrefix = "gcfs.longname.";
 constexpr std::string_view kLongNameSuffix = ".name";
 constexpr std::string_view kXattrPrefix = "user.gcfs.";
+// The most a long name's .name file can hold: the unpadded base64url of the SIV ciphertext of a
+// 255-byte name (the name and its 16-byte tag), 362 bytes. A bigger one is damage, never read.
+constexpr std::size_t kMaxNameFileBytes = ((kMaxNameBytes + kSivTagBytes) * 4 + 2) / 3;
 
 // Where one plaintext name lives in its ciphertext directory.
 struct DiskName {
@@ -44,13 +48,24 @@ class NameMapping {
   DiskName to_disk(std::string_view plain, const DirIv& iv) const;
   // The plaintext name of a directory entry, or nullopt for our own files and for entries that do
   // not decrypt (not ours, moved from another directory, or a long name without its .name file).
-  // dirfd is needed to read a long name's .name file.
-  std::optional<std::string> to_plain(int dirfd, std::string_view entry, const DirIv& iv) const;
+  // dirfd is needed to read a long name's .name file. *damage (when given) is set to what is wrong
+  // with a .name file that is there but is not a regular file of at most kMaxNameFileBytes (a
+  // FIFO, a directory, a link, a huge file), for the caller's log; it stays empty otherwise.
+  std::optional<std::string> to_plain(int dirfd, std::string_view entry, const DirIv& iv,
+                                      std::string* damage = nullptr) const;
 
-  // Long-name sibling files. Return 0 or -errno.
-  static int write_name_file(int dirfd, const DiskName& n);  // no-op for short names; existing file kept
+  // Long-name sibling files. Return 0 or -errno. Reached through fs/safe_open.h: a .name file is
+  // never followed as a link, never opened unless it is a regular file (so a FIFO or device there
+  // cannot block), and never read past kMaxNameFileBytes.
+  // No-op for short names. An existing file with the right content is kept; one with other
+  // content, or of another type, is replaced (its content follows from its name) and logged; a
+  // directory there is -EIO (logged).
+  static int write_name_file(int dirfd, const DiskName& n);
   static int remove_name_file(int dirfd, const DiskName& n);  // no-op for short names
-  static std::optional<std::string> read_name_file(int dirfd, std::string_view long_entry);
+  // The content of long_entry's .name file; nullopt when it is missing or damaged (then *damage,
+  // when given, says what was found, except for a file that is simply missing).
+  static std::optional<std::string> read_name_file(int dirfd, std::string_view long_entry,
+                                                   std::string* damage = nullptr);
 
   std::string encrypt_symlink(std::string_view target) const;
   std::optional<std::string> decrypt_symlink(std::string_view stored) const;

@@ -116,6 +116,9 @@ class EncryptedFs {
   // already opened read-write descriptor (create), taken over. 0 or -errno.
   int acquire_content(Inode& inode, bool writable, std::shared_ptr<ContentFile>* out, int fd_in = -1);
   void release_content(Inode& inode);
+  // Logs that the inode's backing file is not a regular file (path_fd says what it is) and
+  // returns -EIO: it is never opened for I/O.
+  int report_not_regular(Inode& inode, int path_fd);
 
   void reply_entry_or_err(fuse_req_t req, int rc, const fuse_entry_param& e);
   // Every handle given to the kernel and not released yet. The kernel sends no RELEASE for what is

@@ -45,9 +45,16 @@ int EncryptedFs::read_entries(Inode& dir, DirHandle& h) {
       continue;
     }
     if (is_internal_entry(entry) && !is_long_name_entry(entry)) continue;
-    auto plain = vault_.names().to_plain(::dirfd(d), entry, iv);
+    std::string damage;
+    auto plain = vault_.names().to_plain(::dirfd(d), entry, iv, &damage);
     if (!plain) {
-      if (++hidden == 1) example = entry;
+      // A .name file that is not a small regular file (a FIFO, a link, a huge file) is damage that
+      // fsck should hear about: said on its own line, with what was found.
+      if (!damage.empty())
+        log::error(label_of(dir) + "/" + entry + std::string(kLongNameSuffix) + ": " + damage +
+                   " (damaged long-name file; the entry is hidden from listings)");
+      else if (++hidden == 1)
+        example = entry;
       continue;
     }
     h.entries.push_back({std::move(*plain), std::move(entry), e->d_ino, e->d_type});

@@ -179,6 +179,8 @@ void EncryptedFs::rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
   if (rc == 0) {
     have_iv = read_dir_iv(sub, &iv, label_of(dir) + "/" + dn.entry) == 0;
     if (::unlinkat(sub, kDirIvFileName, 0) != 0 && errno != ENOENT) rc = -errno;
+    // A directory where the IV belongs (logged by read_dir_iv): damage, not "is a directory".
+    if (rc == -EISDIR) rc = -EIO;
     if (rc == 0 && ::unlinkat(sub, kDirIvTempName, 0) != 0 && errno != ENOENT) rc = -errno;
   }
   if (rc == 0 && ::unlinkat(dirfd, dn.entry.c_str(), AT_REMOVEDIR) != 0) {

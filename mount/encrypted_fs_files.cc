@@ -2,6 +2,7 @@
 // chunk mapping, the read-modify-write of partial chunks and the per-chunk locking.
 #include <fcntl.h>
 #include <linux/falloc.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "fs/log.h"
+#include "fs/safe_open.h"
 #include "mount/encrypted_fs.h"
 #include "mount/encrypted_fs_handles.h"
 
@@ -17,16 +19,38 @@ namespace {
 
 EncryptedFs::FileHandle* handle_of(fuse_file_info* fi) { return reinterpret_cast<EncryptedFs::FileHandle*>(fi->fh); }
 
+// Reopens an inode's O_PATH descriptor for I/O through /proc/self/fd. Only a regular file is ever
+// opened: the type is checked first, since a FIFO would block the worker and a device node would
+// run its driver's open (-EUCLEAN then, for the caller to report), and O_NONBLOCK guards the open
+// itself as well; it is cleared again, as callers expect plain I/O.
+int reopen_regular(int path_fd, int flags) {
+  struct stat st {};
+  if (::fstat(path_fd, &st) != 0) return -errno;
+  if (!S_ISREG(st.st_mode)) return -EUCLEAN;
+  int fd = ::open(("/proc/self/fd/" + std::to_string(path_fd)).c_str(), flags | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return -errno;
+  int fl = ::fcntl(fd, F_GETFL);
+  if (fl >= 0) ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  return fd;
+}
+
 // Partial chunks are read, modified and sealed again, so even a write-only user needs the
 // ciphertext open for reading: try read-write first, read-only where that is all that is wanted.
-int open_backing(const std::string& proc, bool writable) {
-  int fd = ::open(proc.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd >= 0 || writable || (errno != EACCES && errno != EROFS && errno != EPERM)) return fd < 0 ? -errno : fd;
-  fd = ::open(proc.c_str(), O_RDONLY | O_CLOEXEC);
-  return fd < 0 ? -errno : fd;
+int open_backing(int path_fd, bool writable) {
+  int fd = reopen_regular(path_fd, O_RDWR);
+  if (fd >= 0 || writable || (fd != -EACCES && fd != -EROFS && fd != -EPERM)) return fd;
+  return reopen_regular(path_fd, O_RDONLY);
 }
 
 }  // namespace
+
+int EncryptedFs::report_not_regular(Inode& in, int path_fd) {
+  struct stat st {};
+  ::fstat(path_fd, &st);
+  log::error(label_of(in) + ": is a " + file_type_name(st.st_mode) +
+             " where a regular content file belongs (damaged or replaced in CIPHERDIR); not opened");
+  return -EIO;
+}
 
 int EncryptedFs::acquire_content(Inode& in, bool writable, std::shared_ptr<ContentFile>* out, int fd_in) {
   {
@@ -46,7 +70,8 @@ int EncryptedFs::acquire_content(Inode& in, bool writable, std::shared_ptr<Conte
   }
   std::lock_guard lk(in.mu);
   if (!in.content) {
-    int fd = fd_in >= 0 ? fd_in : open_backing(pf.proc_path(), writable);
+    int fd = fd_in >= 0 ? fd_in : open_backing(pf.get(), writable);
+    if (fd == -EUCLEAN) return report_not_regular(in, pf.get());
     if (fd < 0) return fd;
     const bool rw = fd_in >= 0 || (::fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDWR;
     in.content = std::make_shared<ContentFile>(fd, vault_.layout(), engine_, vault_.keys(), label_of(in), vault_.journal());
@@ -55,8 +80,9 @@ int EncryptedFs::acquire_content(Inode& in, bool writable, std::shared_ptr<Conte
   } else {
     if (writable && !in.content_writable) {
       // create's descriptor is read-write already.
-      int fd = fd_in >= 0 ? fd_in : ::open(pf.proc_path().c_str(), O_RDWR | O_CLOEXEC);
-      if (fd < 0) return -errno;
+      int fd = fd_in >= 0 ? fd_in : reopen_regular(pf.get(), O_RDWR);
+      if (fd == -EUCLEAN) return report_not_regular(in, pf.get());
+      if (fd < 0) return fd;
       in.content->set_fd(fd);
       in.content_fds.push_back(fd);
       in.content_writable = true;

@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "fs/log.h"
+#include "fs/safe_open.h"
 #include "mount/fuse_api.h"
 
 namespace gcfs::mount {
@@ -469,9 +470,14 @@ PathFd InodeTable::file_path_fd(Inode& inode) {
         break;
       }
       struct stat st {};
-      if (::fstat(f, &st) != 0 || st.st_dev != inode.src_dev || st.st_ino != inode.src_ino) {
-        failures.push_back(fd_path(parent.get()) + "/" + n.entry + ": now another file (inode " +
-                           std::to_string(st.st_ino) + ", not " + std::to_string(inode.src_ino) + ")");
+      // The type too: a number the backing filesystem gave again, to a FIFO or device planted
+      // under the old name, must not pass for the regular file we knew (its descriptor would be
+      // reopened for I/O through /proc).
+      if (::fstat(f, &st) != 0 || st.st_dev != inode.src_dev || st.st_ino != inode.src_ino ||
+          (st.st_mode & S_IFMT) != inode.type) {
+        failures.push_back(fd_path(parent.get()) + "/" + n.entry + ": now another file (a " +
+                           file_type_name(st.st_mode) + ", inode " + std::to_string(st.st_ino) + "; was a " +
+                           file_type_name(inode.type) + ", inode " + std::to_string(inode.src_ino) + ")");
         ::close(f);
         continue;
       }

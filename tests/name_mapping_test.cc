@@ -2,10 +2,12 @@
 // form from exactly the first plaintext length whose encoding passes 255 bytes, our own dot-names
 // hidden, and symlink targets and xattrs sealed.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -145,6 +147,72 @@ TEST_F(NameMappingTest, DirIvCreateReadAndDamage) {
   EXPECT_EQ(read_dir_iv(dirfd_, &read, dir_), -EIO);
   ::unlinkat(dirfd_, kDirIvFileName, 0);
   EXPECT_EQ(read_dir_iv(dirfd_, &read, dir_), -EIO);
+}
+
+// The cap on a .name file's size is exactly the longest encoded name: a 255-byte name's.
+TEST_F(NameMappingTest, NameFileCapIsTheLongestEncoding) {
+  EXPECT_EQ(names_.to_disk(std::string(255, 'x'), iv_).encoded.size(), kMaxNameFileBytes);
+  EXPECT_EQ(kMaxNameFileBytes, 362u);
+}
+
+// Shapes where a .name file or the IV belongs: answered at once, never followed, never read whole.
+// FIFOs, sockets and devices (which could hang a regression) are planted in a mounted vault,
+// every operation under a deadline, by tests/fault_backing_shapes_test.cc.
+TEST_F(NameMappingTest, NameFileAndDirIvOfAnotherShapeAreDamage) {
+  const std::string plain(200, 'q');
+  DiskName d = names_.to_disk(plain, iv_);
+  ASSERT_TRUE(d.is_long);
+  const std::string name_file = dir_ + "/" + d.name_file();
+  const std::string iv_file = dir_ + "/" + kDirIvFileName;
+  auto reset = [&] {
+    ::unlinkat(dirfd_, d.name_file().c_str(), 0);
+    ::unlinkat(dirfd_, d.name_file().c_str(), AT_REMOVEDIR);
+    ::unlinkat(dirfd_, kDirIvFileName, 0);
+    ::unlinkat(dirfd_, kDirIvFileName, AT_REMOVEDIR);
+  };
+  // A copy with the right content outside the directory: following a link to it would "work".
+  const std::string outside = dir_ + ".outside";
+  {
+    ASSERT_EQ(NameMapping::write_name_file(dirfd_, d), 0);
+    std::string cmd = "cp '" + name_file + "' '" + outside + "'";
+    ASSERT_EQ(std::system(cmd.c_str()), 0);
+    reset();
+  }
+  struct Case {
+    const char* what;
+    std::function<int(const std::string&)> make;
+  };
+  const std::vector<Case> cases = {
+      {"directory", [](const std::string& p) { return ::mkdir(p.c_str(), 0755); }},
+      {"symbolic link", [&](const std::string& p) { return ::symlink(outside.c_str(), p.c_str()); }},
+      {"huge", [](const std::string& p) {
+         int fd = ::open(p.c_str(), O_WRONLY | O_CREAT, 0644);
+         int rc = fd < 0 ? -1 : ::ftruncate(fd, off_t{1} << 40);
+         if (fd >= 0) ::close(fd);
+         return rc;
+       }},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    reset();
+    ASSERT_EQ(c.make(name_file), 0);
+    std::string damage;
+    EXPECT_EQ(names_.to_plain(dirfd_, d.entry, iv_, &damage), std::nullopt);
+    EXPECT_FALSE(damage.empty());
+    ASSERT_EQ(c.make(iv_file), 0);
+    DirIv got{};
+    EXPECT_EQ(read_dir_iv(dirfd_, &got, dir_), -EIO);
+    // Storing the name again replaces a damaged .name file, except a directory (left for the user).
+    const int rc = NameMapping::write_name_file(dirfd_, d);
+    if (std::string(c.what) == "directory") {
+      EXPECT_EQ(rc, -EIO);
+    } else {
+      EXPECT_EQ(rc, 0);
+      EXPECT_EQ(names_.to_plain(dirfd_, d.entry, iv_), plain);
+    }
+  }
+  reset();
+  ::unlink(outside.c_str());
 }
 
 }  // namespace
