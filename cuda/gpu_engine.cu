@@ -23,6 +23,7 @@
 #include "crypto/thread_pool.h"
 #include "cuda/batch_layout.h"
 #include "cuda/cuda_handles.h"
+#include "cuda/driver_probe.h"
 #include "cuda/gcm_kernels.h"
 #include "cuda/gpu_engine.h"
 #include "cuda/host_tables.h"
@@ -704,9 +705,13 @@ std::vector<GpuInfo> list_gpus(std::string* why_none) {
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {
     if (why_none) {
-      if (e == cudaErrorNoDevice) *why_none = "no NVIDIA GPU is visible to this process";
+      // The runtime says "insufficient driver" both when there is no driver at all and when it
+      // is too old: the driver probe tells the two apart.
+      const std::string driver = describe_driver_problem(probe_nvidia_driver(), CUDART_VERSION);
+      if (e == cudaErrorNoDevice) *why_none = "no NVIDIA GPU found (the NVIDIA driver is installed but sees none)";
+      else if (!driver.empty()) *why_none = driver;
       else if (e == cudaErrorInsufficientDriver)
-        *why_none = "no NVIDIA driver new enough for this build (CUDA 13 needs driver 580 or later) is installed";
+        *why_none = "the NVIDIA driver is too old for this build (CUDA " + cuda_version_text(CUDART_VERSION) + ")";
       else *why_none = std::string("the CUDA driver cannot be used (") + cudaGetErrorString(e) + ")";
     }
     return out;
@@ -723,7 +728,7 @@ std::vector<GpuInfo> list_gpus(std::string* why_none) {
     g.memory_bytes = p.totalGlobalMem;
     out.push_back(g);
   }
-  if (out.empty() && why_none) *why_none = "the CUDA driver sees no GPU";
+  if (out.empty() && why_none) *why_none = "no NVIDIA GPU found (the NVIDIA driver is installed but sees none)";
   return out;
 }
 

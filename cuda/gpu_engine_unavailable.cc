@@ -1,6 +1,7 @@
 // Built instead of the CUDA sources when nvcc is absent: the gpu engine exists as a name that
 // explains why it cannot run.
 #include "crypto/errors.h"
+#include "cuda/driver_probe.h"
 #include "cuda/gpu_engine.h"
 
 namespace gcfs {
@@ -8,7 +9,12 @@ namespace gcfs {
 bool gpu_support_compiled() { return false; }
 
 std::vector<GpuInfo> list_gpus(std::string* why_none) {
-  if (why_none) *why_none = "this gpucryptfs was built without CUDA (nvcc was not found at build time)";
+  if (why_none) {
+    // What a CUDA build would find here, so the user knows whether rebuilding would help.
+    const DriverState d = probe_nvidia_driver();
+    const std::string hw = d.library_found ? "an NVIDIA driver is installed" : "no NVIDIA GPU/driver found either";
+    *why_none = "this gpucryptfs was built without CUDA (nvcc was not found at build time); " + hw;
+  }
   return {};
 }
 

@@ -381,4 +381,14 @@ std::uint64_t VolumeContainer::grow(std::uint64_t new_size, std::string_view pas
   return old_size;
 }
 
+void VolumeContainer::change_password(std::string_view password, std::string_view new_password, KdfPolicy policy) {
+  SecretBytes master = unlock(password, policy);  // nothing is acted on before this
+  VaultConfig next = config_;
+  next.rewrap(master, new_password);
+  // A crash between the two writes leaves one copy under each password: the volume still opens,
+  // and running passwd again finishes the change.
+  write_slot(next);
+  write_slot(next);
+}
+
 }  // namespace gcfs

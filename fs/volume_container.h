@@ -123,6 +123,13 @@ class VolumeContainer {
   // the authenticated copy said.
   std::uint64_t grow(std::uint64_t new_size, std::string_view password, KdfPolicy policy = KdfPolicy::RefuseAboveInit);
 
+  // Wraps the same master key under new_password (volume passwd): unlocks with password first
+  // (WrongPassword, ExpensiveKdf), then writes the rewrapped config to both slots, the one not in
+  // use first, each fsynced. Both, because a slot left under the old password would still open
+  // the volume with it (unlock falls back to the other copy). Needs a writable container.
+  void change_password(std::string_view password, std::string_view new_password,
+                       KdfPolicy policy = KdfPolicy::RefuseAboveInit);
+
  private:
   void write_slot(const VaultConfig& config);
 

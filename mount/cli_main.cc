@@ -21,7 +21,7 @@ const Entry kCommands[] = {
     {"passwd", gcfs::cli::cmd_passwd, "change a vault's password"},
     {"info", gcfs::cli::cmd_info, "show a vault's parameters and the GPUs this build sees"},
     {"fsck", gcfs::cli::cmd_fsck, "check every header, chunk and name of a vault"},
-    {"volume", gcfs::cli::cmd_volume, "encrypted block volumes: create, mount, resize"},
+    {"volume", gcfs::cli::cmd_volume, "encrypted block volumes: create, mount, resize, info, passwd, fsck"},
     {"bench", gcfs::cli::cmd_bench, "measure engines, chunk sizes and request sizes"},
 };
 

@@ -1,12 +1,75 @@
 #include "mount/cli_options.h"
 
+#include <sys/ioctl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <iostream>
+#include <sstream>
+
+#include "crypto/errors.h"
+#include "mount/byte_size.h"
 
 namespace po = boost::program_options;
 
 namespace gcfs::cli {
+namespace {
+
+// The width --help wraps to: $COLUMNS, else the terminal's, else 100.
+std::size_t help_width() {
+  if (const char* c = std::getenv("COLUMNS")) {
+    const long n = std::strtol(c, nullptr, 10);
+    if (n >= 40) return static_cast<std::size_t>(n);
+  }
+  winsize ws{};
+  if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 40) return ws.ws_col;
+  return 100;
+}
+
+}  // namespace
+
+std::string wrap_words(const std::string& text, std::size_t width, std::size_t indent) {
+  std::istringstream words(text);
+  std::string word, out, line;
+  while (words >> word) {
+    if (!line.empty() && indent + line.size() + 1 + word.size() > width) {
+      out += line + "\n" + std::string(indent, ' ');
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + word;
+  }
+  return out + line;
+}
+
+void print_help(std::ostream& out, const po::options_description& desc, std::size_t width) {
+  // Boost's own printer cuts words that do not fit ("lost+fo / und"); this one breaks only
+  // between words and leaves a word longer than the line whole.
+  // This Boost has no caption() accessor: the caption is what its own printer puts before the
+  // first option line.
+  std::ostringstream boost_text;
+  boost_text << desc;
+  const std::string text = boost_text.str();
+  const auto first_option = text.find("\n  -");
+  out << text.substr(0, first_option == std::string::npos ? text.size() : first_option + 1);
+  std::vector<std::pair<std::string, std::string>> rows;
+  std::size_t name_width = 0;
+  for (const auto& o : desc.options()) {
+    std::string name = o->format_name();
+    const std::string param = o->format_parameter();
+    if (!param.empty()) name += " " + param;
+    name_width = std::max(name_width, name.size());
+    rows.emplace_back(name, o->description());
+  }
+  const std::size_t column = std::min<std::size_t>(name_width + 4, 34);  // where descriptions start
+  for (const auto& [name, description] : rows) {
+    std::string line = "  " + name;
+    if (line.size() + 2 > column) line += "\n" + std::string(column, ' ');
+    else line += std::string(column - line.size(), ' ');
+    out << line << wrap_words(description, width, column) << "\n";
+  }
+}
 
 bool parse_command_line(int argc, char** argv, const po::options_description& visible,
                         std::initializer_list<Positional> positional) {
@@ -21,7 +84,7 @@ bool parse_command_line(int argc, char** argv, const po::options_description& vi
   po::variables_map vm;
   po::store(po::command_line_parser(argc, argv).options(all).positional(order).run(), vm);
   if (vm.count("help")) {
-    std::cout << visible << "\n";
+    print_help(std::cout, visible, help_width());
     return false;
   }
   for (const auto& p : positional)
@@ -50,6 +113,14 @@ std::vector<int> parse_gpu_list(const std::string& text) {
     start = comma + 1;
   }
   return out;
+}
+
+std::uint64_t parse_size_option(const char* option, const std::string& text) {
+  try {
+    return parse_byte_size(text);
+  } catch (const UserError& e) {
+    throw po::error(std::string(option) + ": " + e.what());
+  }
 }
 
 void add_allow_expensive_kdf_option(po::options_description& opts, bool* allow) {

@@ -17,6 +17,7 @@
 #include "fs/engine_factory.h"
 #include "fs/vault.h"
 #include "fs/vault_check.h"
+#include "mount/cli_checks.h"
 #include "mount/cli_options.h"
 #include "mount/commands.h"
 #include "mount/exit_status.h"
@@ -69,26 +70,43 @@ int cmd_fsck(int argc, char** argv) {
   return run_command("fsck", [&] {
     PasswordSource pw_src;
     std::string cipherdir, engine = "auto";
-    bool repair = false, allow_expensive_kdf = false;
+    bool repair = false, force = false, allow_expensive_kdf = false;
     po::options_description opts(
         "usage: gpucryptfs fsck [OPTIONS] CIPHERDIR\n\n"
         "Reads every header, chunk, name, long-name file, symlink and extended attribute of the\n"
         "vault in CIPHERDIR and lists what fails authentication. Exit status 0: clean; 26: problems\n"
-        "found. Run it while the vault is not mounted.\n\noptions");
+        "found. A mounted vault is refused (unmount it first, or see --force).\n\noptions");
     opts.add_options()("help,h", "show this help")(
         "passfile", po::value(&pw_src.passfile), "read the password from the first line of this file")(
         "extpass", po::value(&pw_src.extpass), "run this command and read the password from its output")(
         "engine", po::value(&engine)->default_value(engine), "cipher engine: auto, cpu or gpu")(
         "repair", po::bool_switch(&repair),
-        "move items that cannot be read at all (names that do not decrypt, damaged headers, files none\n"
-        "of whose chunks read) into CIPHERDIR/gpucryptfs.lost+found, and put back chunks torn by a\n"
-        "killed daemon from the crash journal; nothing is deleted");
+        "move items that cannot be read at all (names that do not decrypt, damaged headers, files none "
+        "of whose chunks read) into CIPHERDIR/gpucryptfs.lost+found, and put back chunks torn by a "
+        "killed daemon from the crash journal; nothing is deleted; never while the vault is mounted")(
+        "force", po::bool_switch(&force),
+        "check a vault that is mounted: files its daemon is writing may show as damaged; never with --repair");
     add_allow_expensive_kdf_option(opts, &allow_expensive_kdf);
     if (!parse_command_line(argc, argv, opts, {{"CIPHERDIR", &cipherdir}})) return static_cast<int>(kExitOk);
     while (cipherdir.size() > 1 && cipherdir.back() == '/') cipherdir.pop_back();
 
+    // Every path and option value is checked before the password is asked for.
+    require_engine_name(engine);
+    require_vault_directory(cipherdir, "fsck");
     VaultConfig cfg = Vault::load_config(cipherdir);
     cfg.check_kdf_cost(kdf_policy(allow_expensive_kdf));  // before asking for a password
+    require_usable_gpu_for(engine);
+    // A live daemon rewrites chunks and moves entries under fsck's feet: reports about them would
+    // be noise, and --repair could move or restore what the daemon has just written.
+    if (const std::string mp = find_mountpoint_of(cipherdir); !mp.empty()) {
+      const std::string unmount = "unmount it first ('fusermount3 -u " + mp + "')";
+      if (repair) throw UserError(cipherdir + " is mounted on " + mp + ": --repair would race its daemon; " + unmount);
+      if (!force)
+        throw UserError(cipherdir + " is mounted on " + mp + ": " + unmount +
+                        ", or give --force to check it anyway (files being written may show as damaged)");
+      std::cerr << "fsck: " << cipherdir << " is mounted on " << mp
+                << "; checking anyway (--force): files being written may show as damaged\n";
+    }
     std::unique_ptr<Vault> vault;
     {
       const SecretString password = read_password(pw_src, "Password: ");

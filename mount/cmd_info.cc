@@ -4,6 +4,7 @@
 
 #include "cuda/gpu_engine.h"
 #include "fs/vault.h"
+#include "mount/cli_checks.h"
 #include "mount/cli_options.h"
 #include "mount/commands.h"
 #include "mount/exit_status.h"
@@ -37,6 +38,7 @@ int cmd_info(int argc, char** argv) {
     opts.add_options()("help,h", "show this help");
     if (!parse_command_line(argc, argv, opts, {{"CIPHERDIR", &cipherdir, false}})) return kExitOk;
     if (!cipherdir.empty()) {
+      require_vault_directory(cipherdir, "info");
       VaultConfig c = Vault::load_config(cipherdir);
       std::cout << "Vault:        " << cipherdir << "\n"
                 << "Format:       gpucryptfs version " << c.version << ", directory\n"

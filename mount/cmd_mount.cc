@@ -17,6 +17,7 @@
 #include "fs/engine_factory.h"
 #include "fs/log.h"
 #include "fs/vault.h"
+#include "mount/cli_checks.h"
 #include "mount/cipherdir_exposure.h"
 #include "mount/cli_options.h"
 #include "mount/commands.h"
@@ -99,6 +100,7 @@ int cmd_mount(int argc, char** argv) {
     std::string mountpoint;
     if (!parse_command_line(argc, argv, opts, {{"CIPHERDIR", &cipherdir}, {"MOUNTPOINT", &mountpoint}}))
       return kExitOk;
+    require_engine_name(engine.name);
     engine.gpu.devices = parse_gpu_list(gpus);
     if (gpu_streams < 1 || gpu_streams > 64) throw po::error("--gpu-streams must be from 1 to 64");
     engine.gpu.streams_per_gpu = gpu_streams;
@@ -108,11 +110,15 @@ int cmd_mount(int argc, char** argv) {
     mo.fsname = cipherdir;
     if (!log_file.empty()) log_file = absolute(log_file);
 
+    // Every path and option value is checked before the password is asked for.
+    require_vault_directory(cipherdir, "mount");
     const VaultConfig config = Vault::load_config(cipherdir);
     config.check_kdf_cost(kdf_policy(allow_expensive_kdf));  // before asking for a password
     mount::check_mountpoint(mo.mountpoint, kExitBadMountpoint);
     if (mo.mountpoint == cipherdir || mo.mountpoint.starts_with(cipherdir + "/"))
       throw mount::MountFailure(kExitBadMountpoint, "the mountpoint must not lie inside CIPHERDIR");
+    require_existing_gpus(engine.gpu.devices);
+    require_usable_gpu_for(engine.name);
     // The parent of a detached mount keeps its copy until it returns: SecretString wipes it on
     // every way out.
     SecretString password = read_password(pw_src, "Password: ");

@@ -6,6 +6,7 @@
 #include "crypto/errors.h"
 #include "fs/config_file.h"
 #include "fs/vault.h"
+#include "mount/cli_checks.h"
 #include "mount/cli_options.h"
 #include "mount/commands.h"
 #include "mount/exit_status.h"
@@ -28,6 +29,7 @@ int cmd_passwd(int argc, char** argv) {
         "new-passfile", po::value(&new_src.passfile), "read the new password from this file");
     add_allow_expensive_kdf_option(opts, &allow_expensive_kdf);
     if (!parse_command_line(argc, argv, opts, {{"CIPHERDIR", &cipherdir}})) return kExitOk;
+    require_vault_directory(cipherdir, "passwd");
     VaultConfig cfg = Vault::load_config(cipherdir);
     cfg.check_kdf_cost(kdf_policy(allow_expensive_kdf));  // before asking for a password
     // Each password is a SecretString: wiped when its block ends, or on the way out when

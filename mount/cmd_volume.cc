@@ -11,6 +11,7 @@
 #include "mount/commands.h"
 #include "mount/password.h"
 #include "mount/byte_size.h"
+#include "mount/cli_checks.h"
 #include "mount/cli_options.h"
 #include "mount/exit_status.h"
 
@@ -19,6 +20,9 @@ namespace po = boost::program_options;
 namespace gcfs::cli {
 
 int cmd_volume_mount(int argc, char** argv);  // cmd_volume_mount.cc
+int volume_info(int argc, char** argv);       // cmd_volume_tools.cc
+int volume_passwd(int argc, char** argv);
+int volume_fsck(int argc, char** argv);
 
 namespace {
 
@@ -26,8 +30,8 @@ namespace {
 // size (or 0) is a command-line mistake, so it becomes a usage error (exit 2, docs/USAGE.md)
 // naming the option instead of parse_byte_size's plain failure.
 std::uint64_t size_option(const char* option, const std::string& text, std::uint32_t chunk_size = 0) {
+  const std::uint64_t bytes = parse_size_option(option, text);
   try {
-    const std::uint64_t bytes = parse_byte_size(text);
     return chunk_size == 0 ? bytes : volume_size_for(bytes, chunk_size);
   } catch (const UserError& e) {
     throw po::error(std::string(option) + ": " + e.what());
@@ -40,6 +44,9 @@ void volume_usage(std::ostream& out) {
          "       gpucryptfs volume mount [--passfile F] [--extpass CMD] [--engine auto|cpu|gpu] [-f] [--read-only]\n"
          "                               [--log FILE] [--allow-expensive-kdf] CONTAINER MOUNTDIR\n"
          "       gpucryptfs volume resize --size SIZE [--passfile F] [--extpass CMD] [--allow-expensive-kdf] CONTAINER\n"
+         "       gpucryptfs volume info CONTAINER\n"
+         "       gpucryptfs volume passwd [--passfile F] [--extpass CMD] [--new-passfile F] CONTAINER\n"
+         "       gpucryptfs volume fsck [--passfile F] [--extpass CMD] [--engine auto|cpu|gpu] CONTAINER\n"
          "\nA volume is an encrypted block device in one sparse file; mounted, it is MOUNTDIR/volume.img.\n"
          "SIZE takes the suffixes K, M, G, T (binary). 'gpucryptfs volume SUBCOMMAND --help' lists the options.\n";
 }
@@ -66,8 +73,7 @@ int volume_create(int argc, char** argv) {
     throw po::error("--chunk-size must be a power of two from 4K (4096) to 1M (1048576), got " + chunk_text);
   const auto chunk_size = static_cast<std::uint32_t>(chunk);
   const std::uint64_t size = size_option("--size", size_text, chunk_size);
-  struct stat st {};
-  if (::stat(container.c_str(), &st) == 0) throw UserError(container + " already exists; choose a new file name");
+  require_new_container(container);  // before the password is asked for, twice
 
   SecretString password = read_password({passfile, extpass}, "New volume password: ", true);
   ScryptParams params;
@@ -97,6 +103,7 @@ int volume_resize(int argc, char** argv) {
   add_allow_expensive_kdf_option(desc, &allow_expensive_kdf);
   if (!parse_command_line(argc, argv, desc, {{"CONTAINER", &container}}))
     return kExitOk;
+  require_volume_container(container, "");
   VolumeContainer vol(container, true);  // exclusive lock: refuses a mounted volume
   vol.check_kdf_cost(kdf_policy(allow_expensive_kdf));  // before asking for a password
   // Early answers from the header as read, before the password: refused only when no copy of it
@@ -132,8 +139,11 @@ int cmd_volume(int argc, char** argv) {
   if (sub == "create") return run_command("volume create", [&] { return volume_create(argc - 1, argv + 1); });
   if (sub == "resize") return run_command("volume resize", [&] { return volume_resize(argc - 1, argv + 1); });
   if (sub == "mount") return run_command("volume mount", [&] { return cmd_volume_mount(argc - 1, argv + 1); });
-  std::cerr << "gpucryptfs volume: unknown subcommand '" << sub << "'\n";
-  volume_usage(std::cerr);
+  if (sub == "info") return run_command("volume info", [&] { return volume_info(argc - 1, argv + 1); });
+  if (sub == "passwd") return run_command("volume passwd", [&] { return volume_passwd(argc - 1, argv + 1); });
+  if (sub == "fsck") return run_command("volume fsck", [&] { return volume_fsck(argc - 1, argv + 1); });
+  // One line, as every other failure: the subcommands are one --help away.
+  std::cerr << "gpucryptfs volume: unknown subcommand '" << sub << "' (see 'gpucryptfs volume --help')\n";
   return kExitUsage;
 }
 

@@ -10,6 +10,7 @@
 #include "mount/commands.h"
 #include "mount/fuse_runner.h"
 #include "mount/password.h"
+#include "mount/cli_checks.h"
 #include "mount/cli_options.h"
 #include "mount/exit_status.h"
 #include "mount/volume_daemon.h"
@@ -41,18 +42,20 @@ int cmd_volume_mount(int argc, char** argv) {
   add_allow_expensive_kdf_option(desc, &allow_expensive_kdf);
   if (!parse_command_line(argc, argv, desc, {{"CONTAINER", &container}, {"MOUNTDIR", &mountdir}}))
     return kExitOk;
+  require_engine_name(engine);
   if (threads < 1 || threads > 256) throw po::error("--threads must be from 1 to 256");
   const std::vector<int> gpu_list = parse_gpu_list(gpus);
   if (gpu_streams < 1 || gpu_streams > 64) throw po::error("--gpu-streams must be from 1 to 64");
 
+  // Every path and option value is checked before the password is asked for.
+  require_volume_container(container, "mount");
   mount::check_mountpoint(mountdir, kExitBadMountpoint);
-  std::error_code exists_ec;
-  if (!std::filesystem::exists(container, exists_ec))
-    throw UserError("no volume container at " + container + " (create one with 'gpucryptfs volume create')");
   // The header is read here, before the password prompt and the fork: a FIFO, device or
   // directory is refused at once, and so are a damaged header and a scrypt cost above what
   // 'volume create' makes. Nothing is acted on: the daemon opens it again and authenticates it.
   check_kdf_cost(VolumeContainer::read_header(container), kdf_policy(allow_expensive_kdf));
+  require_existing_gpus(gpu_list);
+  require_usable_gpu_for(engine);
   if (!log_file.empty()) log::to_file(log_file);
 
   mount::VolumeMountSetup setup;

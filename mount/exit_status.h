@@ -5,7 +5,17 @@
 #include <exception>
 #include <functional>
 
+#include <string>
+
+#include "crypto/errors.h"
+
 namespace gcfs::cli {
+
+// A failure that carries its own documented exit code (a bad CIPHERDIR, an empty password).
+struct CodedError : UserError {
+  CodedError(int code, const std::string& message) : UserError(message), exit_code(code) {}
+  int exit_code;
+};
 
 // The exit code for an exception a command let escape.
 int exit_code_for(const std::exception& e);

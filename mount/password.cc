@@ -10,6 +10,8 @@
 
 #include "crypto/errors.h"
 #include "fs/unique_fd.h"
+#include "mount/commands.h"
+#include "mount/exit_status.h"
 
 namespace gcfs::cli {
 namespace {
@@ -67,17 +69,19 @@ SecretString from_program(const std::string& cmd) {
   return first_line(out.view());
 }
 
-// Turns the terminal's echo off for as long as it lives, on every way out.
+// Turns the terminal's echo off for as long as it lives, on every way out. TCSANOW, not
+// TCSAFLUSH: a password typed or pasted before the prompt (type-ahead, a password manager's
+// auto-type) is already in the terminal's input queue, and flushing would throw it away.
 class EchoOff {
  public:
   explicit EchoOff(int fd) : fd_(fd), have_(::tcgetattr(fd, &old_) == 0) {
     if (!have_) return;
     termios quiet = old_;
     quiet.c_lflag &= ~static_cast<tcflag_t>(ECHO);
-    ::tcsetattr(fd_, TCSAFLUSH, &quiet);
+    ::tcsetattr(fd_, TCSANOW, &quiet);
   }
   ~EchoOff() {
-    if (have_) ::tcsetattr(fd_, TCSAFLUSH, &old_);
+    if (have_) ::tcsetattr(fd_, TCSANOW, &old_);
   }
   EchoOff(const EchoOff&) = delete;
   EchoOff& operator=(const EchoOff&) = delete;
@@ -97,27 +101,47 @@ void write_text(int fd, std::string_view s) {
   }
 }
 
-// The terminal is read byte by byte with read(2) straight into secret memory: stdio would keep
-// the line in its FILE buffer, and getline in a heap block of its own.
+// One line from fd, read byte by byte with read(2) straight into secret memory: stdio would keep
+// the line in its FILE buffer, and getline in a heap block of its own. Reading no further than
+// the newline leaves the next line for the next question (passwd reads two from standard input).
+SecretString read_line(int fd, const char* what) {
+  SecretString pw;
+  char c = 0;
+  for (;;) {
+    ssize_t n = ::read(fd, &c, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw UserError(std::string("cannot read the password from ") + what + ": " + std::strerror(errno));
+    if (n == 0 || c == '\n') break;
+    if (pw.size() < kMaxPasswordBytes) pw.push_back(c);
+  }
+  secure_wipe(&c, 1);
+  if (!pw.empty() && pw.view().back() == '\r') pw.pop_back();
+  return pw;
+}
+
 SecretString from_terminal(const std::string& prompt) {
   UniqueFd tty(::open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC));
-  if (!tty) throw UserError("no terminal to ask for the password on: use --passfile or --extpass");
+  if (!tty) throw UserError("no terminal to ask for the password on: use --passfile or --extpass, or give it on standard input");
   write_text(tty.get(), prompt);
   SecretString pw;
   {
     EchoOff quiet(tty.get());
-    char c = 0;
-    for (;;) {
-      ssize_t n = ::read(tty.get(), &c, 1);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0 || c == '\n') break;
-      if (pw.size() < kMaxPasswordBytes) pw.push_back(c);
-    }
-    secure_wipe(&c, 1);
+    pw = read_line(tty.get(), "the terminal");
   }
   write_text(tty.get(), "\n");
-  if (!pw.empty() && pw.view().back() == '\r') pw.pop_back();
   return pw;
+}
+
+// Standard input that is open and not a terminal (a pipe, a file, /dev/null) holds the password,
+// as in gocryptfs; a closed one leaves the terminal.
+bool stdin_holds_password() {
+  return ::fcntl(STDIN_FILENO, F_GETFD) != -1 && ::isatty(STDIN_FILENO) == 0;
+}
+
+SecretString from_stdin() {
+  // Said on stderr, so that a script that meant a prompt sees where the password came from.
+  write_text(STDERR_FILENO, "Reading password from stdin\n");
+  return read_line(STDIN_FILENO, "standard input");
 }
 
 }  // namespace
@@ -126,12 +150,16 @@ SecretString read_password(const PasswordSource& src, const std::string& prompt,
   SecretString pw;
   if (!src.passfile.empty()) pw = from_file(src.passfile);
   else if (!src.extpass.empty()) pw = from_program(src.extpass);
-  else {
+  else if (stdin_holds_password()) {
+    pw = from_stdin();  // once, even with confirm: nobody types into a pipe twice
+  } else {
     pw = from_terminal(prompt);
     if (confirm && !pw.empty() && !from_terminal("Repeat password: ").equals(pw))
       throw UserError("the two passwords differ; nothing was changed");
   }
-  if (pw.empty()) throw UserError("the password is empty; refusing (an empty password file or an empty answer)");
+  if (pw.empty())
+    throw CodedError(kExitEmptyPassword,
+                     "the password is empty; refusing (an empty password file, answer, program output or standard input)");
   return pw;
 }
 

@@ -1,5 +1,6 @@
-// Where a password comes from: a file (--passfile), a program's output (--extpass), or the
-// terminal with echo off. A password never appears on a command line of ours, so it never shows in ps.
+// Where a password comes from: a file (--passfile), a program's output (--extpass), standard input
+// when it is not a terminal (a pipe or a file, as in gocryptfs; "Reading password from stdin" goes
+// to stderr), or else the terminal with echo off. A password never appears on a command line of ours, so it never shows in ps.
 #pragma once
 
 #include <string>
@@ -13,8 +14,9 @@ struct PasswordSource {
   std::string extpass;   // run through /bin/sh; first line of its stdout
 };
 
-// Throws UserError for an unreadable file, a failing program, an empty password, or no terminal
-// to ask on. With confirm, asks twice on the terminal and insists the two match. The password
+// Throws UserError for an unreadable file, a failing program, or no terminal to ask on, and
+// CodedError(kExitEmptyPassword) for an empty password. With confirm, asks twice on the terminal
+// and insists the two match (standard input is read once). The password
 // and every buffer it passed through are wiped when they are dropped, on the error paths too;
 // nothing holds it in a std::string.
 SecretString read_password(const PasswordSource& src, const std::string& prompt, bool confirm = false);

@@ -80,7 +80,8 @@ TEST_F(FaultCli, WrongPasswordWritesNothing) {
 }
 
 TEST_F(FaultCli, EmptyPasswordFileWritesNothing) {
-  for (const auto& cmd : unlocking_commands(tmp / "empty")) expect_refused(cmd, cli::kExitError, "password is empty");
+  for (const auto& cmd : unlocking_commands(tmp / "empty"))
+    expect_refused(cmd, cli::kExitEmptyPassword, "password is empty");
 }
 
 TEST_F(FaultCli, MissingPasswordFileWritesNothing) {

@@ -1,5 +1,6 @@
-// read_password (mount/password.h) from each source: a password file, an --extpass program and
-// the terminal (a pseudo-terminal here, with the two-prompt confirmation), and their error paths.
+// read_password (mount/password.h) from each source: a password file, an --extpass program,
+// standard input when it is a pipe, and the terminal (a pseudo-terminal here, with the two-prompt
+// confirmation and type-ahead), and their error paths.
 // The password comes back as a SecretString; every way out of these paths wipes it.
 #include <gtest/gtest.h>
 #include <fcntl.h>
@@ -84,7 +85,8 @@ struct TerminalResult {
   std::string screen;  // what the child wrote to the terminal
 };
 
-TerminalResult type_at_terminal(const std::vector<std::string>& lines) {
+// ahead: type every line at once before the child even starts (type-ahead: pasted, auto-typed).
+TerminalResult type_at_terminal(const std::vector<std::string>& lines, bool ahead = false) {
   TerminalResult r;
   const int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
   if (master < 0 || ::grantpt(master) != 0 || ::unlockpt(master) != 0) {
@@ -95,6 +97,16 @@ TerminalResult type_at_terminal(const std::vector<std::string>& lines) {
   const std::string slave_name = ::ptsname(master);
   int out[2];
   if (::pipe(out) != 0) return r;
+  std::size_t typed = 0;
+  // Opened here too, so the terminal's input queue exists before anything is typed into it.
+  const int early_slave = ::open(slave_name.c_str(), O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (ahead) {
+    for (const auto& l : lines) {
+      const std::string line = l + "\n";
+      (void)!::write(master, line.data(), line.size());
+    }
+    typed = lines.size();
+  }
   const pid_t pid = ::fork();
   if (pid == 0) {
     ::alarm(20);  // never hang the test run
@@ -102,6 +114,7 @@ TerminalResult type_at_terminal(const std::vector<std::string>& lines) {
     ::setsid();
     const int slave = ::open(slave_name.c_str(), O_RDWR);  // becomes the controlling terminal
     if (slave < 0) ::_exit(4);
+    ::dup2(slave, STDIN_FILENO);  // as in a shell: standard input is the terminal
     int status = 0;
     std::string text;
     try {
@@ -116,7 +129,6 @@ TerminalResult type_at_terminal(const std::vector<std::string>& lines) {
   }
   ::close(out[1]);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
-  std::size_t typed = 0;
   const char* prompts[] = {"Password: ", "Repeat password: "};
   while (std::chrono::steady_clock::now() < deadline) {
     pollfd p{master, POLLIN, 0};
@@ -125,8 +137,7 @@ TerminalResult type_at_terminal(const std::vector<std::string>& lines) {
       const ssize_t n = ::read(master, buf, sizeof buf);
       if (n > 0) r.screen.append(buf, static_cast<std::size_t>(n));
     }
-    // Type the next line only once its prompt is on the screen and echo is off: turning echo
-    // off (TCSAFLUSH) discards input typed before it.
+    // Type the next line once its prompt is on the screen and echo is off, as a person would.
     termios t{};
     if (typed < lines.size() && typed < 2 && r.screen.find(prompts[typed]) != std::string::npos &&
         ::tcgetattr(master, &t) == 0 && !(t.c_lflag & ECHO)) {
@@ -148,6 +159,7 @@ TerminalResult type_at_terminal(const std::vector<std::string>& lines) {
     ::waitpid(pid, nullptr, 0);
   }
   ::close(out[0]);
+  if (early_slave >= 0) ::close(early_slave);
   ::close(master);
   return r;
 }
@@ -158,6 +170,51 @@ TEST(ReadPassword, TerminalAsksTwiceWithEchoOffAndAcceptsEqualAnswers) {
   ASSERT_EQ(r.status, 0) << r.text << "\nscreen: " << r.screen;
   EXPECT_EQ(r.text, "typed secret");
   EXPECT_EQ(r.screen.find("typed secret"), std::string::npos) << "echoed: " << r.screen;
+}
+
+// Both answers typed before the first prompt: turning echo off must not flush them (it did with
+// TCSAFLUSH, and the password came out empty).
+TEST(ReadPassword, TerminalKeepsWhatWasTypedAhead) {
+  const TerminalResult r = type_at_terminal({"typed ahead", "typed ahead"}, true);
+  if (r.status == kNoPty) GTEST_SKIP() << "no pseudo-terminal on this machine";
+  ASSERT_EQ(r.status, 0) << r.text << "\nscreen: " << r.screen;
+  EXPECT_EQ(r.text, "typed ahead");
+}
+
+// Standard input that is a pipe holds the password (once, even with confirm), and the line after
+// it stays for the next question.
+TEST(ReadPassword, StandardInputThatIsNoTerminalIsRead) {
+  int in[2], out[2];
+  ASSERT_EQ(::pipe(in), 0);
+  ASSERT_EQ(::pipe(out), 0);
+  const std::string typed = "first\nsecond\n";
+  ASSERT_EQ(::write(in[1], typed.data(), typed.size()), static_cast<ssize_t>(typed.size()));
+  ::close(in[1]);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::alarm(20);
+    ::dup2(in[0], STDIN_FILENO);
+    ::dup2(out[1], STDERR_FILENO);  // where "Reading password from stdin" goes
+    std::string text;
+    try {
+      text = std::string(read_password(PasswordSource{}, "unused", true).view());
+      text += "|" + std::string(read_password(PasswordSource{}, "unused").view());
+    } catch (const UserError& e) {
+      text = std::string("error: ") + e.what();
+    }
+    (void)!::write(out[1], text.data(), text.size());
+    ::_exit(0);
+  }
+  ::close(in[0]);
+  ::close(out[1]);
+  std::string got;
+  char buf[256];
+  ssize_t n;
+  while ((n = ::read(out[0], buf, sizeof buf)) > 0) got.append(buf, static_cast<std::size_t>(n));
+  ::close(out[0]);
+  ::waitpid(pid, nullptr, 0);
+  EXPECT_EQ(got, "Reading password from stdin\nReading password from stdin\nfirst|second");
 }
 
 TEST(ReadPassword, TerminalRefusesTwoDifferentAnswers) {
