@@ -26,12 +26,21 @@ rlim_t soft_fd_limit() {
   return ::getrlimit(RLIMIT_NOFILE, &lim) == 0 ? lim.rlim_cur : 1024;
 }
 
+// What the caches may take: the soft limit less what is open already (the engine's own
+// descriptors among them: a CUDA context holds a few dozen), so that open files and the calls
+// under way always keep their share.
+DescriptorBudget cache_budget() {
+  const rlim_t soft = soft_fd_limit();
+  const std::size_t used = descriptors_in_use();
+  return descriptor_budget(soft == RLIM_INFINITY ? soft : soft > used ? soft - used : 0);
+}
+
 }  // namespace
 
 EncryptedFs::EncryptedFs(const Vault& vault, ChunkEngine& engine, int root_fd, FsOptions options)
     : vault_(vault),
       engine_(engine),
-      inodes_(root_fd, descriptor_budget(soft_fd_limit()).files, descriptor_budget(soft_fd_limit()).dirs),
+      inodes_(root_fd, cache_budget().files, cache_budget().dirs),
       options_(options),
       running_as_root_(::geteuid() == 0) {}
 

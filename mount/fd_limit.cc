@@ -1,5 +1,7 @@
 #include "mount/fd_limit.h"
 
+#include <dirent.h>
+
 #include <algorithm>
 #include <fstream>
 
@@ -14,10 +16,20 @@ rlim_t kernel_max_open_files() {
 
 }  // namespace
 
-DescriptorBudget descriptor_budget(rlim_t soft) {
+DescriptorBudget descriptor_budget(rlim_t available) {
   const std::size_t quarter =
-      soft == RLIM_INFINITY ? std::size_t{1} << 20 : static_cast<std::size_t>(soft / 4);
-  return {std::clamp<std::size_t>(quarter, 16, 65536), std::clamp<std::size_t>(quarter, 16, 8192)};
+      available == RLIM_INFINITY ? std::size_t{1} << 20 : static_cast<std::size_t>(available / 4);
+  return {std::clamp<std::size_t>(quarter, 8, 65536), std::clamp<std::size_t>(quarter, 8, 8192)};
+}
+
+std::size_t descriptors_in_use() {
+  DIR* d = ::opendir("/proc/self/fd");
+  if (!d) return 0;
+  std::size_t n = 0;
+  while (dirent* e = ::readdir(d))
+    if (e->d_name[0] != '.') ++n;
+  ::closedir(d);
+  return n > 0 ? n - 1 : 0;  // less the descriptor of the listing itself
 }
 
 rlim_t raise_open_file_limit() {

@@ -17,9 +17,13 @@ struct DescriptorBudget {
   std::size_t files;  // cached descriptors of other files
 };
 
-// Each cache gets a quarter of the soft limit, at least 16; directories at most 65536, other files
-// at most 8192. Half of the limit or more stays for open files and the calls under way.
-DescriptorBudget descriptor_budget(rlim_t soft_limit);
+// Each cache gets a quarter of the descriptors available (the soft limit less those already open),
+// at least 8; directories at most 65536, other files at most 8192. Half of what is available or
+// more stays for open files and the calls under way.
+DescriptorBudget descriptor_budget(rlim_t available);
+
+// How many descriptors this process has open now (/proc/self/fd), 0 when that cannot be read.
+std::size_t descriptors_in_use();
 
 // Raises the soft RLIMIT_NOFILE to the hard limit and, where the process may (root), the hard
 // limit to the kernel's fs.nr_open. Returns the soft limit now in force.

@@ -198,7 +198,7 @@ std::size_t open_fds(pid_t pid) {
 
 // Every directory the kernel remembers held a descriptor for good: one user who made enough of
 // them ran the daemon out, and every call of every user failed. Directories are now cached up to
-// a budget (16 at this limit) and opened again by name, from the nearest cached ancestor, beyond
+// a budget (13 or fewer at this limit) and opened again by name, from the nearest cached ancestor, beyond
 // it: nobody's 100 directories and a chain 40 deep (each mkdir syncs its IV, so not more) leave the
 // mount serving root.
 TEST(LocalUsers, ManyDirectoriesOfOneUserLeaveTheMountServingOthers) {
