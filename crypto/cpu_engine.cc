@@ -1,7 +1,10 @@
 #include "crypto/cpu_engine.h"
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include <algorithm>
+#include <array>
 #include <climits>
 #include <cstring>
 #include <stdexcept>
@@ -17,29 +20,48 @@ const EVP_CIPHER* aes256gcm() {
   return cipher.get();
 }
 
-// One context per thread, reused for every chunk: allocating one per chunk shows in profiles.
-EVP_CIPHER_CTX* thread_ctx() {
-  thread_local CipherCtx ctx = new_cipher_ctx();
-  return ctx.get();
-}
+// One context per thread and direction, reused for every chunk. It keeps its key schedule while
+// consecutive chunks use the same key (a request's chunks all belong to one file), so that only
+// the nonce is set per chunk: a full init with the key costs about half a microsecond, as much as
+// opening a fifth of a 4 KiB chunk. The key it holds is compared in constant time and wiped with
+// the thread.
+struct KeyedCtx {
+  CipherCtx ctx = new_cipher_ctx();
+  std::array<std::uint8_t, kChunkKeyBytes> key{};
+  bool keyed = false;
+  KeyedCtx() = default;
+  KeyedCtx(const KeyedCtx&) = delete;
+  KeyedCtx& operator=(const KeyedCtx&) = delete;
+  ~KeyedCtx() { OPENSSL_cleanse(key.data(), key.size()); }
+};
 
 void check(int rc, const char* what) {
   if (rc != 1) throw std::runtime_error(std::string("cpu engine: AES-256-GCM ") + what + " failed");
 }
 
-void begin(EVP_CIPHER_CTX* ctx, const ChunkOp& op, int encrypt) {
+EVP_CIPHER_CTX* begin(const ChunkOp& op, int encrypt) {
   if (!op.key) throw std::invalid_argument("cpu engine: chunk op without a key");
   if (op.len > INT_MAX || op.aad_len > kMaxChunkAadBytes) throw std::invalid_argument("cpu engine: chunk op too large");
-  check(EVP_CipherInit_ex2(ctx, aes256gcm(), op.key->data(), op.nonce.data(), encrypt, nullptr), "init");
+  thread_local KeyedCtx contexts[2];
+  KeyedCtx& k = contexts[encrypt ? 1 : 0];
+  EVP_CIPHER_CTX* ctx = k.ctx.get();
+  if (k.keyed && CRYPTO_memcmp(k.key.data(), op.key->data(), kChunkKeyBytes) == 0) {
+    check(EVP_CipherInit_ex2(ctx, nullptr, nullptr, op.nonce.data(), encrypt, nullptr), "init");
+  } else {
+    k.keyed = false;  // until the init with the new key has succeeded
+    check(EVP_CipherInit_ex2(ctx, aes256gcm(), op.key->data(), op.nonce.data(), encrypt, nullptr), "init");
+    std::copy_n(op.key->data(), kChunkKeyBytes, k.key.begin());
+    k.keyed = true;
+  }
   int outl = 0;
   if (op.aad_len) check(EVP_CipherUpdate(ctx, nullptr, &outl, op.aad, static_cast<int>(op.aad_len)), "AAD");
+  return ctx;
 }
 
 }  // namespace
 
 void cpu_seal_one(ChunkOp& op) {
-  EVP_CIPHER_CTX* ctx = thread_ctx();
-  begin(ctx, op, 1);
+  EVP_CIPHER_CTX* ctx = begin(op, 1);
   int outl = 0;
   if (op.len) check(EVP_EncryptUpdate(ctx, op.out, &outl, op.in, static_cast<int>(op.len)), "encrypt");
   int fin = 0;
@@ -49,8 +71,7 @@ void cpu_seal_one(ChunkOp& op) {
 }
 
 void cpu_open_one(ChunkOp& op) {
-  EVP_CIPHER_CTX* ctx = thread_ctx();
-  begin(ctx, op, 0);
+  EVP_CIPHER_CTX* ctx = begin(op, 0);
   int outl = 0;
   if (op.len) check(EVP_DecryptUpdate(ctx, op.out, &outl, op.in, static_cast<int>(op.len)), "decrypt");
   check(EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_SET_TAG, kChunkTagBytes, op.tag.data()), "set tag");

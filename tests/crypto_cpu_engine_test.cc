@@ -100,6 +100,41 @@ TEST(CpuEngine, MixedBatchMatchesOneShotReference) {
   }
 }
 
+// The engine keeps each thread's key schedule while chunks share a key: a key that differs from
+// the last one in its final byte only, at the same address or another, must still be used as
+// itself, for sealing and for opening.
+TEST(CpuEngine, KeysDifferingInTheLastByteAreNotTakenForTheKeptOne) {
+  CpuEngine engine(1, 0);
+  Batch b(7, {4096, 4096, 4096, 4096}, 1);
+  ChunkKey other = b.keys[0];
+  other.bytes[kChunkKeyBytes - 1] ^= 1;
+  b.ops[1].key = &other;
+  b.ops[3].key = &other;
+  engine.seal(b.ops);
+  expect_matches_reference(b);
+  EXPECT_NE(b.outs[1], Bytes(4096, 0xEE));
+  // The same address holding new bytes between calls.
+  ChunkKey moving = b.keys[0];
+  Batch c(8, {4096}, 1);
+  c.ops[0].key = &moving;
+  engine.seal(c.ops);
+  expect_matches_reference(c);
+  moving.bytes[kChunkKeyBytes - 1] ^= 0x80;
+  c.outs[0].assign(4096, 0xEE);
+  engine.seal(c.ops);
+  expect_matches_reference(c);
+  // Opening under the wrong (last-byte) key fails; under the right one it succeeds.
+  const Bytes plain = c.ins[0];
+  c.prepare_open();
+  engine.open(c.ops);
+  EXPECT_TRUE(c.ops[0].ok);
+  EXPECT_EQ(c.outs[0], plain);
+  moving.bytes[kChunkKeyBytes - 1] ^= 0x80;
+  c.ops[0].ok = false;
+  engine.open(c.ops);
+  EXPECT_FALSE(c.ops[0].ok);
+}
+
 TEST(CpuEngine, ThreadCountDoesNotChangeResults) {
   const auto lens = mixed_lengths();
   CpuEngine single(1);
