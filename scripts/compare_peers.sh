@@ -1,39 +1,35 @@
 #!/bin/bash
-# Puts gpucryptfs beside its peers in one run: shared/bench/peers.sh mounts the backing folder,
-# bindfs (plain FUSE passthrough), gocryptfs, securefs, cryfs and encfs and runs fsbench.sh on each;
-# this script then runs the same fsbench.sh on gpucryptfs (cpu engine, or $ENGINE) over the same
-# kind of backing folder. Prints every figure and, last, each peer's figures as ratios to
-# gpucryptfs's. Needs the peers' Debian packages (installed here if missing) and a built binary.
-# Usage: compare_peers.sh [PEERS]   (PEERS as peers.sh takes them; default all)
+# gpucryptfs beside its peers, the whole table of docs/BENCHMARKS.md in one run: the shared
+# bench/compare.sh (one and T streams, random 4 KiB and 128 KiB O_DIRECT I/O, a tree of small
+# files) on plain FUSE, gocryptfs, securefs and gpucryptfs, then bench/table.py's table with
+# gpucryptfs's ratio to the best peer on every row and the daemons' CPU seconds.
+#
+#   scripts/compare_peers.sh [OUTDIR]        (needs root; default OUTDIR: /tmp/gcfs-compare)
+#
+# On the development machine (2 vCPUs) it sizes the run for two cores (T=4, small streams); on a
+# larger one it uses compare.sh's defaults (T=8, 2 GiB and 8 x 512 MiB). Any of compare.sh's knobs
+# (FSLIST, W1, WP, T, RS, ROOT) set in the environment wins. The GPU machine has none of the
+# peers: there, run the folder this script fills (TOOLS) with compare.sh directly, as
+# scripts/gpu_device_run.sh's notes say; GPUCRYPTFS_BIN names a statically linked binary
+# (scripts/build_for_device.sh) to put in it.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bench=${BENCH_DIR:-$root/../shared/bench}
-bin=${BUILD_DIR:-$root/build}/mount/gpucryptfs
-engine=${ENGINE:-cpu}
-export PEERS_ROOT=${PEERS_ROOT:-/tmp/peers} FSBENCH_MB=${FSBENCH_MB:-512}
-[[ -x $bin ]] || { echo "build gpucryptfs first (scripts/build.sh)" >&2; exit 1; }
-[[ -x $bench/peers.sh ]] || { echo "no peers.sh under $bench (set BENCH_DIR)" >&2; exit 1; }
-need=(gocryptfs securefs cryfs encfs bindfs fio bc)
-missing=(); for p in "${need[@]}"; do command -v "$p" >/dev/null || missing+=("$p"); done
-((${#missing[@]})) && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+out=${1:-/tmp/gcfs-compare}
+bin=${GPUCRYPTFS_BIN:-${BUILD_DIR:-$root/build}/mount/gpucryptfs}
+[[ -x $bin ]] || { echo "compare_peers: build gpucryptfs first (scripts/build.sh)" >&2; exit 1; }
+[[ -x $bench/compare.sh ]] || { echo "compare_peers: no compare.sh under $bench (set BENCH_DIR)" >&2; exit 1; }
+[[ $(id -u) == 0 ]] || { echo "compare_peers: needs root (it drops caches and mounts)" >&2; exit 1; }
 
-out=$(mktemp)
-trap 'rm -f "$out"' EXIT
-"$bench/peers.sh" "${1:-all}" | tee "$out"
-
-g=$PEERS_ROOT/gpucryptfs
-mkdir -p "$g.c" "$g.plain"
-echo "fsbench-password-1" > "$g.pw"
-"$bin" init --passfile "$g.pw" --scrypt-logn 10 "$g.c" >/dev/null
-mnt="$bin mount --passfile $g.pw --engine $engine $g.c $g.plain"
-eval "$mnt"
-"$bench/fsbench.sh" gpucryptfs "$g.plain" "fusermount3 -u $g.plain; $mnt" | tee -a "$out"
-fusermount3 -u "$g.plain"
-
+mkdir -p "$out"
+tools=$out/tools
+"$bench/gather_tools.sh" "$tools" "$bin" >/dev/null
+if (($(nproc) <= 4)); then
+  export W1=${W1:-512} WP=${WP:-256} T=${T:-4} RS=${RS:-3}
+fi
+export FSLIST=${FSLIST:-"fuse gocryptfs securefs gcfs_auto gcfs_cpu gcfs4k_auto"}
+log=$out/compare.log
+echo "compare_peers: $(nproc) cpus, gpucryptfs $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'), log in $log" >&2
+"$tools/compare.sh" "$tools" | tee "$log"
 echo
-echo "ratios: each filesystem's figure divided by gpucryptfs's (MB/s and IOPS: below 1 is slower than gpucryptfs; seconds: above 1 is slower)"
-awk '$2 != "seq_verify" { v[$1" "$2] = $3; names[$1] = 1; figs[$2] = 1 }
-     END { for (n in names) { line = sprintf("%-12s", n);
-             for (f in figs) if ((n" "f) in v && ("gpucryptfs "f) in v && v["gpucryptfs "f] > 0)
-               line = line sprintf(" %s=%.2f", f, v[n" "f] / v["gpucryptfs "f]);
-             print line } }' "$out" | sort
+python3 "$bench/table.py" "$log" gcfs_auto | tee "$out/table.txt"
