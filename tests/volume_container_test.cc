@@ -314,7 +314,8 @@ TEST_F(VolumeContainerTest, ForgedNewerSlotFallsBackToTheOlderCopyAndSaysSo) {
   EXPECT_EQ(file_size(), size);
   // The data is there, under the older copy's key and size.
   CpuEngine engine(1);
-  ContentFile cf(vol.fd(), vol.layout(), engine, keys, path_);
+  const ChunkLayout layout = vol.layout();  // a value: ContentFile keeps a reference to it
+  ContentFile cf(vol.fd(), layout, engine, keys, path_);
   EXPECT_EQ(cf.plain_size(), 4 << 20);
 }
 
