@@ -16,7 +16,7 @@ namespace gcfs::cli {
 
 int cmd_init(int argc, char** argv) {
   return run_command("init", [&]() -> int {
-    std::string chunk_text = std::to_string(kDefaultChunkSize / 1024) + "K";
+    std::string chunk_text = std::to_string(kDefaultDirectoryChunkSize / 1024) + "K";
     int scrypt_logn = ScryptParams{}.log_n;
     PasswordSource pw_src;
     std::string cipherdir;

@@ -183,7 +183,7 @@ TEST(Cli, InfoAndHelp) {
   MountedVault v(not_mounted());
   auto r = run_shell(bin() + " info " + shell_quote(v.cipherdir()));
   EXPECT_EQ(r.status, 0) << r.output;
-  EXPECT_NE(r.output.find("chunk size 65536"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("chunk size 4096"), std::string::npos) << r.output;  // the default of init
   EXPECT_NE(r.output.find("GPU"), std::string::npos) << r.output;
   for (const char* c : {"init", "mount", "passwd", "info"}) {
     r = run_shell(bin() + " " + c + " --help");
