@@ -103,6 +103,13 @@ bool skipped_entry(std::string_view name, bool at_root) {
 
 // What open_beneath found, for a message that starts with the item: "is a FIFO, not what the
 // vault keeps there", "is or passes through a symbolic link (...)", "cannot be opened (EACCES...)".
+// What fsck reads of a regular file: its allocated bytes, at most its size. Holes (unallocated
+// ranges) are skipped with SEEK_DATA, so progress follows the data, not the logical size.
+std::uint64_t bytes_to_check(const struct stat& st) {
+  const std::uint64_t allocated = static_cast<std::uint64_t>(st.st_blocks) * 512;
+  return std::min<std::uint64_t>(static_cast<std::uint64_t>(st.st_size), allocated);
+}
+
 std::string describe(const OpenResult& r) {
   if (r.error == EUCLEAN || r.error == ELOOP || r.error == EXDEV) return r.why();
   return "cannot be opened (" + r.why() + ")";
@@ -308,7 +315,7 @@ class Checker {
       struct stat st {};
       if (::fstatat(chain.top(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
       ++progress_.total_entries;
-      if (S_ISREG(st.st_mode)) progress_.total_bytes += static_cast<std::uint64_t>(st.st_size);
+      if (S_ISREG(st.st_mode)) progress_.total_bytes += bytes_to_check(st);
       if (S_ISDIR(st.st_mode) && chain.descend(name).error == 0)
         stack.push_back({list_dir(chain.top()).value_or(std::vector<std::string>{})});
     }
@@ -543,7 +550,7 @@ class Checker {
       frames.push_back(std::move(child));  // f and where are not used past this point
       enter_dir(chain, frames);
     } else if (!contents) {
-      if (S_ISREG(st.st_mode)) progress_.done_bytes += static_cast<std::uint64_t>(st.st_size);
+      if (S_ISREG(st.st_mode)) progress_.done_bytes += bytes_to_check(st);
     } else if (S_ISREG(st.st_mode)) {
       ++report_.files;
       OpenResult file = open_beneath(dirfd, name, FileType::Regular, O_RDONLY);
@@ -558,7 +565,7 @@ class Checker {
       check_xattrs(file.fd.get(), where);
       // Hard links share one ciphertext: read it once.
       if (st.st_nlink > 1 && !seen_.insert({st.st_dev, st.st_ino}).second) {
-        progress_.done_bytes += static_cast<std::uint64_t>(st.st_size);
+        progress_.done_bytes += bytes_to_check(st);
         return;
       }
       const std::size_t before = report_.problems.size();
@@ -715,8 +722,7 @@ class Checker {
         const std::uint64_t skipped = disk_end(data - 1) - layout.disk_offset(first);
         report_.chunks += (data - first) * counts;
         report_.holes += (data - first) * counts;
-        progress_.done_bytes += skipped * counts;
-        accounted += skipped;
+        accounted += skipped;  // skipped, not read: not progress (bytes_to_check leaves holes out)
         first = data;
         report_progress();
         continue;
@@ -767,7 +773,7 @@ class Checker {
       report_progress();
       first = last + 1;
     }
-    progress_.done_bytes += (size - accounted) * counts;  // the header and a torn tail
+    progress_.done_bytes += (size - accounted) * counts;  // the header and a torn tail (holes are in accounted)
     report_.bytes += size * counts;
     std::string journal_note;
     if ((size_bad || !bad.empty()) && !after_restore && try_journal(fd, header->id, dirfd, where, &journal_note)) return;

@@ -41,7 +41,10 @@ struct FsckProblem {
 };
 
 struct FsckProgress {
-  std::uint64_t done_bytes = 0, total_bytes = 0;  // ciphertext bytes of regular files
+  // Ciphertext bytes of regular files that hold data: holes are skipped, not read, so they are
+  // not counted (a 1 TiB sparse file with 100 bytes written counts a few KiB). done_bytes may pass
+  // total_bytes by the rounding of partly allocated chunks.
+  std::uint64_t done_bytes = 0, total_bytes = 0;
   std::uint64_t done_entries = 0, total_entries = 0;
 };
 
