@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "crypto/random.h"
+#include "fs/chunk_auth.h"
 #include "fs/log.h"
 
 namespace gcfs {
@@ -37,12 +38,6 @@ HostBuffer& scratch(ChunkEngine& engine, int which, std::size_t n) {
     s.owner = &engine;
   }
   return s.buf;
-}
-
-bool all_zero(const std::uint8_t* p, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i)
-    if (p[i]) return false;
-  return true;
 }
 
 // Whether any chunk of a run of on-disk chunks (each disk_chunk bytes, the last maybe shorter)

@@ -14,17 +14,12 @@
 
 #include "fs/content_file.h"
 #include "fs/file_header.h"
+#include "fs/chunk_auth.h"
 #include "fs/log.h"
 #include "fs/safe_open.h"
 
 namespace gcfs {
 namespace {
-
-bool all_zero(const std::uint8_t* p, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i)
-    if (p[i]) return false;
-  return true;
-}
 
 // True when the on-disk form of chunk k (nonce | ciphertext | tag, `bytes` long) authenticates
 // under key, or is a hole (all zeros).

@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "crypto/base64url.h"
+#include "fs/chunk_auth.h"
 #include "fs/chunk_journal.h"
 #include "fs/content_file.h"
 #include "fs/dir_chain.h"
@@ -60,12 +61,6 @@ std::optional<std::vector<std::string>> list_dir(int dirfd) {
   ::closedir(d);
   std::sort(names.begin(), names.end());
   return names;
-}
-
-bool all_zero(const std::uint8_t* p, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i)
-    if (p[i]) return false;
-  return true;
 }
 
 // "3", "3..7": runs of chunk numbers for a message.
@@ -739,35 +734,11 @@ class Checker {
                 false);
         return;
       }
-      std::vector<ChunkOp> ops;
-      std::vector<std::array<std::uint8_t, kChunkAadBytes>> aads(last - first + 1);
-      std::vector<std::uint64_t> which;
-      for (std::uint64_t k = first; k <= last; ++k) {
-        const std::uint64_t len = layout.chunk_plain_len(k, checkable);
-        const std::uint8_t* src = ct.data() + (k - first) * D;
-        report_.chunks += counts;
-        if (all_zero(src, len + kChunkOverhead)) {
-          report_.holes += counts;
-          continue;
-        }
-        aads[k - first] = chunk_aad(header->id, k);
-        ChunkOp op;
-        op.key = &key;
-        std::copy(src, src + kChunkNonceOnDisk, op.nonce.begin());
-        op.aad = aads[k - first].data();
-        op.aad_len = kChunkAadBytes;
-        op.in = src + kChunkNonceOnDisk;
-        op.out = pt.data() + (k - first) * C;
-        op.len = len;
-        std::copy(src + kChunkNonceOnDisk + len, src + kChunkNonceOnDisk + len + kChunkTagOnDisk, op.tag.begin());
-        ops.push_back(op);
-        which.push_back(k);
-      }
-      if (!ops.empty()) engine_.open(ops);
-      for (std::size_t i = 0; i < ops.size(); ++i)
-        if (!ops[i].ok) bad.push_back(which[i]);
-      opened += ops.size();
-      secure_wipe(pt.data(), pt.size());  // plaintext is not kept past the check
+      const ChunkRunCheck run =
+          check_chunk_run(engine_, layout, key, header->id, first, last, checkable, ct.data(), &pt, &bad);
+      report_.chunks += (last - first + 1) * counts;
+      report_.holes += run.holes * counts;
+      opened += run.opened;
       progress_.done_bytes += ct.size() * counts;
       accounted += ct.size();
       report_progress();

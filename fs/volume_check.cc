@@ -9,6 +9,8 @@
 #include <cstring>
 
 #include "crypto/secret.h"
+#include "fs/chunk_auth.h"
+#include "fs/content_file.h"
 #include "fs/file_header.h"
 
 namespace gcfs {
@@ -16,21 +18,6 @@ namespace {
 
 constexpr std::uint64_t kBatchBytes = 8 << 20;  // ciphertext read and opened per engine call
 
-bool all_zero(const std::uint8_t* p, std::size_t n) {
-  return std::all_of(p, p + n, [](std::uint8_t b) { return b == 0; });
-}
-
-ssize_t pread_full(int fd, std::uint8_t* buf, std::size_t len, std::uint64_t off) {
-  std::size_t done = 0;
-  while (done < len) {
-    const ssize_t n = ::pread(fd, buf + done, len - done, static_cast<off_t>(off + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return -1;
-    if (n == 0) break;
-    done += static_cast<std::size_t>(n);
-  }
-  return static_cast<ssize_t>(done);
-}
 
 // "3, 7-9, 12": chunk numbers, runs shortened; at most 20 runs, then a count.
 std::string describe_runs(const std::vector<std::uint64_t>& ks) {
@@ -117,37 +104,13 @@ VolumeCheckReport check_volume_content(int fd, const ChunkLayout& layout, const 
     const ssize_t n = pread_full(fd, ct.data(), ct.size(), begin);
     if (n != static_cast<ssize_t>(ct.size())) {
       rep.problems.push_back("cannot read chunks " + std::to_string(first) + "-" + std::to_string(last) + ": " +
-                             (n < 0 ? std::strerror(errno) : "short read"));
+                             (n < 0 ? std::strerror(static_cast<int>(-n)) : "short read"));
       break;
     }
-    std::vector<ChunkOp> ops;
-    std::vector<std::array<std::uint8_t, kChunkAadBytes>> aads(last - first + 1);
-    std::vector<std::uint64_t> which;
-    for (std::uint64_t k = first; k <= last; ++k) {
-      const std::uint64_t len = layout.chunk_plain_len(k, volume_size);
-      const std::uint8_t* src = ct.data() + (k - first) * D;
-      ++rep.chunks;
-      if (all_zero(src, len + kChunkOverhead)) {
-        ++rep.holes;
-        continue;
-      }
-      aads[k - first] = chunk_aad(header->id, k);
-      ChunkOp op;
-      op.key = &key;
-      std::copy(src, src + kChunkNonceOnDisk, op.nonce.begin());
-      op.aad = aads[k - first].data();
-      op.aad_len = kChunkAadBytes;
-      op.in = src + kChunkNonceOnDisk;
-      op.out = pt.data() + (k - first) * C;
-      op.len = len;
-      std::copy(src + kChunkNonceOnDisk + len, src + kChunkNonceOnDisk + len + kChunkTagOnDisk, op.tag.begin());
-      ops.push_back(op);
-      which.push_back(k);
-    }
-    if (!ops.empty()) engine.open(ops);
-    for (std::size_t i = 0; i < ops.size(); ++i)
-      if (!ops[i].ok) bad.push_back(which[i]);
-    secure_wipe(pt.data(), pt.size());  // plaintext is not kept past the check
+    const ChunkRunCheck run =
+        check_chunk_run(engine, layout, key, header->id, first, last, volume_size, ct.data(), &pt, &bad);
+    rep.chunks += last - first + 1;
+    rep.holes += run.holes;
     rep.bytes += ct.size();
     done += (last - first + 1) * D;
     if (progress) progress(std::min(done, total), total);
