@@ -130,6 +130,16 @@ class ContentFileTest : public ::testing::Test {
   static void SetUpTestSuite() { log::set_min_level(log::Level::Error); }
   TempDir dir;
   std::string file_path(const char* name) const { return dir.path() + "/" + name; }
+  // A crash journal of 4 slots in the test's directory, and b's ContentFile writing through it.
+  std::unique_ptr<ChunkJournal> journal_for(Backing& b, std::uint32_t chunk_size) {
+    std::string err;
+    const int dfd = ::open(dir.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    auto j = ChunkJournal::open(dfd, dir.path(), b.keys, chunk_size, 4, &err);
+    if (dfd >= 0) ::close(dfd);
+    EXPECT_TRUE(j) << err;
+    if (j) b.file = std::make_unique<ContentFile>(b.fd, b.layout, b.engine, b.keys, b.path, j.get());
+    return j;
+  }
 };
 
 // ------------------------------------------------------------------------- random exerciser
@@ -335,13 +345,8 @@ TEST_F(ContentFileTest, EveryRewriteOfAChunkGetsAFreshNonceAndTouchesOnlyThatChu
 TEST_F(ContentFileTest, PartialRewritesJournalTheChunkAsItWasOnDisk) {
   const std::uint32_t C = 4096;
   Backing b(file_path("preimage"), C);
-  std::string err;
-  const int dfd = ::open(dir.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  ASSERT_GE(dfd, 0);
-  auto j = ChunkJournal::open(dfd, dir.path(), b.keys, C, 4, &err);
-  ::close(dfd);
-  ASSERT_TRUE(j) << err;
-  b.file = std::make_unique<ContentFile>(b.fd, b.layout, b.engine, b.keys, b.path, j.get());
+  auto j = journal_for(b, C);
+  ASSERT_TRUE(j);
   ContentFile& f = *b.file;
   const Bytes data = pattern(3 * C + 100, 9);
   ASSERT_EQ(f.write(0, data.data(), data.size()), static_cast<ssize_t>(data.size()));
@@ -375,13 +380,8 @@ TEST_F(ContentFileTest, PartialRewritesJournalTheChunkAsItWasOnDisk) {
 TEST_F(ContentFileTest, JournalPathHintFollowsRenamesTheJournalIsToldOf) {
   const std::uint32_t C = 4096;
   Backing b(file_path("f"), C);
-  std::string err;
-  const int dfd = ::open(dir.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  ASSERT_GE(dfd, 0);
-  auto j = ChunkJournal::open(dfd, dir.path(), b.keys, C, 4, &err);
-  ::close(dfd);
-  ASSERT_TRUE(j) << err;
-  b.file = std::make_unique<ContentFile>(b.fd, b.layout, b.engine, b.keys, b.path, j.get());
+  auto j = journal_for(b, C);
+  ASSERT_TRUE(j);
   ContentFile& f = *b.file;
   const Bytes data = pattern(2 * C, 11);
   ASSERT_EQ(f.write(0, data.data(), data.size()), static_cast<ssize_t>(data.size()));
