@@ -90,8 +90,6 @@ struct Inode {
   int open_count = 0;
   bool content_writable = false;
   std::vector<int> content_fds;
-  // Serializes appends: finding the end and writing there must be one step.
-  std::mutex append_mu;
 };
 
 // A descriptor of an inode for the length of one call: borrowed (a directory's own descriptor, or
