@@ -97,9 +97,8 @@ TEST(Cli, UnmountRightAfterMountSucceeds) {
 }
 
 TEST(Cli, DetachedMountWithoutSyslogLogsToTheStateDirectoryAndSaysSo) {
-  // Where a syslog daemon listens, the log goes there as before; this machine's case is the other.
-  if (run_shell("python3 -c 'import socket; s=socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); s.connect(\"/dev/log\")'").status == 0)
-    GTEST_SKIP() << "a syslog daemon listens on /dev/log here";
+  // Where a syslog daemon may listen, the log goes there as before; this case is the other one.
+  if (run_shell("test -S /dev/log").status == 0) GTEST_SKIP() << "/dev/log is a socket here: syslog may be listening";
   MountedVault v(not_mounted());
   TempDir home("gcfs-home");
   const std::string q_mp = shell_quote(v.mountpoint());
