@@ -27,7 +27,7 @@ tools=$out/tools
 if (($(nproc) <= 4)); then
   export W1=${W1:-512} WP=${WP:-256} T=${T:-4} RS=${RS:-3}
 fi
-export FSLIST=${FSLIST:-"fuse gocryptfs securefs gcfs_auto gcfs_cpu gcfs4k_auto"}
+export FSLIST=${FSLIST:-"fuse gocryptfs securefs gcfs_auto gcfs_cpu"}
 log=$out/compare.log
 echo "compare_peers: $(nproc) cpus, gpucryptfs $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'), log in $log" >&2
 "$tools/compare.sh" "$tools" | tee "$log"
