@@ -22,6 +22,7 @@
 #include "mount/commands.h"
 #include "tests/fault_support.h"
 #include "tests/support/mounted_vault.h"
+#include "tests/support/unix_socket.h"
 
 namespace gcfs {
 namespace {
@@ -62,24 +63,6 @@ std::map<std::string, std::string> snapshot(const std::string& root) {
     out[p.substr(root.size())] = rec;
   }
   return out;
-}
-
-// A bound Unix socket at dir/name, bound by a relative name from inside dir: sun_path holds only
-// 108 bytes, less than a deep TMPDIR needs. Returns whether it was made.
-bool make_socket(const std::string& dir, const char* name) {
-  const int s = ::socket(AF_UNIX, SOCK_STREAM, 0);
-  const int cwd = ::open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-  bool ok = s >= 0 && cwd >= 0 && ::chdir(dir.c_str()) == 0;
-  if (ok) {
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strncpy(addr.sun_path, name, sizeof addr.sun_path - 1);
-    ok = ::bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  }
-  if (cwd >= 0 && ::fchdir(cwd) != 0) ok = false;
-  if (cwd >= 0) ::close(cwd);
-  if (s >= 0) ::close(s);
-  return ok;
 }
 
 bool is_mounted(const std::string& path) {
@@ -148,7 +131,7 @@ TEST_F(FaultConfig, FifoAsConfig) {
 
 TEST_F(FaultConfig, SocketAsConfig) {
   fsys::remove(config());
-  ASSERT_TRUE(make_socket(v.dir(), kConfigFileName));
+  ASSERT_TRUE(test::make_socket(v.dir(), kConfigFileName));
   expect_every_command_refuses("gpucryptfs.conf is a socket");
 }
 

@@ -25,6 +25,7 @@
 
 #include "crypto/errors.h"
 #include "fs/vault.h"
+#include "tests/support/unix_socket.h"
 
 namespace gcfs {
 namespace {
@@ -38,24 +39,6 @@ std::string slurp(const fs::path& p) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-// A bound Unix socket at dir/name, bound by a relative name from inside dir: sun_path holds only
-// 108 bytes, less than a deep TMPDIR needs. Returns whether it was made.
-bool make_socket(const std::string& dir, const char* name) {
-  const int s = ::socket(AF_UNIX, SOCK_STREAM, 0);
-  const int cwd = ::open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-  bool ok = s >= 0 && cwd >= 0 && ::chdir(dir.c_str()) == 0;
-  if (ok) {
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strncpy(addr.sun_path, name, sizeof addr.sun_path - 1);
-    ok = ::bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  }
-  if (cwd >= 0 && ::fchdir(cwd) != 0) ok = false;
-  if (cwd >= 0) ::close(cwd);
-  if (s >= 0) ::close(s);
-  return ok;
 }
 
 class ConfigFileTest : public ::testing::Test {
@@ -197,7 +180,7 @@ TEST_F(ConfigFileTest, FifoSocketDirectoryAndDeviceAreReportedAtOnce) {
   EXPECT_NE(corrupt_message().find("is a FIFO"), std::string::npos);
   fs::remove(conf_);
 
-  ASSERT_TRUE(make_socket(dir_, kConfigFileName));
+  ASSERT_TRUE(test::make_socket(dir_, kConfigFileName));
   EXPECT_NE(corrupt_message().find("is a socket"), std::string::npos);
   fs::remove(conf_);
 
