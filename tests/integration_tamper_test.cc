@@ -148,7 +148,8 @@ TEST(Tamper, MissingDirIvAndForgedSymlinkGiveEioAndAreLogged) {
   write_file(v.path("d/f"), "x");
   ASSERT_EQ(::symlink("somewhere", v.path("link").c_str()), 0);
   v.unmount();
-  auto r = run_shell("rm -f */gpucryptfs.diriv && for l in $(find . -maxdepth 1 -type l); do "
+  // "--": ciphertext names are base64url and may start with '-'.
+  auto r = run_shell("rm -f -- */gpucryptfs.diriv && for l in $(find . -maxdepth 1 -type l); do "
                      "ln -sfn AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA \"$l\"; done",
                      v.cipherdir());
   ASSERT_EQ(r.status, 0) << r.output;
