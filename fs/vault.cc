@@ -17,13 +17,6 @@
 namespace gcfs {
 namespace {
 
-struct FdCloser {
-  int fd;
-  ~FdCloser() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
 void require_empty_dir(const std::string& dir) {
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0)
@@ -46,12 +39,12 @@ void Vault::create(const std::string& cipherdir, std::string_view password, std:
                    const ScryptParams& scrypt) {
   require_empty_dir(cipherdir);
   VaultConfig cfg = VaultConfig::create(password, chunk_size, scrypt, VaultKind::Directory);
-  FdCloser dir{::open(cipherdir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
-  if (dir.fd < 0) throw UserError("cannot open " + cipherdir + ": " + std::strerror(errno));
+  UniqueFd dir(::open(cipherdir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir) throw UserError("cannot open " + cipherdir + ": " + std::strerror(errno));
   // The dir IV first: a vault whose config exists is complete.
-  if (int rc = create_dir_iv(dir.fd, nullptr); rc < 0)
+  if (int rc = create_dir_iv(dir.get(), nullptr); rc < 0)
     throw UserError("cannot write " + cipherdir + "/" + kDirIvFileName + ": " + std::strerror(-rc));
-  write_config_file_at(dir.fd, cipherdir, cfg);
+  write_config_file_at(dir.get(), cipherdir, cfg);
 }
 
 VaultConfig Vault::load_config(const std::string& cipherdir) {
