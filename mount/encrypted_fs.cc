@@ -40,7 +40,7 @@ DescriptorBudget cache_budget() {
 EncryptedFs::EncryptedFs(const Vault& vault, ChunkEngine& engine, int root_fd, FsOptions options)
     : vault_(vault),
       engine_(engine),
-      inodes_(root_fd, cache_budget().files, cache_budget().dirs),
+      inodes_(root_fd, cache_budget()),
       options_(options),
       running_as_root_(::geteuid() == 0) {}
 

@@ -35,6 +35,7 @@
 
 #include "crypto/name_cipher.h"
 #include "fs/content_file.h"
+#include "mount/fd_limit.h"
 
 namespace gcfs::mount {
 
@@ -127,6 +128,7 @@ class InodeTable {
   // how many descriptors of non-directories the cache may keep open; dir_cache_limit: of
   // directories.
   InodeTable(int root_fd, std::size_t fd_cache_limit, std::size_t dir_cache_limit);
+  InodeTable(int root_fd, DescriptorBudget budget) : InodeTable(root_fd, budget.files, budget.dirs) {}
   InodeTable(const InodeTable&) = delete;
   ~InodeTable();
 
