@@ -7,6 +7,25 @@
 
 namespace gcfs {
 
+std::string describe_chunk_runs(const std::vector<std::uint64_t>& chunks, std::size_t max_runs) {
+  std::string out;
+  std::size_t runs = 0;
+  for (std::size_t i = 0; i < chunks.size();) {
+    std::size_t j = i;
+    while (j + 1 < chunks.size() && chunks[j + 1] == chunks[j] + 1) ++j;
+    if (runs == max_runs) {
+      out += ", ...";
+      break;
+    }
+    if (!out.empty()) out += ", ";
+    out += std::to_string(chunks[i]);
+    if (j > i) out += ".." + std::to_string(chunks[j]);
+    ++runs;
+    i = j + 1;
+  }
+  return out;
+}
+
 bool all_zero(const std::uint8_t* p, std::size_t n) {
   return std::all_of(p, p + n, [](std::uint8_t b) { return b == 0; });
 }

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "crypto/chunk_engine.h"
@@ -12,6 +13,10 @@
 #include "fs/file_header.h"
 
 namespace gcfs {
+
+// Chunk numbers (sorted) for a message, consecutive ones as runs: "3", "3..7, 12"; past max_runs
+// runs, ", ..." ends the list.
+std::string describe_chunk_runs(const std::vector<std::uint64_t>& chunks, std::size_t max_runs);
 
 // True when all n bytes at p are zero: a hole, by the format's rule, when they are a chunk's.
 bool all_zero(const std::uint8_t* p, std::size_t n);

@@ -63,25 +63,8 @@ std::optional<std::vector<std::string>> list_dir(int dirfd) {
   return names;
 }
 
-// "3", "3..7": runs of chunk numbers for a message.
-std::string describe_runs(const std::vector<std::uint64_t>& chunks, std::size_t max_runs = 8) {
-  std::string out;
-  std::size_t runs = 0;
-  for (std::size_t i = 0; i < chunks.size();) {
-    std::size_t j = i;
-    while (j + 1 < chunks.size() && chunks[j + 1] == chunks[j] + 1) ++j;
-    if (runs == max_runs) {
-      out += ", ...";
-      break;
-    }
-    if (!out.empty()) out += ", ";
-    out += std::to_string(chunks[i]);
-    if (j > i) out += ".." + std::to_string(chunks[j]);
-    ++runs;
-    i = j + 1;
-  }
-  return out;
-}
+// At most 8 runs of chunk numbers in one problem line.
+std::string describe_runs(const std::vector<std::uint64_t>& chunks) { return describe_chunk_runs(chunks, 8); }
 
 bool is_leftover_temp(std::string_view name) {
   // Atomic writes of the config and of directory IVs go through NAME.tmp and a rename; a crash

@@ -18,21 +18,6 @@ namespace {
 
 constexpr std::uint64_t kBatchBytes = 8 << 20;  // ciphertext read and opened per engine call
 
-
-// "3, 7-9, 12": chunk numbers, runs shortened; at most 20 runs, then a count.
-std::string describe_runs(const std::vector<std::uint64_t>& ks) {
-  std::string out;
-  std::size_t runs = 0;
-  for (std::size_t i = 0; i < ks.size();) {
-    std::size_t j = i;
-    while (j + 1 < ks.size() && ks[j + 1] == ks[j] + 1) ++j;
-    if (++runs > 20) return out + " and " + std::to_string(ks.size() - i) + " more";
-    out += (out.empty() ? "" : ", ") + std::to_string(ks[i]) + (j > i ? "-" + std::to_string(ks[j]) : "");
-    i = j + 1;
-  }
-  return out;
-}
-
 }  // namespace
 
 VolumeCheckReport check_volume_content(int fd, const ChunkLayout& layout, const KeyRing& keys, ChunkEngine& engine,
@@ -117,7 +102,7 @@ VolumeCheckReport check_volume_content(int fd, const ChunkLayout& layout, const 
     first = last + 1;
   }
   if (!bad.empty())
-    rep.problems.push_back((bad.size() == 1 ? "chunk " : "chunks ") + describe_runs(bad) + " of " +
+    rep.problems.push_back((bad.size() == 1 ? "chunk " : "chunks ") + describe_chunk_runs(bad, 20) + " of " +
                            std::to_string(layout.chunk_count(volume_size)) + " (" + std::to_string(C) +
                            " bytes each, at byte offsets chunk × " + std::to_string(C) + " of volume.img) " +
                            (bad.size() == 1 ? "fails" : "fail") + " authentication: reading them gives EIO");
