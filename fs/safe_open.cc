@@ -103,6 +103,31 @@ std::string OpenResult::why() const {
   }
 }
 
+OpenResult open_regular(const std::string& path, int flags) {
+  OpenResult r;
+  const int fd = ::open(path.c_str(), flags | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) {
+    r.error = errno;
+    return r;
+  }
+  r.fd.reset(fd);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    r.error = errno;
+    r.fd.reset();
+    return r;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    r.error = EUCLEAN;
+    r.found_type = st.st_mode & S_IFMT;
+    r.fd.reset();
+    return r;
+  }
+  const int fl = ::fcntl(fd, F_GETFL);
+  if (fl >= 0 && (fl & O_NONBLOCK)) ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  return r;
+}
+
 bool is_plain_relative_path(std::string_view p) {
   if (p.empty() || p.front() == '/') return false;
   std::size_t start = 0;

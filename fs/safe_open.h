@@ -49,6 +49,12 @@ struct OpenResult {
 // files, as usual.
 OpenResult open_beneath(int dirfd, std::string_view relpath, FileType type, int flags, mode_t mode = 0);
 
+// Opens path for I/O, following links as any open does (a name the user gave, a /proc/self/fd
+// link), without ever blocking on a FIFO, and keeps the descriptor only when it is a regular file:
+// EUCLEAN with found_type otherwise. O_NONBLOCK guards the open alone; the descriptor returned
+// blocks as usual. flags as open(2)'s; O_CLOEXEC and O_NOCTTY are always added.
+OpenResult open_regular(const std::string& path, int flags);
+
 // A name for a mode's S_IFMT bits: "regular file", "directory", "symbolic link", "FIFO", "socket",
 // "character device", "block device".
 const char* file_type_name(mode_t mode);

@@ -85,26 +85,13 @@ std::string copy_name(const VolumeHeaderCopy& c) {
 // name, but never blocking (O_NONBLOCK: a FIFO or a device's open returns at once) and nothing
 // but a regular file accepted.
 int open_container(const std::string& path, bool writable) {
-  const int fd = ::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) {
-    const int e = errno;
-    if (e == EISDIR) throw UserError(path + " is a directory, not a volume container");
-    if (e == ENXIO) throw UserError(path + " is a FIFO or device with nothing behind it, not a volume container");
-    throw UserError("cannot open the volume container " + path + ": " + std::strerror(e));
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int e = errno;
-    ::close(fd);
-    throw UserError("cannot stat " + path + ": " + std::strerror(e));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw UserError(path + " is a " + file_type_name(st.st_mode) + ", not a volume container (a regular file)");
-  }
-  const int fl = ::fcntl(fd, F_GETFL);  // O_NONBLOCK only guarded the open
-  if (fl >= 0) ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-  return fd;
+  OpenResult r = open_regular(path, writable ? O_RDWR : O_RDONLY);
+  if (r) return r.fd.release();
+  if (r.error == EISDIR) throw UserError(path + " is a directory, not a volume container");
+  if (r.error == ENXIO) throw UserError(path + " is a FIFO or device with nothing behind it, not a volume container");
+  if (r.error == EUCLEAN)
+    throw UserError(path + " is a " + file_type_name(r.found_type) + ", not a volume container (a regular file)");
+  throw UserError("cannot open the volume container " + path + ": " + std::strerror(r.error));
 }
 
 // Reads and decodes the slots of the open container fd; throws CorruptData when no copy is

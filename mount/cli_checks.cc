@@ -18,6 +18,7 @@
 
 #include "crypto/vault_config.h"
 #include "cuda/gpu_engine.h"
+#include "fs/safe_open.h"
 #include "fs/unique_fd.h"
 #include "fs/volume_container.h"
 #include "mount/commands.h"
@@ -29,9 +30,9 @@ namespace {
 // True when one of the container's config slots starts with the volume magic. O_NONBLOCK and the
 // type checked on the descriptor: a FIFO put in place after the caller's stat never blocks.
 bool has_volume_magic(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
-  struct stat st {};
-  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  const OpenResult r = open_regular(path, O_RDONLY);
+  if (!r) return false;
+  const UniqueFd& fd = r.fd;
   for (int slot = 0; slot < kVolumeSlots; ++slot) {
     char magic[sizeof(kVolumeMagic)];
     if (::pread(fd.get(), magic, sizeof magic, static_cast<off_t>(slot * kVolumeSlotBytes)) ==

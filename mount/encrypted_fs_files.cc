@@ -28,11 +28,8 @@ int reopen_regular(int path_fd, int flags) {
   struct stat st {};
   if (::fstat(path_fd, &st) != 0) return -errno;
   if (!S_ISREG(st.st_mode)) return -EUCLEAN;
-  int fd = ::open(("/proc/self/fd/" + std::to_string(path_fd)).c_str(), flags | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return -errno;
-  int fl = ::fcntl(fd, F_GETFL);
-  if (fl >= 0) ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-  return fd;
+  OpenResult r = open_regular("/proc/self/fd/" + std::to_string(path_fd), flags);
+  return r ? r.fd.release() : -r.error;
 }
 
 // Partial chunks are read, modified and sealed again, so even a write-only user needs the

@@ -149,6 +149,22 @@ TEST_F(SafeOpen, CreatesWithExclusiveSemantics) {
   EXPECT_TRUE(reuse) << reuse.why();
 }
 
+TEST_F(SafeOpen, OpenRegularFollowsLinksButNeverBlocksOnAFifo) {
+  ASSERT_EQ(::mkfifo((base_ / "vault" / "fifo").c_str(), 0600), 0);
+  for (int flags : {O_RDONLY, O_RDWR}) {
+    auto fut = std::async(std::launch::async, [&] { return open_regular((base_ / "vault" / "fifo").string(), flags); });
+    ASSERT_EQ(fut.wait_for(std::chrono::seconds(5)), std::future_status::ready) << "open_regular blocked";
+    OpenResult r = fut.get();
+    EXPECT_EQ(r.error, EUCLEAN);
+    EXPECT_EQ(r.found_type, static_cast<mode_t>(S_IFIFO));
+  }
+  EXPECT_EQ(open_regular((base_ / "vault" / "sub").string(), O_RDONLY).error, EUCLEAN);
+  fs::create_symlink(base_ / "vault" / "sub" / "file", base_ / "link");
+  OpenResult ok = open_regular((base_ / "link").string(), O_RDONLY);
+  ASSERT_TRUE(ok) << ok.why();
+  EXPECT_EQ(::fcntl(ok.fd.get(), F_GETFL) & O_NONBLOCK, 0);
+}
+
 TEST_F(SafeOpen, ReadCappedRefusesHugeSparseFiles) {
   {
     std::ofstream(base_ / "vault" / "huge");
