@@ -14,7 +14,7 @@
 
 #include "crypto/errors.h"
 #include "fs/dir_iv.h"
-#include "fs/engine_factory.h"
+#include "mount/engine_factory.h"
 #include "fs/log.h"
 #include "fs/vault.h"
 #include "mount/cli_checks.h"

@@ -14,7 +14,7 @@
 #include "crypto/cpu_engine.h"
 #include "crypto/errors.h"
 #include "cuda/gpu_engine.h"
-#include "fs/engine_factory.h"
+#include "mount/engine_factory.h"
 
 namespace gcfs {
 namespace {

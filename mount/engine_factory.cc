@@ -1,4 +1,4 @@
-#include "fs/engine_factory.h"
+#include "mount/engine_factory.h"
 
 #include <algorithm>
 #include <cstdio>
