@@ -2,61 +2,37 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <limits>
 
 #include "crypto/cpu_engine.h"
 #include "crypto/errors.h"
+#include "crypto/hybrid_engine.h"
+#include "cuda/gpu_engine.h"
 #include "fs/engine_bench.h"
 #include "fs/log.h"
 
 namespace gcfs {
 namespace {
 
-// Sends each batch where it runs fastest: small batches pay more in PCIe latency and launch cost
-// than the GPU saves them.
-class HybridEngine final : public ChunkEngine {
- public:
-  HybridEngine(ChunkEngine& cpu, ChunkEngine& gpu, std::size_t crossover)
-      : cpu_(cpu), gpu_(gpu), crossover_(crossover) {}
-  std::string name() const override { return "auto"; }
-  void seal(std::span<ChunkOp> ops) override { pick(ops).seal(ops); }
-  void open(std::span<ChunkOp> ops) override { pick(ops).open(ops); }
-  // The gpu engine's kind: its pinned memory serves the cpu engine as well as any other.
-  HostBuffer allocate_io_buffer(std::size_t bytes) override { return gpu_.allocate_io_buffer(bytes); }
-
- private:
-  ChunkEngine& pick(std::span<ChunkOp> ops) {
-    std::size_t bytes = 0;
-    for (const auto& op : ops) bytes += op.len;
-    return bytes >= crossover_ ? gpu_ : cpu_;
-  }
-  ChunkEngine& cpu_;
-  ChunkEngine& gpu_;
-  std::size_t crossover_;
-};
-
-std::string size_text(std::size_t b) {
-  return b >= (1u << 20) ? std::to_string(b >> 20) + " MiB" : std::to_string(b >> 10) + " KiB";
-}
-
-// The smallest request size at which one request's round trip is shorter on the GPU, from a few
-// requests of each size on both engines; what it measured goes into *how.
-std::size_t measure_crossover(ChunkEngine& cpu, ChunkEngine& gpu, std::string* how) {
-  for (std::size_t size : {std::size_t{16} << 10, std::size_t{64} << 10, std::size_t{256} << 10,
-                           std::size_t{1} << 20, std::size_t{4} << 20}) {
-    LatencyConfig c;
-    c.request_bytes = size;
-    c.chunk_size = std::min<std::size_t>(size, 64 << 10);
-    c.repeats = 15;
-    c.warmup = 3;
-    const double cpu_us = measure_latency(cpu, c).median_us;
-    const double gpu_us = measure_latency(gpu, c).median_us;
-    char line[160];
-    std::snprintf(line, sizeof line, "%s: cpu %.0f us, gpu %.0f us", size_text(size).c_str(), cpu_us, gpu_us);
-    *how += (how->empty() ? "" : "; ") + std::string(line);
-    if (gpu_us < cpu_us) return size;
-  }
-  return std::numeric_limits<std::size_t>::max();
+// A member's starting estimate for the hybrid engine: a lone 4 KiB request's round trip (the
+// overhead), and the throughput of four callers of 4 MiB (the rate under load). About 50 ms each.
+EngineCost calibrate(ChunkEngine& e, const std::string& label, std::string* how) {
+  LatencyConfig l;
+  l.request_bytes = 4096;
+  l.chunk_size = 4096;
+  l.repeats = 30;
+  l.warmup = 5;
+  const double overhead = measure_latency(e, l).median_us * 1e-6;
+  ThroughputConfig t;
+  t.request_bytes = 4u << 20;
+  t.chunk_size = 64u << 10;
+  t.concurrency = 4;
+  t.min_seconds = 0.03;
+  t.min_requests = 8;
+  const double rate = measure_throughput(e, t).gb_per_s * 1e9;
+  char line[160];
+  std::snprintf(line, sizeof line, "%s %.1f us + %.1f GB/s", label.c_str(), overhead * 1e6, rate * 1e-9);
+  *how += (how->empty() ? "" : ", ") + std::string(line);
+  return {overhead, rate > 0 ? 1.0 / rate : 1.0};
 }
 
 std::string describe_gpus(const GpuOptions& o) {
@@ -84,37 +60,49 @@ EngineSet::EngineSet(const EngineOptions& o) {
   GpuOptions gpu_options = o.gpu;
   if (!gpu_options.on_error) gpu_options.on_error = [](const std::string& m) { log::error(m); };
   if (o.name == "gpu") {
-    gpu_ = make_gpu_engine(gpu_options, *cpu_);  // throws with the GPU problem named
-    active_ = gpu_.get();
+    gpus_.push_back(make_gpu_engine(gpu_options, *cpu_));  // throws with the GPU problem named
+    active_ = gpus_.back().get();
     description_ = "gpu engine (" + describe_gpus(o.gpu) + "), cpu engine as fallback";
     return;
   }
   std::string why;
-  if (list_gpus(&why).empty()) {
+  const auto gpus = list_gpus(&why);
+  if (gpus.empty()) {
     active_ = cpu_.get();
     description_ = "auto: no usable GPU (" + why + "), using the cpu engine (" + std::to_string(threads) + " threads)";
     return;
   }
+  // One gpu engine per GPU, so that each has its own measured rate and share of the work.
+  std::vector<int> devices = o.gpu.devices;
+  if (devices.empty())
+    for (const auto& g : gpus) devices.push_back(g.index);
   try {
-    gpu_ = make_gpu_engine(gpu_options, *cpu_);
+    for (int d : devices) {
+      GpuOptions one = gpu_options;
+      one.devices = {d};
+      gpus_.push_back(make_gpu_engine(one, *cpu_));
+    }
   } catch (const UserError& e) {
+    gpus_.clear();
     active_ = cpu_.get();
     description_ = std::string("auto: the GPU cannot be used (") + e.what() + "), using the cpu engine";
     return;
   }
-  std::size_t crossover = o.auto_crossover_bytes;
-  std::string source = "given";
-  if (crossover == 0) {
-    std::string how;
-    crossover = measure_crossover(*cpu_, *gpu_, &how);
-    source = "measured at start: " + how;
+  std::string how;
+  std::vector<HybridEngine::Member> members;
+  members.push_back({cpu_.get(), "cpu", calibrate(*cpu_, "cpu", &how)});
+  for (std::size_t i = 0; i < gpus_.size(); ++i) {
+    const std::string label = "gpu" + std::to_string(devices[i]);
+    members.push_back({gpus_[i].get(), label, calibrate(*gpus_[i], label, &how)});
   }
-  hybrid_ = std::make_unique<HybridEngine>(*cpu_, *gpu_, crossover);
+  HybridEngine::Options ho;
+  ho.buffer_member = 1;  // the first GPU's page-locked memory: the GPUs then skip their staging copies
+  hybrid_ = std::make_unique<HybridEngine>(std::move(members), ho);
   active_ = hybrid_.get();
-  if (crossover == std::numeric_limits<std::size_t>::max())
-    description_ = "auto: the cpu engine was faster at every size tried, so it takes every batch (" + source + ")";
-  else
-    description_ = "auto: gpu engine for batches of " + size_text(crossover) + " and more, cpu engine below (" + source + ")";
+  description_ = "auto: the cpu engine (" + std::to_string(threads) + " threads) and " +
+                 (gpus_.size() == 1 ? std::string("the gpu engine") : std::to_string(gpus_.size()) + " gpu engines") +
+                 " (" + describe_gpus(o.gpu) + ") at once, each batch shared by measured cost (measured at start: " +
+                 how + ")";
 }
 
 EngineSet::~EngineSet() = default;

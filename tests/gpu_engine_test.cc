@@ -13,6 +13,7 @@
 
 #include "crypto/cpu_engine.h"
 #include "crypto/errors.h"
+#include "crypto/hybrid_engine.h"
 #include "cuda/gpu_engine.h"
 #include "mount/engine_factory.h"
 
@@ -546,6 +547,44 @@ TEST(EngineFactory, GpuAndAutoSealLikeTheCpuEngine) {
     // Both hand out the gpu engine's pinned memory (auto too: its gpu side then skips staging).
     EXPECT_TRUE(set.engine().allocate_io_buffer(4096).pinned()) << name;
   }
+}
+
+// --engine auto on a machine with a GPU is the hybrid engine: large batches from several callers are
+// shared between the cpu engine and the GPU, and every chunk comes out as the cpu engine seals it
+// and opens back to its plaintext, whichever member took it.
+TEST(EngineFactory, AutoSharesLargeBatchesAndMatchesTheCpuEngine) {
+  std::string why;
+  if (list_gpus(&why).empty()) GTEST_SKIP() << "no GPU: " << why;
+  EngineOptions o;
+  o.name = "auto";
+  EngineSet set(o);
+  auto* hybrid = dynamic_cast<HybridEngine*>(&set.engine());
+  ASSERT_NE(hybrid, nullptr) << set.description();
+  std::atomic<int> bad{0};
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 4; ++t)
+    callers.emplace_back([&] {
+      for (int r = 0; r < 6; ++r) {
+        std::vector<std::size_t> lens(128, 65536);
+        lens.push_back(4097);
+        Batch b(lens, 3);
+        CpuEngine(1).seal(b.ref_ops);
+        set.engine().seal(b.ops);
+        for (std::size_t i = 0; i < b.ops.size(); ++i)
+          if (b.ref[i] != b.out[i] || b.ref_ops[i].tag != b.ops[i].tag) ++bad;
+        auto back = b.prepare_open();
+        set.engine().open(b.ops);
+        for (std::size_t i = 0; i < b.ops.size(); ++i)
+          if (!b.ops[i].ok || back[i] != b.plain[i]) ++bad;
+      }
+    });
+  for (auto& c : callers) c.join();
+  std::printf("%s\nafter the test: %s\n", set.description().c_str(), hybrid->describe().c_str());
+  EXPECT_EQ(bad.load(), 0);
+  const auto stats = hybrid->stats();
+  ASSERT_GE(stats.size(), 2u);
+  EXPECT_GT(stats[0].bytes, 0u) << "the cpu engine got no share: " << hybrid->describe();
+  EXPECT_GT(stats[1].bytes, 0u) << "the GPU got no share: " << hybrid->describe();
 }
 
 TEST(EngineFactory, WithoutAGpuGpuRefusesAndAutoFallsBack) {
