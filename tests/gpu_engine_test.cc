@@ -316,6 +316,76 @@ TEST_P(GpuEngineTest, ZeroCopyTamperedChunksFailAndAreZeroed) {
   }
 }
 
+// A direct batch with more descriptors than the launch's parameters hold (100 chunks of 4 KiB, as
+// 100 small requests gathered would be): its header goes to the GPU first, the data still moves in
+// the kernel. Sealed as OpenSSL does, opened back, tampered chunks refused and zeroed.
+TEST_P(GpuEngineTest, ZeroCopyBatchOfManyDescriptors) {
+  std::vector<std::size_t> lengths(100, 4096);
+  lengths[57] = 1000;
+  lengths.back() = 17;
+  Batch b(lengths, 3);
+  PinnedLayout in(*gpu_, lengths), ct(*gpu_, lengths), back(*gpu_, lengths, 0);
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    std::memcpy(in.at(i), b.plain[i].data(), lengths[i]);
+    b.ops[i].in = in.at(i);
+    b.ops[i].out = ct.at(i);
+  }
+  cpu_.seal(b.ref_ops);
+  gpu_->seal(b.ops);
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    ASSERT_EQ(0, std::memcmp(ct.at(i), b.ref[i].data(), lengths[i])) << "chunk " << i;
+    ASSERT_EQ(b.ops[i].tag, b.ref_ops[i].tag) << "chunk " << i;
+    b.ops[i].in = ct.at(i);
+    b.ops[i].out = back.at(i);
+    std::memset(back.at(i), 0xEE, lengths[i]);
+  }
+  ct.at(40)[7] ^= 0x01;
+  b.ops[99].tag[3] ^= 0x80;
+  gpu_->open(b.ops);
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    const bool tampered = i == 40 || i == 99;
+    EXPECT_EQ(b.ops[i].ok, !tampered) << "chunk " << i;
+    if (tampered) EXPECT_EQ(std::vector<std::uint8_t>(back.at(i), back.at(i) + lengths[i]), std::vector<std::uint8_t>(lengths[i], 0)) << "chunk " << i;
+    else EXPECT_EQ(0, std::memcmp(back.at(i), b.plain[i].data(), lengths[i])) << "chunk " << i;
+  }
+  EXPECT_TRUE(errors_.empty());
+}
+
+// The benchmark's shape: 32 callers of 128 KiB each (two 64 KiB chunks) in engine memory, whose
+// requests the engine gathers into batches of many descriptors. Every caller gets its own results.
+TEST_P(GpuEngineTest, ManyCallersOfSmallPinnedRequests) {
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 32; ++t) {
+    threads.emplace_back([&] {
+      CpuEngine cpu(1);
+      const std::vector<std::size_t> lengths(2, 65536);
+      PinnedLayout in(*gpu_, lengths), ct(*gpu_, lengths), back(*gpu_, lengths, 0);
+      for (int r = 0; r < 20; ++r) {
+        Batch b(lengths, 1);
+        for (std::size_t i = 0; i < lengths.size(); ++i) {
+          std::memcpy(in.at(i), b.plain[i].data(), lengths[i]);
+          b.ops[i].in = in.at(i);
+          b.ops[i].out = ct.at(i);
+        }
+        cpu.seal(b.ref_ops);
+        gpu_->seal(b.ops);
+        for (std::size_t i = 0; i < lengths.size(); ++i) {
+          if (std::memcmp(ct.at(i), b.ref[i].data(), lengths[i]) != 0 || b.ops[i].tag != b.ref_ops[i].tag) ++failures;
+          b.ops[i].in = ct.at(i);
+          b.ops[i].out = back.at(i);
+        }
+        gpu_->open(b.ops);
+        for (std::size_t i = 0; i < lengths.size(); ++i)
+          if (!b.ops[i].ok || std::memcmp(back.at(i), b.plain[i].data(), lengths[i]) != 0) ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_TRUE(errors_.empty());
+}
+
 TEST_P(GpuEngineTest, ZeroCopyLargeRequestAcrossStreams) {
   std::vector<std::size_t> lengths(64, 65536);  // 4 MiB: cut into parts on several streams
   Batch b(lengths, 1);
