@@ -45,6 +45,17 @@ HostBuffer HybridEngine::allocate_io_buffer(std::size_t bytes) {
   return members_[options_.buffer_member].m.engine->allocate_io_buffer(bytes);
 }
 
+std::size_t HybridEngine::first_to_finish_locked(double bytes) const {
+  std::size_t best = 0;
+  double best_end = 0;
+  for (std::size_t i = 0; i < members_.size(); ++i) {
+    const EngineCost& c = members_[i].m.cost;
+    const double end = c.overhead_s + (static_cast<double>(members_[i].backlog) + bytes) * c.seconds_per_byte;
+    if (i == 0 || end < best_end) best = i, best_end = end;
+  }
+  return best;
+}
+
 std::vector<double> HybridEngine::shares_locked(double bytes) const {
   const std::size_t n = members_.size();
   std::vector<double> start(n), cost(n), share(n, 0.0);
@@ -53,14 +64,10 @@ std::vector<double> HybridEngine::shares_locked(double bytes) const {
     start[i] = members_[i].m.cost.overhead_s + static_cast<double>(members_[i].backlog) * cost[i];
   }
   // A batch too small to cut goes whole to the member that would finish it first.
-  auto best_alone = [&] {
-    std::size_t best = 0;
-    for (std::size_t i = 1; i < n; ++i)
-      if (start[i] + bytes * cost[i] < start[best] + bytes * cost[best]) best = i;
-    share[best] = bytes;
+  if (n == 1 || bytes < 2.0 * static_cast<double>(options_.min_part_bytes)) {
+    share[first_to_finish_locked(bytes)] = bytes;
     return share;
-  };
-  if (n == 1 || bytes < 2.0 * static_cast<double>(options_.min_part_bytes)) return best_alone();
+  }
 
   // Water filling: the members in order of when they could start on it; the finish time T is
   // where the shares (T - start) / cost of the members that can start before T add up to the batch.
@@ -107,6 +114,29 @@ void HybridEngine::run(std::span<ChunkOp> ops, bool seal) {
   if (ops.empty()) return;
   std::size_t total = 0;
   for (const auto& op : ops) total += op.len;
+  auto run_part = [&](Part& p) {
+    ChunkEngine& e = *members_[p.member].m.engine;
+    const auto t0 = Clock::now();
+    try {
+      seal ? e.seal(p.ops) : e.open(p.ops);
+    } catch (...) {
+      finish_part(p, t0, Clock::now());
+      throw;
+    }
+    finish_part(p, t0, Clock::now());
+  };
+
+  // Most batches of a mounted vault are too small to cut: they go whole to one member, with no
+  // allocation on the way (a 4 KiB read costs the cpu engine about 3 us; this must stay a sliver).
+  if (members_.size() == 1 || total < 2 * options_.min_part_bytes) {
+    Part p{0, ops, total};
+    {
+      std::lock_guard lock(mu_);
+      p.member = first_to_finish_locked(static_cast<double>(total));
+      reserve_locked(p, Clock::now());
+    }
+    return run_part(p);
+  }
 
   // Cut the ops into contiguous parts: op j goes to the member whose cumulative share holds the
   // middle of op j, so each part's bytes are its share rounded to whole chunks.
@@ -134,27 +164,17 @@ void HybridEngine::run(std::span<ChunkOp> ops, bool seal) {
       offset += ops[j].len;
     }
     close(ops.size());
-    for (auto& p : parts) {
-      State& s = members_[p.member];
-      p.found_idle = s.in_flight == 0;
-      if (s.in_flight++ == 0) s.busy_since = now;
-      s.backlog += p.bytes;
-    }
+    for (auto& p : parts) reserve_locked(p, now);
   }
-
-  auto run_part = [&](Part& p) {
-    ChunkEngine& e = *members_[p.member].m.engine;
-    const auto t0 = Clock::now();
-    try {
-      seal ? e.seal(p.ops) : e.open(p.ops);
-    } catch (...) {
-      finish_part(p, t0, Clock::now());
-      throw;
-    }
-    finish_part(p, t0, Clock::now());
-  };
   if (parts.size() == 1) return run_part(parts[0]);
   helpers_->parallel_for(parts.size(), [&](std::size_t i) { run_part(parts[i]); });
+}
+
+void HybridEngine::reserve_locked(Part& p, Clock::time_point now) {
+  State& s = members_[p.member];
+  p.found_idle = s.in_flight == 0;
+  if (s.in_flight++ == 0) s.busy_since = now;
+  s.backlog += p.bytes;
 }
 
 void HybridEngine::finish_part(const Part& p, Clock::time_point start, Clock::time_point end) {

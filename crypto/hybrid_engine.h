@@ -94,6 +94,10 @@ class HybridEngine final : public ChunkEngine {
   void run(std::span<ChunkOp> ops, bool seal);
   // Shares of `bytes` per member under the current estimates and backlogs (lock held).
   std::vector<double> shares_locked(double bytes) const;
+  // The member that would finish a whole batch of `bytes` first (lock held).
+  std::size_t first_to_finish_locked(double bytes) const;
+  // Counts a part as at work on its member from `now` (lock held).
+  void reserve_locked(Part& p, Clock::time_point now);
   void finish_part(const Part& p, Clock::time_point start, Clock::time_point end);
 
   Options options_;
