@@ -184,9 +184,9 @@ struct Batch {
   bool any_staged_out = true;
   // Every op direct both ways and 4-byte aligned: the kernel can move the data itself.
   bool all_direct = false;
-  // Poll for the result before sleeping: only a lone request on an otherwise idle GPU, whose
-  // latency the poll shortens. A gathered batch, or one among others in flight, sleeps at once:
-  // its callers have company, and a poll there only burns a core.
+  // Poll for the result before sleeping: only while one request alone uses the engine, whose
+  // latency the poll shortens. With other callers about, batches are gathered and callers have
+  // company: a poll there only burns a core per leader, so they sleep until the GPU signals.
   bool spin = false;
   BatchPlan plan;
   std::size_t out_data_offset = 0;
@@ -296,6 +296,7 @@ class GpuEngine final : public ChunkEngine {
     std::deque<Batch> mine;
     std::unique_lock lock(mu_);
     req.pending = pieces.size();
+    ++active_requests_;
     for (auto& p : pieces) queue_.push_back(p);
     cv_.notify_all();  // leaders waiting for company (maybe_gather)
     while (req.pending > 0 || !mine.empty()) {
@@ -329,6 +330,7 @@ class GpuEngine final : public ChunkEngine {
       }
       req.cv.wait(lock);
     }
+    --active_requests_;
     hand_off();
   }
 
@@ -400,7 +402,6 @@ class GpuEngine final : public ChunkEngine {
     const std::size_t free_slots = free_.size();
     b.slot = free_.front();
     free_.pop_front();
-    const bool gpu_was_idle = free_slots == slots_.size();
     b.seal = queue_.front().seal;
     std::size_t queued = 0;
     for (const auto& p : queue_)
@@ -418,8 +419,7 @@ class GpuEngine final : public ChunkEngine {
         ++it;
       }
     }
-    b.spin = gpu_was_idle && std::all_of(b.pieces.begin(), b.pieces.end(),
-                                         [&](const Piece& p) { return p.request == b.pieces.front().request; });
+    b.spin = active_requests_ == 1;
     return b;
   }
 
@@ -733,6 +733,7 @@ class GpuEngine final : public ChunkEngine {
   std::deque<Piece> queue_;
   std::deque<Slot*> free_;
   bool disabled_ = false;
+  std::size_t active_requests_ = 0;  // callers inside run()
   std::atomic<int> launches_{0};
 };
 
