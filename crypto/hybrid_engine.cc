@@ -9,16 +9,15 @@
 namespace gcfs {
 namespace {
 
-// Rates are re-estimated once a member has finished this much, or been busy this long, since the
-// last estimate: enough batches that one slow one does not swing it, few enough to follow a load
-// that changes (a GPU at 45 GB/s closes a window every 0.1 ms of work, a slow member every 5 ms).
-constexpr std::size_t kRateWindowBytes = 4u << 20;
-constexpr double kRateWindowSeconds = 5e-3;
-// New evidence weighs this much against the running estimate.
-constexpr double kRateWeight = 0.5;
-constexpr double kOverheadWeight = 0.1;
-// Only small parts tell the overhead apart from the rate.
-constexpr std::size_t kOverheadSampleMaxBytes = 64u << 10;
+// Each finished part is one sample of the member's rate: it found `backlog` bytes at work there and
+// took `took` for its own `bytes`, so seconds_per_byte ~ (took - overhead) / (backlog + bytes). Parts
+// smaller than this (backlog included) say more about the overhead than about the rate and are
+// not used; the overhead itself stays as calibrated (measured on a lone small request, where it
+// is what the caller waits for).
+constexpr std::size_t kRateSampleMinBytes = 256u << 10;
+// New evidence weighs this much against the running estimate: a few parts move it, one outlier
+// does not.
+constexpr double kRateWeight = 0.2;
 constexpr double kMinSecondsPerByte = 1e-13;  // 10 TB/s: a floor that keeps the model finite
 
 }  // namespace
@@ -133,7 +132,7 @@ void HybridEngine::run(std::span<ChunkOp> ops, bool seal) {
     {
       std::lock_guard lock(mu_);
       p.member = first_to_finish_locked(static_cast<double>(total));
-      reserve_locked(p, Clock::now());
+      reserve_locked(p);
     }
     return run_part(p);
   }
@@ -141,7 +140,6 @@ void HybridEngine::run(std::span<ChunkOp> ops, bool seal) {
   // Cut the ops into contiguous parts: op j goes to the member whose cumulative share holds the
   // middle of op j, so each part's bytes are its share rounded to whole chunks.
   std::vector<Part> parts;
-  const auto now = Clock::now();
   {
     std::lock_guard lock(mu_);
     const auto shares = shares_locked(static_cast<double>(total));
@@ -164,16 +162,15 @@ void HybridEngine::run(std::span<ChunkOp> ops, bool seal) {
       offset += ops[j].len;
     }
     close(ops.size());
-    for (auto& p : parts) reserve_locked(p, now);
+    for (auto& p : parts) reserve_locked(p);
   }
   if (parts.size() == 1) return run_part(parts[0]);
   helpers_->parallel_for(parts.size(), [&](std::size_t i) { run_part(parts[i]); });
 }
 
-void HybridEngine::reserve_locked(Part& p, Clock::time_point now) {
+void HybridEngine::reserve_locked(Part& p) {
   State& s = members_[p.member];
-  p.found_idle = s.in_flight == 0;
-  if (s.in_flight++ == 0) s.busy_since = now;
+  p.backlog = s.backlog;
   s.backlog += p.bytes;
 }
 
@@ -183,27 +180,15 @@ void HybridEngine::finish_part(const Part& p, Clock::time_point start, Clock::ti
   s.backlog -= p.bytes;
   s.bytes += p.bytes;
   ++s.parts;
-  s.window_bytes += p.bytes;
   EngineCost& c = s.m.cost;
-  if (options_.learn && p.found_idle && p.bytes <= kOverheadSampleMaxBytes) {
+  const std::size_t load = p.backlog + p.bytes;
+  if (options_.learn && load >= kRateSampleMinBytes) {
     const double took = std::chrono::duration<double>(end - start).count();
-    const double sample = std::max(0.0, took - static_cast<double>(p.bytes) * c.seconds_per_byte);
-    c.overhead_s += kOverheadWeight * (sample - c.overhead_s);
-  }
-  // A part that found the member idle paid its overhead inside the busy time; the rate is what is
-  // left, so that the model does not count the overhead twice.
-  if (p.found_idle) s.window_busy_s -= c.overhead_s;
-  if (--s.in_flight == 0) s.window_busy_s += std::chrono::duration<double>(end - s.busy_since).count();
-  double busy = s.window_busy_s;
-  if (s.in_flight > 0) busy += std::chrono::duration<double>(end - s.busy_since).count();
-  if (s.window_bytes >= kRateWindowBytes || busy >= kRateWindowSeconds) {
-    if (s.in_flight > 0) s.busy_since = end;  // still busy: the next window starts here
-    if (options_.learn && busy > 0) {
-      const double sample = std::max(busy / static_cast<double>(s.window_bytes), kMinSecondsPerByte);
-      c.seconds_per_byte += kRateWeight * (sample - c.seconds_per_byte);
-    }
-    s.window_busy_s = 0;
-    s.window_bytes = 0;
+    // At least a fifth of the time is the rate's: a calibrated overhead larger than this part took
+    // must not make the member look infinitely fast.
+    const double work = std::max(took - c.overhead_s, 0.2 * took);
+    const double sample = std::max(work / static_cast<double>(load), kMinSecondsPerByte);
+    c.seconds_per_byte += kRateWeight * (sample - c.seconds_per_byte);
   }
 }
 

@@ -10,8 +10,9 @@
 // small batch on an idle machine stays on the cpu engine (the GPU's overhead alone is longer than
 // the whole batch there), a large one is shared, and under a load that keeps the cpu engine busy
 // even small batches go where the queue is shortest. Both figures start from the factory's short
-// calibration and then follow real batches: seconds_per_byte from each member's busy time over the
-// bytes it finished (a window of a few MiB), the overhead from batches that found the member idle.
+// calibration; seconds_per_byte then follows real batches (each part large enough is a sample: the
+// time it took, less the overhead, over its bytes and the bytes it found at work there), so the
+// split follows the rates the members really reach under the load at hand.
 #pragma once
 
 #include <chrono>
@@ -78,17 +79,13 @@ class HybridEngine final : public ChunkEngine {
   struct State {
     Member m;
     std::size_t backlog = 0;     // bytes of parts at work there now
-    std::size_t in_flight = 0;   // parts at work there now
-    Clock::time_point busy_since{};
-    double window_busy_s = 0;    // busy time and bytes finished since the last rate update
-    std::size_t window_bytes = 0;
     std::size_t bytes = 0, parts = 0;
   };
   struct Part {
     std::size_t member;
     std::span<ChunkOp> ops;
     std::size_t bytes;
-    bool found_idle = false;
+    std::size_t backlog = 0;     // bytes already at work on the member when this part was given to it
   };
 
   void run(std::span<ChunkOp> ops, bool seal);
@@ -96,8 +93,8 @@ class HybridEngine final : public ChunkEngine {
   std::vector<double> shares_locked(double bytes) const;
   // The member that would finish a whole batch of `bytes` first (lock held).
   std::size_t first_to_finish_locked(double bytes) const;
-  // Counts a part as at work on its member from `now` (lock held).
-  void reserve_locked(Part& p, Clock::time_point now);
+  // Counts a part as at work on its member (lock held).
+  void reserve_locked(Part& p);
   void finish_part(const Part& p, Clock::time_point start, Clock::time_point end);
 
   Options options_;

@@ -156,7 +156,20 @@ int main(int argc, char** argv) {
   }
   if (gpu) throughput(*gpu, "gpu", 4096, 1u << 20, 16, BenchOp::Seal, secs);
 
-  // 2b. --engine auto (the hybrid engine: the cpu engine and the GPUs at once, as the mount builds
+  // 3. Round-trip latency of one request.
+  for (std::size_t req : {std::size_t{4} << 10, std::size_t{64} << 10, std::size_t{128} << 10, std::size_t{1} << 20,
+                          std::size_t{16} << 20}) {
+    latency(cpu1, "cpu/1thread", req, chunk);
+    latency(cpu_all, "cpu/" + std::to_string(cores) + "threads", req, chunk);
+    if (gpu) latency(*gpu, "gpu", req, chunk);
+    if (gpu && req <= (1u << 20)) latency(*gpu, "gpu/staged", req, chunk, false);
+    if (gpu && req <= (1u << 20)) latency(*gpu_unfused, "gpu/unfused", req, chunk);
+    if (gpu && req <= (1u << 20)) latency(*gpu_copied, "gpu/copied", req, chunk);
+    if (gpu && req <= (1u << 20)) latency(*gpu_coarse, "gpu/coarse", req, chunk);
+    if (gpu && req <= (1u << 20)) latency(*gpu_nospin, "gpu/nospin", req, chunk);
+  }
+
+  // 4. --engine auto (the hybrid engine: the cpu engine and the GPUs at once, as the mount builds
   // it, calibration included) beside the cpu engine and the gpu engine alone, same shapes.
   if (gpu) {
     EngineOptions ao;
@@ -179,17 +192,14 @@ int main(int argc, char** argv) {
     if (auto* h = dynamic_cast<HybridEngine*>(&set.engine())) std::printf("auto after the runs: %s\n", h->describe().c_str());
   }
 
-  // 3. Round-trip latency of one request.
-  for (std::size_t req : {std::size_t{4} << 10, std::size_t{64} << 10, std::size_t{128} << 10, std::size_t{1} << 20,
-                          std::size_t{16} << 20}) {
-    latency(cpu1, "cpu/1thread", req, chunk);
-    latency(cpu_all, "cpu/" + std::to_string(cores) + "threads", req, chunk);
-    if (gpu) latency(*gpu, "gpu", req, chunk);
-    if (gpu && req <= (1u << 20)) latency(*gpu, "gpu/staged", req, chunk, false);
-    if (gpu && req <= (1u << 20)) latency(*gpu_unfused, "gpu/unfused", req, chunk);
-    if (gpu && req <= (1u << 20)) latency(*gpu_copied, "gpu/copied", req, chunk);
-    if (gpu && req <= (1u << 20)) latency(*gpu_coarse, "gpu/coarse", req, chunk);
-    if (gpu && req <= (1u << 20)) latency(*gpu_nospin, "gpu/nospin", req, chunk);
+  // 5. A fresh gpu engine's round trip after all of the above, beside the long-lived one's: whether
+  // the earlier runs left the process or the GPU slower for lone requests.
+  if (gpu) {
+    auto fresh = make_gpu_engine(GpuOptions{}, fallback);
+    for (std::size_t req : {std::size_t{4} << 10, std::size_t{128} << 10}) {
+      latency(*gpu, "gpu/after", req, chunk);
+      latency(*fresh, "gpu/fresh", req, chunk);
+    }
   }
 
   std::printf("\n%-16s %-16s %-40s %12s %-10s %10s\n", "what", "engine", "detail", "value", "unit", "cpu s/GB");
