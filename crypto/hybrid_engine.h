@@ -86,6 +86,7 @@ class HybridEngine final : public ChunkEngine {
     std::span<ChunkOp> ops;
     std::size_t bytes;
     std::size_t backlog = 0;     // bytes already at work on the member when this part was given to it
+    bool sample = false;         // timed, as a sample of the member's rate
   };
 
   void run(std::span<ChunkOp> ops, bool seal);
@@ -95,7 +96,8 @@ class HybridEngine final : public ChunkEngine {
   std::size_t first_to_finish_locked(double bytes) const;
   // Counts a part as at work on its member (lock held).
   void reserve_locked(Part& p);
-  void finish_part(const Part& p, Clock::time_point start, Clock::time_point end);
+  // Counts the part as done; `took` (seconds) is its rate sample when p.sample.
+  void finish_part(const Part& p, double took);
 
   Options options_;
   mutable std::mutex mu_;
