@@ -54,6 +54,13 @@ StoredLink ReverseView::stored_link(const std::string& path, const std::string& 
 }
 
 int ReverseView::list(const std::string& rel, std::vector<ReverseEntry>* out) {
+  std::shared_ptr<const Listing> l;
+  if (int rc = listing(rel, &l); rc < 0) return rc;
+  *out = l->entries;
+  return 0;
+}
+
+int ReverseView::listing(const std::string& rel, std::shared_ptr<const Listing>* out) {
   UniqueFd dir;
   if (int rc = open_dir(rel, &dir); rc < 0) return rc;
   struct stat st {};
@@ -63,7 +70,7 @@ int ReverseView::list(const std::string& rel, std::vector<ReverseEntry>* out) {
     auto it = cache_.find(rel);
     if (it != cache_.end() && it->second.ino == st.st_ino && same_time(it->second.ctime, st.st_ctim) &&
         same_time(it->second.mtime, st.st_mtim)) {
-      *out = it->second.entries;
+      *out = it->second.listing;
       return 0;
     }
   }
@@ -95,22 +102,23 @@ int ReverseView::list(const std::string& rel, std::vector<ReverseEntry>* out) {
     }
   }
   ::closedir(d);
+  auto l = std::make_shared<Listing>();
+  l->entries = std::move(entries);
+  for (std::size_t i = 0; i < l->entries.size(); ++i) l->by_name.emplace(l->entries[i].cipher_name, i);
   std::lock_guard lk(mu_);
   if (cache_.size() > 4096) cache_.clear();  // a bound, not an LRU: listings are cheap to redo
-  cache_[rel] = Cached{st.st_ctim, st.st_mtim, st.st_ino, entries};
-  *out = std::move(entries);
+  cache_[rel] = Cached{st.st_ctim, st.st_mtim, st.st_ino, l};
+  *out = std::move(l);
   return 0;
 }
 
 int ReverseView::find(const std::string& rel, std::string_view cipher_name, ReverseEntry* out) {
-  std::vector<ReverseEntry> entries;
-  if (int rc = list(rel, &entries); rc < 0) return rc;
-  for (auto& e : entries)
-    if (e.cipher_name == cipher_name) {
-      *out = std::move(e);
-      return 0;
-    }
-  return -ENOENT;
+  std::shared_ptr<const Listing> l;
+  if (int rc = listing(rel, &l); rc < 0) return rc;
+  auto it = l->by_name.find(std::string(cipher_name));
+  if (it == l->by_name.end()) return -ENOENT;
+  *out = l->entries[it->second];
+  return 0;
 }
 
 int ReverseView::stat(const std::string& rel, const ReverseEntry& e, struct stat* st) {

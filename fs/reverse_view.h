@@ -20,7 +20,9 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
+#include <memory>
 
 #include "crypto/chunk_engine.h"
 #include "fs/reverse_derivation.h"
@@ -74,10 +76,15 @@ class ReverseView {
   std::string config_json_;
   // Listings by directory, kept while the directory's change time stays the same: a lookup of
   // each entry would otherwise encrypt the whole directory again.
+  struct Listing {
+    std::vector<ReverseEntry> entries;
+    std::unordered_map<std::string, std::size_t> by_name;  // cipher name -> index
+  };
+  int listing(const std::string& rel, std::shared_ptr<const Listing>* out);
   struct Cached {
     struct timespec ctime {}, mtime {};
     ino_t ino = 0;
-    std::vector<ReverseEntry> entries;
+    std::shared_ptr<const Listing> listing;
   };
   std::mutex mu_;
   std::map<std::string, Cached> cache_;
