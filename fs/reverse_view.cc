@@ -156,6 +156,8 @@ int ReverseView::link_of(const std::string& path, std::string* link) {
   return 0;
 }
 
+int ReverseView::statfs(struct statvfs* sv) { return ::fstatvfs(root_.get(), sv) == 0 ? 0 : -errno; }
+
 int ReverseView::open_file(const std::string& path, UniqueFd* fd) {
   OpenResult r = open_beneath(root_.get(), path, FileType::Regular, O_RDONLY);
   if (!r) return r.error == EUCLEAN || r.error == ELOOP ? -EACCES : -r.error;

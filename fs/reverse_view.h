@@ -13,6 +13,7 @@
 #pragma once
 
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -61,6 +62,9 @@ class ReverseView {
   int open_file(const std::string& path, UniqueFd* fd);
   // Ciphertext bytes [off, off + len) of the regular file at path, open as fd. Bytes read or -errno.
   ssize_t read(int fd, const std::string& path, std::uint64_t off, std::size_t len, std::uint8_t* out);
+
+  // PLAINDIR's filesystem, for statfs (df, and backup tools that check the room left).
+  int statfs(struct statvfs* sv);
 
   static std::string join(const std::string& dir, const std::string& name) { return dir.empty() ? name : dir + "/" + name; }
 

@@ -220,7 +220,7 @@ void ReverseFs::releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
 
 void ReverseFs::statfs(fuse_req_t req, fuse_ino_t) {
   struct statvfs sv {};
-  sv.f_bsize = 4096;
+  if (int rc = view_.statfs(&sv); rc < 0) return (void)fuse_reply_err(req, -rc);
   sv.f_namemax = kMaxNameBytes;
   fuse_reply_statfs(req, &sv);
 }
