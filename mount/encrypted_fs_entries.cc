@@ -273,8 +273,8 @@ void EncryptedFs::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fu
   std::optional<std::string> src_link, dst_link;
   if (S_ISLNK(src_st.st_mode)) src_link = NameMapping::read_link(from_fd, src.entry.c_str());
   if (dst_exists && S_ISLNK(dst_st.st_mode)) dst_link = NameMapping::read_link(to_fd, dst.entry.c_str());
-  auto copy_long_target = [](int from_dir, int to_dir, const std::optional<std::string>& link) {
-    if (!link || !is_long_target_file(*link)) return 0;
+  auto copy_long_target = [&](int from_dir, int to_dir, const std::optional<std::string>& link) {
+    if (!link || !is_long_target_file(*link) || &from == &to) return 0;  // within a directory: it stays
     auto l = NameMapping::read_long_link(from_dir, *link);
     return l ? NameMapping::write_long_target(to_dir, *l) : -EIO;
   };

@@ -316,6 +316,17 @@ TEST_F(FsOps, LongSymlinkTargetsUpTo4095Bytes) {
   EXPECT_EQ(read_link(v_.path("e/max-link")), t4095);
   r = run_shell(kLongTargetFiles, v_.cipherdir());
   EXPECT_EQ(r.output, "2 2\n") << "a long target's file was left behind or lost";
+  // An exchange across directories, a rename within one, and a long link replacing another.
+  ASSERT_EQ(::renameat2(AT_FDCWD, v_.path("e/long").c_str(), AT_FDCWD, v_.path("d/short").c_str(), RENAME_EXCHANGE), 0);
+  EXPECT_EQ(read_link(v_.path("d/short")), t3044);
+  EXPECT_EQ(read_link(v_.path("e/long")), t3043);
+  ASSERT_EQ(::rename(v_.path("d/short").c_str(), v_.path("d/renamed").c_str()), 0);
+  ASSERT_EQ(::symlink(t4095.c_str(), v_.path("d/other").c_str()), 0);
+  ASSERT_EQ(::rename(v_.path("d/other").c_str(), v_.path("d/renamed").c_str()), 0);
+  EXPECT_EQ(read_link(v_.path("d/renamed")), t4095);
+  EXPECT_EQ(read_link(v_.path("e/max-link")), t4095);
+  r = run_shell(kLongTargetFiles, v_.cipherdir());
+  EXPECT_EQ(r.output, "2 2\n") << "a long target's file was left behind or lost";
   v_.unmount();
   r = run_shell(v_.binary() + " fsck --passfile " + shell_quote(v_.passfile()) + " " + shell_quote(v_.cipherdir()));
   EXPECT_EQ(r.status, 0) << r.output;
