@@ -22,6 +22,24 @@ std::pair<std::string, std::string> split_path(const std::string& path) {
   return {path.substr(0, slash), path.substr(slash + 1)};
 }
 
+// This thread's buffer for the chunks of one read, from the engine (page-locked with the gpu
+// engine, so chunks go to the GPU without a staging copy). Kept and grown in powers of two:
+// pinning memory takes milliseconds, too slow for every request. Wiped by the engine when freed.
+std::uint8_t* chunk_scratch(ChunkEngine& engine, std::size_t n) {
+  struct Slot {
+    const ChunkEngine* owner = nullptr;
+    HostBuffer buf;
+  };
+  thread_local Slot s;
+  if (s.owner != &engine || s.buf.size() < n) {
+    std::size_t size = std::size_t{64} << 10;
+    while (size < n) size *= 2;
+    s.buf = engine.allocate_io_buffer(size);
+    s.owner = &engine;
+  }
+  return s.buf.data();
+}
+
 bool same_time(const struct timespec& a, const struct timespec& b) { return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec; }
 
 }  // namespace
@@ -186,14 +204,14 @@ ssize_t ReverseView::read(int fd, const std::string& path, std::uint64_t off, st
   const std::uint64_t last = (end - 1 - kFileHeaderBytes) / d;
   const std::size_t n = static_cast<std::size_t>(last - first + 1);
   const std::size_t c = static_cast<std::size_t>(layout.chunk_size());
-  HostBuffer buf = engine_.allocate_io_buffer(n * c);
+  std::uint8_t* const buf = chunk_scratch(engine_, n * c);
   std::vector<ChunkOp> ops(n);
   std::vector<std::array<std::uint8_t, kChunkAadBytes>> aads(n);
   const ChunkKey key = vault_.keys().content_key(id);
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint64_t k = first + i;
     const std::size_t plain_len = static_cast<std::size_t>(layout.chunk_plain_len(k, plain_size));
-    std::uint8_t* p = buf.data() + i * c;
+    std::uint8_t* p = buf + i * c;
     std::size_t got = 0;
     while (got < plain_len) {
       const ssize_t r = ::pread(fd, p + got, plain_len - got, static_cast<off_t>(layout.chunk_start(k) + got));
