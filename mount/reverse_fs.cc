@@ -51,6 +51,9 @@ const fuse_lowlevel_ops& ReverseFs::operations() {
 }
 
 void ReverseFs::init(fuse_conn_info* conn) {
+  // libfuse sizes max_pages, which bounds reads as well as writes, from max_write: 1 MiB reads
+  // give the engine batches of 256 chunks of 4 KiB instead of 32.
+  conn->max_write = 1u << 20;
   conn->max_readahead = 1u << 20;
   conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
   log::info("serving a read-only reverse view (ciphertext of a plaintext folder)");
