@@ -534,6 +534,14 @@ __global__ void __launch_bounds__(kCtaThreads, 1) fused_small(BatchView b, const
   fused_body<false>(b, te0, gridDim.x);
 }
 
+// A direct batch with more descriptors than the launch's parameters hold: its header was copied to
+// the GPU (one small copy, with zeroed scratch as a copied batch's), the data still moves over the
+// bus inside the kernel and the results go straight to host memory.
+__global__ void __launch_bounds__(kCtaThreads, 1)
+    fused_small_direct(BatchView b, const std::uint32_t* __restrict__ te0) {
+  fused_body<true>(b, te0, gridDim.x);
+}
+
 // A direct batch: the header comes in the launch's parameters (no copy before the launch), the
 // data moves over the bus inside the kernel, the results go straight to host memory.
 __global__ void __launch_bounds__(kCtaThreads, 1)
@@ -604,13 +612,12 @@ static std::uint32_t fused_grid(const BatchView& b, int sm_count) {
 
 cudaError_t launch_fused(const BatchView& b, const DeviceTables& t, int sm_count, cudaStream_t stream) {
   if (b.chunks == 0) return cudaSuccess;
-  if (b.direct) return cudaErrorInvalidValue;  // launch_fused_direct
   const std::uint32_t grid = fused_grid(b, sm_count);
   BatchView view = b;
   const std::uint32_t* te0 = t.te0;
   void* args[] = {&view, &te0};
-  return cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(fused_small), dim3(grid), dim3(kCtaThreads), args,
-                                     kCtrSmemBytes, stream);
+  const void* kernel = b.direct ? reinterpret_cast<const void*>(fused_small_direct) : reinterpret_cast<const void*>(fused_small);
+  return cudaLaunchCooperativeKernel(kernel, dim3(grid), dim3(kCtaThreads), args, kCtrSmemBytes, stream);
 }
 
 cudaError_t launch_fused_direct(const BatchView& b, DirectHeader& h, std::uint32_t* barrier_count,
@@ -636,7 +643,8 @@ cudaError_t launch_empty_kernel(cudaStream_t stream) {
 cudaError_t configure_kernels() {
   const void* kernels[] = {reinterpret_cast<const void*>(ctr_coarse<1>), reinterpret_cast<const void*>(ctr_coarse<2>),
                            reinterpret_cast<const void*>(ctr_coarse<4>), reinterpret_cast<const void*>(ctr_fine<2>),
-                           reinterpret_cast<const void*>(fused_small), reinterpret_cast<const void*>(fused_direct)};
+                           reinterpret_cast<const void*>(fused_small), reinterpret_cast<const void*>(fused_direct),
+                           reinterpret_cast<const void*>(fused_small_direct)};
   for (const void* k : kernels)
     if (const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kCtrSmemBytes);
         e != cudaSuccess)

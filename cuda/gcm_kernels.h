@@ -57,7 +57,9 @@ cudaError_t launch_open(const BatchView& b, CtrVariant v, std::uint32_t task_blo
                         int sm_count, cudaStream_t stream);
 // Seal or open (b.open) of a small batch in one cooperative launch: the fine CTR pass, a grid-wide
 // barrier, then GHASH. Needs task_blocks == 16 (the fine variant's) and chunk 0's scratch zeroed,
-// as every batch's is. Same results as launch_seal / launch_open.
+// as every batch's is. Same results as launch_seal / launch_open. With b.direct the header is in
+// device memory but the data is moved by the kernel (any number of descriptors; up to
+// kDirectMaxChunks, launch_fused_direct saves the header's copy).
 cudaError_t launch_fused(const BatchView& b, const DeviceTables& t, int sm_count, cudaStream_t stream);
 // A direct batch's header, passed in the launch's parameters instead of copied to the GPU first
 // (kernel parameters of this size need CUDA 12.1 and a Volta or newer GPU).

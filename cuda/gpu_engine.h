@@ -34,8 +34,9 @@ struct GpuOptions {
   std::size_t piece_bytes = 4u << 20;
   // "auto" (fine-grained for batches too small to fill the GPU, coarse otherwise), "coarse", "fine".
   std::string kernel = "auto";
-  // How long a caller polls for its batch before sleeping until the GPU signals: polling answers a
-  // small request sooner, sleeping spends no CPU on a large one.
+  // How long a caller polls for its batch before sleeping until the GPU signals, while it is the
+  // engine's only caller: polling answers a lone small request sooner. With other callers about,
+  // batches are gathered and callers sleep at once (a poll there only burns a core).
   std::chrono::microseconds spin{100};
   // Where GPU errors are reported (the batch itself is redone on the fallback engine). Empty:
   // stderr. The filesystem passes its log.

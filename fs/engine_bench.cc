@@ -13,7 +13,6 @@
 
 #include "crypto/cpu_engine.h"
 #include "crypto/random.h"
-#include "cuda/gpu_engine.h"
 
 namespace gcfs {
 namespace {
@@ -173,30 +172,6 @@ LatencyResult measure_latency(ChunkEngine& engine, const LatencyConfig& c) {
   r.p90_us = percentile(us, 0.9);
   r.min_us = percentile(us, 0.0);
   return r;
-}
-
-std::vector<KernelBenchResult> measure_gpu_kernels(std::size_t chunk_size, std::size_t total_bytes,
-                                                   std::string* why_not, int device) {
-  std::vector<KernelBenchResult> rows;
-  std::string why;
-  if (list_gpus(&why).empty()) {
-    if (why_not) *why_not = why;
-    return rows;
-  }
-  for (const auto& variant : gpu_kernel_variants()) {
-    for (const char* what : {"ctr", "seal"}) {
-      const auto t = gpu_kernel_benchmark(variant, what, chunk_size, total_bytes, device);
-      KernelBenchResult r;
-      r.variant = variant;
-      r.what = what;
-      r.chunk_size = chunk_size;
-      r.bytes = t.bytes;
-      r.seconds = t.seconds;
-      r.gb_per_s = t.seconds > 0 ? static_cast<double>(t.bytes) / t.seconds / 1e9 : 0;
-      rows.push_back(r);
-    }
-  }
-  return rows;
 }
 
 void verify_engine_against_cpu(ChunkEngine& engine, std::size_t chunk_size) {

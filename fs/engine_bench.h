@@ -69,20 +69,6 @@ struct LatencyResult {
 
 LatencyResult measure_latency(ChunkEngine& engine, const LatencyConfig& config);
 
-// Kernel-only numbers of the gpu engine (data resident on the device, CUDA events), one row per
-// variant and kind ("ctr", "seal"). Empty with *why_not set when there is no GPU or no CUDA build.
-struct KernelBenchResult {
-  std::string variant;            // "coarse", "fine", ...
-  std::string what;               // "ctr" or "seal"
-  std::size_t chunk_size = 0;
-  std::size_t bytes = 0;
-  double seconds = 0;             // median of several passes
-  double gb_per_s = 0;
-};
-
-std::vector<KernelBenchResult> measure_gpu_kernels(std::size_t chunk_size, std::size_t total_bytes,
-                                                   std::string* why_not = nullptr, int device = 0);
-
 // Checks that `engine` seals like the cpu engine and opens what it sealed, on a small random batch:
 // a benchmark of a wrong engine is worthless. Throws std::runtime_error naming the first mismatch.
 void verify_engine_against_cpu(ChunkEngine& engine, std::size_t chunk_size);

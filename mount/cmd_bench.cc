@@ -22,6 +22,7 @@
 #include "mount/cli_options.h"
 #include "mount/commands.h"
 #include "mount/exit_status.h"
+#include "mount/kernel_bench.h"
 
 namespace po = boost::program_options;
 

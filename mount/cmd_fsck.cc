@@ -14,7 +14,7 @@
 #include <iostream>
 
 #include "crypto/errors.h"
-#include "fs/engine_factory.h"
+#include "mount/engine_factory.h"
 #include "fs/vault.h"
 #include "fs/vault_check.h"
 #include "mount/cli_checks.h"

@@ -14,7 +14,7 @@
 
 #include "crypto/errors.h"
 #include "fs/dir_iv.h"
-#include "fs/engine_factory.h"
+#include "mount/engine_factory.h"
 #include "fs/log.h"
 #include "fs/vault.h"
 #include "mount/cli_checks.h"
@@ -86,7 +86,7 @@ int cmd_mount(int argc, char** argv) {
                                                    "read the password from the first line of this file")(
         "extpass", po::value(&pw_src.extpass), "run this shell command and read the password from its output")(
         "engine", po::value(&engine.name)->default_value("auto"),
-        "cipher engine: cpu, gpu, or auto (the GPU for large batches when one is usable)")(
+        "cipher engine: cpu, gpu, or auto (the CPU and every usable GPU at once, sharing the work by measured rate)")(
         "foreground,f", po::bool_switch(&mo.foreground), "stay in the foreground and log to stderr")(
         "read-only", po::bool_switch(&mo.read_only), "mount read-only")(
         "reverse", po::bool_switch(&reverse), "show the encrypted view of a plaintext folder (read-only, for backups)")(

@@ -12,7 +12,7 @@
 
 #include "crypto/errors.h"
 #include "crypto/key_ring.h"
-#include "fs/engine_factory.h"
+#include "mount/engine_factory.h"
 #include "fs/volume_check.h"
 #include "fs/volume_container.h"
 #include "mount/byte_size.h"

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "fs/engine_factory.h"
+#include "mount/engine_factory.h"
 #include "mount/fuse_runner.h"
 #include "mount/password.h"
 

@@ -9,7 +9,7 @@
 
 #include "crypto/secret.h"
 #include "crypto/vault_config.h"
-#include "fs/engine_factory.h"
+#include "mount/engine_factory.h"
 #include "mount/fuse_runner.h"
 
 namespace gcfs::mount {

@@ -11,8 +11,10 @@
 #include <vector>
 
 #include "crypto/cpu_engine.h"
+#include "crypto/hybrid_engine.h"
 #include "cuda/gpu_engine.h"
 #include "fs/engine_bench.h"
+#include "mount/engine_factory.h"
 
 using namespace gcfs;
 
@@ -165,6 +167,39 @@ int main(int argc, char** argv) {
     if (gpu && req <= (1u << 20)) latency(*gpu_copied, "gpu/copied", req, chunk);
     if (gpu && req <= (1u << 20)) latency(*gpu_coarse, "gpu/coarse", req, chunk);
     if (gpu && req <= (1u << 20)) latency(*gpu_nospin, "gpu/nospin", req, chunk);
+  }
+
+  // 4. --engine auto (the hybrid engine: the cpu engine and the GPUs at once, as the mount builds
+  // it, calibration included) beside the cpu engine and the gpu engine alone, same shapes.
+  if (gpu) {
+    EngineOptions ao;
+    ao.name = "auto";
+    EngineSet set(ao);
+    std::printf("%s\n", set.description().c_str());
+    verify_engine_against_cpu(set.engine(), 65536);
+    struct Shape {
+      std::size_t chunk, request;
+      int callers;
+    };
+    for (const Shape& sh : {Shape{65536, 128u << 10, 32}, Shape{65536, 1u << 20, 16}, Shape{65536, 16u << 20, 4},
+                            Shape{4096, 1u << 20, 16}}) {
+      for (BenchOp op : {BenchOp::Seal, BenchOp::Open}) {
+        throughput(cpu_all, "mix/cpu", sh.chunk, sh.request, sh.callers, op, secs);
+        throughput(*gpu, "mix/gpu", sh.chunk, sh.request, sh.callers, op, secs);
+        throughput(set.engine(), "mix/auto", sh.chunk, sh.request, sh.callers, op, secs);
+      }
+    }
+    if (auto* h = dynamic_cast<HybridEngine*>(&set.engine())) std::printf("auto after the runs: %s\n", h->describe().c_str());
+  }
+
+  // 5. A fresh gpu engine's round trip after all of the above, beside the long-lived one's: whether
+  // the earlier runs left the process or the GPU slower for lone requests.
+  if (gpu) {
+    auto fresh = make_gpu_engine(GpuOptions{}, fallback);
+    for (std::size_t req : {std::size_t{4} << 10, std::size_t{128} << 10}) {
+      latency(*gpu, "gpu/after", req, chunk);
+      latency(*fresh, "gpu/fresh", req, chunk);
+    }
   }
 
   std::printf("\n%-16s %-16s %-40s %12s %-10s %10s\n", "what", "engine", "detail", "value", "unit", "cpu s/GB");

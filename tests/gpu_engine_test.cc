@@ -13,8 +13,9 @@
 
 #include "crypto/cpu_engine.h"
 #include "crypto/errors.h"
+#include "crypto/hybrid_engine.h"
 #include "cuda/gpu_engine.h"
-#include "fs/engine_factory.h"
+#include "mount/engine_factory.h"
 
 namespace gcfs {
 namespace {
@@ -315,6 +316,76 @@ TEST_P(GpuEngineTest, ZeroCopyTamperedChunksFailAndAreZeroed) {
   }
 }
 
+// A direct batch with more descriptors than the launch's parameters hold (100 chunks of 4 KiB, as
+// 100 small requests gathered would be): its header goes to the GPU first, the data still moves in
+// the kernel. Sealed as OpenSSL does, opened back, tampered chunks refused and zeroed.
+TEST_P(GpuEngineTest, ZeroCopyBatchOfManyDescriptors) {
+  std::vector<std::size_t> lengths(100, 4096);
+  lengths[57] = 1000;
+  lengths.back() = 17;
+  Batch b(lengths, 3);
+  PinnedLayout in(*gpu_, lengths), ct(*gpu_, lengths), back(*gpu_, lengths, 0);
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    std::memcpy(in.at(i), b.plain[i].data(), lengths[i]);
+    b.ops[i].in = in.at(i);
+    b.ops[i].out = ct.at(i);
+  }
+  cpu_.seal(b.ref_ops);
+  gpu_->seal(b.ops);
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    ASSERT_EQ(0, std::memcmp(ct.at(i), b.ref[i].data(), lengths[i])) << "chunk " << i;
+    ASSERT_EQ(b.ops[i].tag, b.ref_ops[i].tag) << "chunk " << i;
+    b.ops[i].in = ct.at(i);
+    b.ops[i].out = back.at(i);
+    std::memset(back.at(i), 0xEE, lengths[i]);
+  }
+  ct.at(40)[7] ^= 0x01;
+  b.ops[99].tag[3] ^= 0x80;
+  gpu_->open(b.ops);
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    const bool tampered = i == 40 || i == 99;
+    EXPECT_EQ(b.ops[i].ok, !tampered) << "chunk " << i;
+    if (tampered) EXPECT_EQ(std::vector<std::uint8_t>(back.at(i), back.at(i) + lengths[i]), std::vector<std::uint8_t>(lengths[i], 0)) << "chunk " << i;
+    else EXPECT_EQ(0, std::memcmp(back.at(i), b.plain[i].data(), lengths[i])) << "chunk " << i;
+  }
+  EXPECT_TRUE(errors_.empty());
+}
+
+// The benchmark's shape: 32 callers of 128 KiB each (two 64 KiB chunks) in engine memory, whose
+// requests the engine gathers into batches of many descriptors. Every caller gets its own results.
+TEST_P(GpuEngineTest, ManyCallersOfSmallPinnedRequests) {
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 32; ++t) {
+    threads.emplace_back([&] {
+      CpuEngine cpu(1);
+      const std::vector<std::size_t> lengths(2, 65536);
+      PinnedLayout in(*gpu_, lengths), ct(*gpu_, lengths), back(*gpu_, lengths, 0);
+      for (int r = 0; r < 20; ++r) {
+        Batch b(lengths, 1);
+        for (std::size_t i = 0; i < lengths.size(); ++i) {
+          std::memcpy(in.at(i), b.plain[i].data(), lengths[i]);
+          b.ops[i].in = in.at(i);
+          b.ops[i].out = ct.at(i);
+        }
+        cpu.seal(b.ref_ops);
+        gpu_->seal(b.ops);
+        for (std::size_t i = 0; i < lengths.size(); ++i) {
+          if (std::memcmp(ct.at(i), b.ref[i].data(), lengths[i]) != 0 || b.ops[i].tag != b.ref_ops[i].tag) ++failures;
+          b.ops[i].in = ct.at(i);
+          b.ops[i].out = back.at(i);
+        }
+        gpu_->open(b.ops);
+        for (std::size_t i = 0; i < lengths.size(); ++i)
+          if (!b.ops[i].ok || std::memcmp(back.at(i), b.plain[i].data(), lengths[i]) != 0) ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_TRUE(errors_.empty());
+}
+
 TEST_P(GpuEngineTest, ZeroCopyLargeRequestAcrossStreams) {
   std::vector<std::size_t> lengths(64, 65536);  // 4 MiB: cut into parts on several streams
   Batch b(lengths, 1);
@@ -546,6 +617,44 @@ TEST(EngineFactory, GpuAndAutoSealLikeTheCpuEngine) {
     // Both hand out the gpu engine's pinned memory (auto too: its gpu side then skips staging).
     EXPECT_TRUE(set.engine().allocate_io_buffer(4096).pinned()) << name;
   }
+}
+
+// --engine auto on a machine with a GPU is the hybrid engine: large batches from several callers are
+// shared between the cpu engine and the GPU, and every chunk comes out as the cpu engine seals it
+// and opens back to its plaintext, whichever member took it.
+TEST(EngineFactory, AutoSharesLargeBatchesAndMatchesTheCpuEngine) {
+  std::string why;
+  if (list_gpus(&why).empty()) GTEST_SKIP() << "no GPU: " << why;
+  EngineOptions o;
+  o.name = "auto";
+  EngineSet set(o);
+  auto* hybrid = dynamic_cast<HybridEngine*>(&set.engine());
+  ASSERT_NE(hybrid, nullptr) << set.description();
+  std::atomic<int> bad{0};
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 4; ++t)
+    callers.emplace_back([&] {
+      for (int r = 0; r < 6; ++r) {
+        std::vector<std::size_t> lens(128, 65536);
+        lens.push_back(4097);
+        Batch b(lens, 3);
+        CpuEngine(1).seal(b.ref_ops);
+        set.engine().seal(b.ops);
+        for (std::size_t i = 0; i < b.ops.size(); ++i)
+          if (b.ref[i] != b.out[i] || b.ref_ops[i].tag != b.ops[i].tag) ++bad;
+        auto back = b.prepare_open();
+        set.engine().open(b.ops);
+        for (std::size_t i = 0; i < b.ops.size(); ++i)
+          if (!b.ops[i].ok || back[i] != b.plain[i]) ++bad;
+      }
+    });
+  for (auto& c : callers) c.join();
+  std::printf("%s\nafter the test: %s\n", set.description().c_str(), hybrid->describe().c_str());
+  EXPECT_EQ(bad.load(), 0);
+  const auto stats = hybrid->stats();
+  ASSERT_GE(stats.size(), 2u);
+  EXPECT_GT(stats[0].bytes, 0u) << "the cpu engine got no share: " << hybrid->describe();
+  EXPECT_GT(stats[1].bytes, 0u) << "the GPU got no share: " << hybrid->describe();
 }
 
 TEST(EngineFactory, WithoutAGpuGpuRefusesAndAutoFallsBack) {

@@ -1,12 +1,15 @@
-// Turns the --engine choice into an engine. "auto" sends each batch to the gpu engine when it is
-// large enough for the GPU to win and to the cpu engine otherwise, and is the cpu engine alone
-// (saying why in the log) where no usable GPU is present. The crossover is measured when the engine
-// starts (a short calibration of both engines' round trip) unless one is given.
+// Turns the --engine choice into an engine: the one place that knows both the cpu engine and the
+// gpu engine (fs/ is handed the result and sees only crypto/chunk_engine.h). "auto" is the hybrid
+// engine (crypto/hybrid_engine.h) over the cpu engine and one gpu engine per GPU in use, each
+// batch shared between them by measured cost, starting from a short calibration of every member
+// (a tenth of a second or so); it is the cpu engine alone (saying why in the log) where no usable
+// GPU is present.
 #pragma once
 
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "crypto/chunk_engine.h"
 #include "cuda/gpu_engine.h"
@@ -17,9 +20,6 @@ struct EngineOptions {
   std::string name = "auto";          // cpu | gpu | auto
   std::size_t cpu_threads = 0;        // 0: all cores
   GpuOptions gpu;
-  // 0: measure at start (about a tenth of a second); otherwise batches of at least this many
-  // bytes go to the GPU.
-  std::size_t auto_crossover_bytes = 0;
 };
 
 // Owns the engines it builds; engine() is what the filesystem talks to.
@@ -35,7 +35,7 @@ class EngineSet {
 
  private:
   std::unique_ptr<ChunkEngine> cpu_;
-  std::unique_ptr<ChunkEngine> gpu_;
+  std::vector<std::unique_ptr<ChunkEngine>> gpus_;  // gpu: one over every GPU; auto: one per GPU
   std::unique_ptr<ChunkEngine> hybrid_;
   ChunkEngine* active_ = nullptr;
   std::string description_;

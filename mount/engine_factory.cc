@@ -1,0 +1,110 @@
+#include "mount/engine_factory.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "crypto/cpu_engine.h"
+#include "crypto/errors.h"
+#include "crypto/hybrid_engine.h"
+#include "cuda/gpu_engine.h"
+#include "fs/engine_bench.h"
+#include "fs/log.h"
+
+namespace gcfs {
+namespace {
+
+// A member's starting estimate for the hybrid engine: a lone 4 KiB request's round trip (the
+// overhead), and the throughput of four callers of 4 MiB (the rate under load). About 50 ms each.
+EngineCost calibrate(ChunkEngine& e, const std::string& label, std::string* how) {
+  LatencyConfig l;
+  l.request_bytes = 4096;
+  l.chunk_size = 4096;
+  l.repeats = 30;
+  l.warmup = 5;
+  const double overhead = measure_latency(e, l).median_us * 1e-6;
+  ThroughputConfig t;
+  t.request_bytes = 4u << 20;
+  t.chunk_size = 64u << 10;
+  t.concurrency = 4;
+  t.min_seconds = 0.03;
+  t.min_requests = 8;
+  const double rate = measure_throughput(e, t).gb_per_s * 1e9;
+  char line[160];
+  std::snprintf(line, sizeof line, "%s %.1f us + %.1f GB/s", label.c_str(), overhead * 1e6, rate * 1e-9);
+  *how += (how->empty() ? "" : ", ") + std::string(line);
+  return {overhead, rate > 0 ? 1.0 / rate : 1.0};
+}
+
+std::string describe_gpus(const GpuOptions& o) {
+  std::string why, text;
+  for (const auto& g : list_gpus(&why)) {
+    if (!o.devices.empty() && std::find(o.devices.begin(), o.devices.end(), g.index) == o.devices.end()) continue;
+    text += (text.empty() ? "" : ", ") + std::to_string(g.index) + ": " + g.name;
+  }
+  return text;
+}
+
+}  // namespace
+
+EngineSet::EngineSet(const EngineOptions& o) {
+  if (o.name != "cpu" && o.name != "gpu" && o.name != "auto")
+    throw UserError("unknown engine '" + o.name + "': choose cpu, gpu or auto");
+  auto cpu = std::make_unique<CpuEngine>(o.cpu_threads);
+  const std::size_t threads = cpu->threads();
+  cpu_ = std::move(cpu);
+  if (o.name == "cpu") {
+    active_ = cpu_.get();
+    description_ = "cpu engine (OpenSSL, " + std::to_string(threads) + " threads)";
+    return;
+  }
+  GpuOptions gpu_options = o.gpu;
+  if (!gpu_options.on_error) gpu_options.on_error = [](const std::string& m) { log::error(m); };
+  if (o.name == "gpu") {
+    gpus_.push_back(make_gpu_engine(gpu_options, *cpu_));  // throws with the GPU problem named
+    active_ = gpus_.back().get();
+    description_ = "gpu engine (" + describe_gpus(o.gpu) + "), cpu engine as fallback";
+    return;
+  }
+  std::string why;
+  const auto gpus = list_gpus(&why);
+  if (gpus.empty()) {
+    active_ = cpu_.get();
+    description_ = "auto: no usable GPU (" + why + "), using the cpu engine (" + std::to_string(threads) + " threads)";
+    return;
+  }
+  // One gpu engine per GPU, so that each has its own measured rate and share of the work.
+  std::vector<int> devices = o.gpu.devices;
+  if (devices.empty())
+    for (const auto& g : gpus) devices.push_back(g.index);
+  try {
+    for (int d : devices) {
+      GpuOptions one = gpu_options;
+      one.devices = {d};
+      gpus_.push_back(make_gpu_engine(one, *cpu_));
+    }
+  } catch (const UserError& e) {
+    gpus_.clear();
+    active_ = cpu_.get();
+    description_ = std::string("auto: the GPU cannot be used (") + e.what() + "), using the cpu engine";
+    return;
+  }
+  std::string how;
+  std::vector<HybridEngine::Member> members;
+  members.push_back({cpu_.get(), "cpu", calibrate(*cpu_, "cpu", &how)});
+  for (std::size_t i = 0; i < gpus_.size(); ++i) {
+    const std::string label = "gpu" + std::to_string(devices[i]);
+    members.push_back({gpus_[i].get(), label, calibrate(*gpus_[i], label, &how)});
+  }
+  HybridEngine::Options ho;
+  ho.buffer_member = 1;  // the first GPU's page-locked memory: the GPUs then skip their staging copies
+  hybrid_ = std::make_unique<HybridEngine>(std::move(members), ho);
+  active_ = hybrid_.get();
+  description_ = "auto: the cpu engine (" + std::to_string(threads) + " threads) and " +
+                 (gpus_.size() == 1 ? std::string("the gpu engine") : std::to_string(gpus_.size()) + " gpu engines") +
+                 " (" + describe_gpus(o.gpu) + ") at once, each batch shared by measured cost (measured at start: " +
+                 how + ")";
+}
+
+EngineSet::~EngineSet() = default;
+
+}  // namespace gcfs

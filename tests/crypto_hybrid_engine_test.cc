@@ -1,0 +1,291 @@
+// The hybrid engine (`--engine auto` with GPUs): its split of a batch between member engines, and
+// that the result is bit-identical to the cpu engine's however it was split. Written against the
+// engine interface, so it runs without a GPU: the members are cpu engines and slowed-down or gated
+// fakes; the device run checks the same with a real gpu engine (gpu_engine_test, HybridWithGpu).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "crypto/aes_gcm.h"
+#include "crypto/cpu_engine.h"
+#include "crypto/hybrid_engine.h"
+
+namespace gcfs {
+namespace {
+
+using Bytes = std::vector<std::uint8_t>;
+
+struct Batch {
+  std::vector<ChunkKey> keys;
+  std::vector<Bytes> aads, ins, outs;
+  std::vector<ChunkOp> ops;
+  Batch(std::uint32_t seed, const std::vector<std::size_t>& lens, std::size_t nkeys) {
+    std::mt19937 rng(seed);
+    keys.resize(nkeys);
+    for (auto& k : keys)
+      for (auto& b : k.bytes) b = static_cast<std::uint8_t>(rng());
+    const std::size_t n = lens.size();
+    aads.resize(n), ins.resize(n), outs.resize(n), ops.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      aads[i].resize(rng() % (kMaxChunkAadBytes + 1));
+      for (auto& b : aads[i]) b = static_cast<std::uint8_t>(rng());
+      ins[i].resize(lens[i]);
+      for (auto& b : ins[i]) b = static_cast<std::uint8_t>(rng());
+      outs[i].assign(lens[i], 0xEE);
+      ChunkOp& op = ops[i];
+      op.key = &keys[rng() % nkeys];
+      for (auto& b : op.nonce) b = static_cast<std::uint8_t>(rng());
+      op.aad = aads[i].data();
+      op.aad_len = aads[i].size();
+      op.in = ins[i].data();
+      op.out = outs[i].data();
+      op.len = lens[i];
+    }
+  }
+  void prepare_open() {
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      ins[i] = outs[i];
+      outs[i].assign(ins[i].size(), 0xEE);
+      ops[i].in = ins[i].data();
+      ops[i].out = outs[i].data();
+      ops[i].ok = false;
+    }
+  }
+};
+
+// A member that computes with a cpu engine, then takes as long as a slower device would: a fixed
+// overhead plus a time per byte. Counts what it was given.
+class SlowEngine final : public ChunkEngine {
+ public:
+  SlowEngine(double overhead_us, double ns_per_kib) : overhead_us_(overhead_us), ns_per_kib_(ns_per_kib) {}
+  std::string name() const override { return "slow"; }
+  void seal(std::span<ChunkOp> ops) override { run(ops, true); }
+  void open(std::span<ChunkOp> ops) override { run(ops, false); }
+  std::size_t bytes() const {
+    std::lock_guard lock(mu_);
+    return bytes_;
+  }
+
+ private:
+  void run(std::span<ChunkOp> ops, bool seal) {
+    seal ? cpu_.seal(ops) : cpu_.open(ops);
+    std::size_t n = 0;
+    for (const auto& op : ops) n += op.len;
+    {
+      std::lock_guard lock(mu_);
+      bytes_ += n;
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(
+        overhead_us_ + ns_per_kib_ * static_cast<double>(n) / 1024.0 / 1000.0));
+  }
+  CpuEngine cpu_{1};
+  double overhead_us_, ns_per_kib_;
+  mutable std::mutex mu_;
+  std::size_t bytes_ = 0;
+};
+
+// A member that holds every batch until released: keeps a backlog there for as long as a test needs.
+class GatedEngine final : public ChunkEngine {
+ public:
+  std::string name() const override { return "gated"; }
+  void seal(std::span<ChunkOp> ops) override {
+    std::unique_lock lock(mu_);
+    ++waiting_;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return open_; });
+    lock.unlock();
+    cpu_.seal(ops);
+  }
+  void open(std::span<ChunkOp> ops) override { cpu_.open(ops); }
+  void wait_for_caller() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return waiting_ > 0; });
+  }
+  void release() {
+    std::lock_guard lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  CpuEngine cpu_{1};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int waiting_ = 0;
+  bool open_ = false;
+};
+
+constexpr double kGBps = 1e-9;  // seconds per byte at 1 GB/s
+
+std::vector<std::size_t> chunk_lengths(std::size_t count, std::size_t chunk) {
+  std::vector<std::size_t> lens(count, chunk);
+  lens.push_back(chunk / 3 + 1);  // a partial last chunk
+  lens.push_back(0);              // and an empty one
+  return lens;
+}
+
+void expect_same_as_cpu(const Batch& ref, const Batch& got) {
+  ASSERT_EQ(ref.ops.size(), got.ops.size());
+  for (std::size_t i = 0; i < ref.ops.size(); ++i) {
+    EXPECT_EQ(ref.outs[i], got.outs[i]) << "chunk " << i;
+    EXPECT_EQ(ref.ops[i].tag, got.ops[i].tag) << "chunk " << i;
+  }
+}
+
+// The split itself: every member gets a part of a large batch, and the result is the cpu engine's,
+// bit for bit, sealing and opening, a tampered chunk included.
+TEST(HybridEngine, SplitBatchSealsAndOpensLikeTheCpuEngine) {
+  CpuEngine cpu(2), reference(1);
+  SlowEngine slow(20, 100);  // about 10 GB/s
+  CpuEngine third(1);
+  HybridEngine::Options o;
+  o.learn = false;
+  o.min_part_bytes = 16u << 10;
+  HybridEngine hybrid({{&cpu, "cpu", {2e-6, kGBps / 2}}, {&slow, "slow", {20e-6, kGBps / 10}},
+                       {&third, "third", {1e-6, kGBps}}},
+                      o);
+  const auto lens = chunk_lengths(60, 16u << 10);
+  Batch ref(11, lens, 3), got(11, lens, 3);
+  reference.seal(ref.ops);
+  hybrid.seal(got.ops);
+  expect_same_as_cpu(ref, got);
+  for (const auto& s : hybrid.stats()) EXPECT_GT(s.bytes, 0u) << s.label << " got no part of a 1 MiB batch";
+
+  const std::vector<Bytes> plain = got.ins;
+  got.prepare_open();
+  got.ops[30].tag[0] ^= 1;  // one chunk's tag no longer matches
+  hybrid.open(got.ops);
+  for (std::size_t i = 0; i < got.ops.size(); ++i) {
+    if (i == 30) {
+      EXPECT_FALSE(got.ops[i].ok);
+      EXPECT_EQ(got.outs[i], Bytes(got.outs[i].size(), 0)) << "unauthenticated plaintext released";
+    } else {
+      EXPECT_TRUE(got.ops[i].ok) << i;
+      EXPECT_EQ(got.outs[i], plain[i]) << i;
+    }
+  }
+}
+
+// The model's split: a small batch stays whole on the member that finishes it first (the one with
+// the small overhead); a large one is shared so that every part is predicted to end together.
+TEST(HybridEngine, SmallBatchesStayWholeLargeOnesFinishTogether) {
+  CpuEngine a(1), b(1);
+  HybridEngine::Options o;
+  o.learn = false;
+  const EngineCost cpu_cost{2e-6, kGBps / 10}, gpu_cost{30e-6, kGBps / 40};
+  HybridEngine hybrid({{&a, "cpu", cpu_cost}, {&b, "gpu", gpu_cost}}, o);
+  auto small = hybrid.plan(64u << 10);
+  EXPECT_EQ(small[0], 64u << 10) << "a lone 64 KiB batch belongs on the cpu engine";
+  EXPECT_EQ(small[1], 0u);
+
+  const std::size_t big = 64u << 20;
+  auto split = hybrid.plan(big);
+  EXPECT_EQ(split[0] + split[1], big);
+  const double t0 = cpu_cost.overhead_s + static_cast<double>(split[0]) * cpu_cost.seconds_per_byte;
+  const double t1 = gpu_cost.overhead_s + static_cast<double>(split[1]) * gpu_cost.seconds_per_byte;
+  EXPECT_NEAR(t0, t1, 1e-6) << "parts should be predicted to finish together";
+  EXPECT_GT(split[1], 3 * split[0]) << "the faster member takes the larger share";
+  // The sum is faster than either alone.
+  const double alone = std::min(cpu_cost.overhead_s + big * cpu_cost.seconds_per_byte,
+                                gpu_cost.overhead_s + big * gpu_cost.seconds_per_byte);
+  EXPECT_LT(std::max(t0, t1), 0.85 * alone);
+}
+
+// Under load a member's queue counts: while one member holds a large backlog, batches it would
+// otherwise take go to the other, and come back once the backlog is gone.
+TEST(HybridEngine, BusyMemberGetsLessUntilItsBacklogClears) {
+  GatedEngine gated;
+  CpuEngine cpu(1);
+  HybridEngine::Options o;
+  o.learn = false;
+  o.min_part_bytes = 4u << 20;  // the held batch goes whole to the gated member
+  // The gated member looks ten times faster, so it would take most of anything.
+  HybridEngine hybrid({{&gated, "fast", {1e-6, kGBps / 20}}, {&cpu, "cpu", {1e-6, kGBps / 2}}}, o);
+  EXPECT_GT(hybrid.plan(256u << 10)[0], 200u << 10);
+
+  Batch held(5, std::vector<std::size_t>(256, 64u << 10), 1);  // 16 MiB, all of it to the fast one
+  std::thread caller([&] { hybrid.seal(held.ops); });
+  gated.wait_for_caller();
+  const auto during = hybrid.plan(256u << 10);
+  EXPECT_EQ(during[0], 0u) << "a member with 16 MiB queued still took new work";
+  EXPECT_EQ(during[1], 256u << 10);
+  gated.release();
+  caller.join();
+  EXPECT_GT(hybrid.plan(256u << 10)[0], 200u << 10);
+
+  Batch ref(5, std::vector<std::size_t>(256, 64u << 10), 1);
+  CpuEngine(1).seal(ref.ops);
+  expect_same_as_cpu(ref, held);
+}
+
+// The estimates follow real batches: a member that starts out credited with 100 GB/s but does
+// about 0.5 GB/s is found out within a few batches and then given little; without learning it
+// would keep the largest share.
+TEST(HybridEngine, LearnsAMemberSlowerThanItsStartingEstimate) {
+  for (bool learn : {false, true}) {
+    SCOPED_TRACE(learn ? "learning" : "fixed estimates");
+    SlowEngine slow(10, 2000);  // 2 us per KiB: about 0.5 GB/s
+    CpuEngine cpu(1);
+    HybridEngine::Options o;
+    o.learn = learn;
+    HybridEngine hybrid({{&cpu, "cpu", {2e-6, kGBps / 1}}, {&slow, "slow", {10e-6, kGBps / 100}}}, o);
+    const std::size_t batch = 4u << 20;
+    EXPECT_GT(hybrid.plan(batch)[1], batch / 2) << "the starting estimate favours the slow member";
+    Batch b(9, std::vector<std::size_t>(64, 64u << 10), 2);
+    for (int i = 0; i < 8; ++i) hybrid.seal(b.ops);
+    const auto after = hybrid.plan(batch);
+    if (learn) {
+      EXPECT_LT(after[1], batch / 3) << hybrid.describe();
+      EXPECT_LT(1e-9 / hybrid.stats()[1].cost.seconds_per_byte, 5.0) << hybrid.describe();
+    } else {
+      EXPECT_GT(after[1], batch / 2) << hybrid.describe();
+    }
+  }
+}
+
+// Many callers at once, batches of every size, three members: every result is the cpu engine's.
+TEST(HybridEngine, ConcurrentCallersGetCpuIdenticalResults) {
+  CpuEngine cpu(2), other(1), reference(1);
+  SlowEngine slow(5, 50);
+  HybridEngine::Options o;
+  o.min_part_bytes = 8u << 10;
+  HybridEngine hybrid({{&cpu, "cpu", {2e-6, kGBps / 2}}, {&slow, "slow", {5e-6, kGBps / 20}},
+                       {&other, "other", {1e-6, kGBps}}},
+                      o);
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < 10; ++r) {
+        const std::size_t n = 1 + (t * 7 + r * 13) % 40;
+        const auto lens = chunk_lengths(n, 8u << 10);
+        Batch ref(100 * t + r, lens, 2), got(100 * t + r, lens, 2);
+        reference.seal(ref.ops);
+        hybrid.seal(got.ops);
+        for (std::size_t i = 0; i < lens.size(); ++i)
+          if (ref.outs[i] != got.outs[i] || ref.ops[i].tag != got.ops[i].tag) ++mismatches;
+        const auto plain = got.ins;
+        got.prepare_open();
+        hybrid.open(got.ops);
+        for (std::size_t i = 0; i < lens.size(); ++i)
+          if (!got.ops[i].ok || got.outs[i] != plain[i]) ++mismatches;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches.load(), 0);
+  std::size_t members_used = 0;
+  for (const auto& s : hybrid.stats()) members_used += s.bytes > 0;
+  EXPECT_GE(members_used, 2u) << hybrid.describe();
+}
+
+}  // namespace
+}  // namespace gcfs
