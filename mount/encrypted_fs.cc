@@ -10,9 +10,11 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <optional>
 
 #include "fs/dir_iv.h"
 #include "fs/log.h"
+#include "mount/caller_creds.h"
 #include "mount/encrypted_fs_handles.h"
 #include "mount/fd_limit.h"
 
@@ -208,9 +210,29 @@ void EncryptedFs::give_to_caller(fuse_req_t req, int dirfd, const std::string& e
   struct stat dir {};
   if (::fstat(dirfd, &dir) == 0 && (dir.st_mode & S_ISGID)) gid = dir.st_gid;  // setgid directories pass on their group
   if (ctx->uid == 0 && gid == 0) return;
+  struct stat made {};
+  const bool known = fd >= 0 && ::fstat(fd, &made) == 0;
   const int r = fd >= 0 ? ::fchown(fd, ctx->uid, gid) : ::fchownat(dirfd, entry.c_str(), ctx->uid, gid, AT_SYMLINK_NOFOLLOW);
-  if (r != 0)
+  if (r != 0) {
     log::warning("cannot give a new entry to uid " + std::to_string(ctx->uid) + ": " + std::strerror(errno));
+    return;
+  }
+  // Our chown as root clears the setuid and setgid bits the kernel let the caller ask for
+  // (open(O_CREAT, 02755) in a directory of its own group): they go back, through the descriptor
+  // (a device node or FIFO made by name keeps what chown left: the bits mean nothing there).
+  if (known && (made.st_mode & (S_ISUID | S_ISGID))) {
+    if (::fchmod(fd, made.st_mode & 07777) != 0) log::warning(std::string("cannot keep the setid bits of a new entry: ") + std::strerror(errno));
+  }
+}
+
+void EncryptedFs::truncate_clears_setid(fuse_req_t req, int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !(st.st_mode & (S_ISUID | S_ISGID))) return;
+  SetattrRequest truncate;
+  truncate.size = true;
+  const mode_t mode = mode_after_setattr(st.st_mode, st.st_gid, truncate, caller_creds(req));
+  if (mode != (st.st_mode & 07777) && ::fchmod(fd, mode) != 0)
+    log::warning(std::string("cannot clear the setid bits of a truncated file: ") + std::strerror(errno));
 }
 
 void EncryptedFs::lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
@@ -258,11 +280,24 @@ void EncryptedFs::setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int
   if (!pf.ok()) return (void)fuse_reply_err(req, -pf.error());
   const std::string proc = pf.proc_path();
   const bool is_link = S_ISLNK(in.type);
-  if (valid & FUSE_SET_ATTR_MODE) {
-    if (is_link) return (void)fuse_reply_err(req, EOPNOTSUPP);
-    if (::chmod(proc.c_str(), attr->st_mode & 07777) != 0) return (void)fuse_reply_err(req, errno);
-  }
-  if (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
+  if ((valid & FUSE_SET_ATTR_MODE) && is_link) return (void)fuse_reply_err(req, EOPNOTSUPP);
+  struct stat before {};
+  if (::fstatat(pf.get(), "", &before, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return (void)fuse_reply_err(req, errno);
+  // The setuid and setgid bits this request leaves (setid_rules.h); the caller's credentials are
+  // read only when some bit is at stake.
+  SetattrRequest change;
+  change.mode = valid & FUSE_SET_ATTR_MODE;
+  change.new_mode = attr->st_mode;
+  change.owner = valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID);
+  if (valid & FUSE_SET_ATTR_GID) change.new_gid = attr->st_gid;
+  change.size = valid & FUSE_SET_ATTR_SIZE;
+  change.remove_privileges = valid == 0 || (valid & (FUSE_SET_ATTR_KILL_SUID | FUSE_SET_ATTR_KILL_SGID));
+  const mode_t at_stake = (before.st_mode | (change.mode ? change.new_mode : 0)) & (S_ISUID | S_ISGID);
+  std::optional<mode_t> new_mode;
+  if (change.mode) new_mode = change.new_mode & 07777;
+  if (at_stake && !is_link && (change.mode || change.owner || change.size || change.remove_privileges))
+    new_mode = mode_after_setattr(before.st_mode, before.st_gid, change, caller_creds(req));
+  if (change.owner) {
     uid_t uid = (valid & FUSE_SET_ATTR_UID) ? attr->st_uid : static_cast<uid_t>(-1);
     gid_t gid = (valid & FUSE_SET_ATTR_GID) ? attr->st_gid : static_cast<gid_t>(-1);
     if (::fchownat(pf.get(), "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return (void)fuse_reply_err(req, errno);
@@ -277,6 +312,9 @@ void EncryptedFs::setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int
     }
     if (rc < 0) return (void)fuse_reply_err(req, -rc);
   }
+  // After the chown: the backing filesystem's own chown clears bits that may have to stay.
+  if (new_mode && (change.mode || *new_mode != (before.st_mode & 07777) || change.owner))
+    if (::chmod(proc.c_str(), *new_mode) != 0) return (void)fuse_reply_err(req, errno);
   if (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME)) {
     timespec tv[2];
     tv[0].tv_sec = 0;

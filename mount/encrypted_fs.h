@@ -106,6 +106,9 @@ class EncryptedFs {
   // caller holds the new file open (so nothing swapped in under its name is given away), else
   // entry in dirfd.
   void give_to_caller(fuse_req_t req, int dirfd, const std::string& entry, int fd = -1);
+  // Clears what a truncate by this caller clears of the setuid and setgid bits (setid_rules.h) on
+  // the open backing file fd.
+  void truncate_clears_setid(fuse_req_t req, int fd);
   // The ciphertext path of an inode, for log messages.
   std::string label_of(Inode& inode) { return inodes_.label_of(inode); }
   // A descriptor of the inode for this call (InodeTable::path_fd): the only way to one, so no

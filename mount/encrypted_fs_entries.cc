@@ -106,7 +106,12 @@ void EncryptedFs::mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mod
   int sub = openat_or_warn(dirfd, dn.entry.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   DirIv iv{};
   rc = sub < 0 ? -errno : create_dir_iv(sub, &iv);
-  if (rc == 0 && (mode & S_IRWXU) != S_IRWXU && ::fchmod(sub, mode & 07777) != 0) rc = -errno;
+  if (rc == 0 && (mode & S_IRWXU) != S_IRWXU) {
+    // The setgid bit a setgid parent passed on stays: the kernel's mode never carries it.
+    struct stat made {};
+    const mode_t inherited = ::fstat(sub, &made) == 0 ? made.st_mode & S_ISGID : 0;
+    if (::fchmod(sub, (mode & 07777) | inherited) != 0) rc = -errno;
+  }
   // Given away through our own descriptor: whatever the name leads to by now is not.
   if (rc == 0) give_to_caller(req, dirfd, dn.entry, sub);
   if (sub >= 0) ::close(sub);

@@ -120,6 +120,9 @@ void EncryptedFs::open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       release_content(in);
       return (void)fuse_reply_err(req, -rc);
     }
+    // The kernel leaves an O_TRUNC open to us whole (no SETATTR follows): the truncate's rule
+    // for the setid bits is applied here.
+    truncate_clears_setid(req, content->fd());
   }
   auto* h = track(new FileHandle{&in, std::move(content), (fi->flags & O_APPEND) != 0 && !options_.writeback_cache});
   fi->fh = reinterpret_cast<std::uint64_t>(h);
