@@ -144,8 +144,14 @@ std::optional<std::string> NameMapping::decrypt_symlink(std::string_view stored)
   return std::string(pt->begin(), pt->end());
 }
 
+bool NameMapping::storable_xattr_name(std::string_view plain) {
+  for (std::string_view ns : {"user.", "trusted.", "security."})
+    if (plain.starts_with(ns)) return plain.size() > ns.size();
+  return plain == kAclAccessXattr || plain == kAclDefaultXattr;
+}
+
 std::optional<std::string> NameMapping::encrypt_xattr_name(std::string_view plain) const {
-  if (!plain.starts_with("user.") || plain.size() <= 5) return std::nullopt;
+  if (!storable_xattr_name(plain)) return std::nullopt;
   return std::string(kXattrPrefix) + base64url_encode(siv_encrypt(sivkey_.bytes, bytes_of(kXattrNameAad), bytes_of(plain)));
 }
 

@@ -36,7 +36,9 @@ CallerCreds caller_creds(fuse_req_t req) {
   } else if (n > 0) {
     c.groups.assign(groups, groups + n);
   }
-  c.cap_fsetid = (effective_capabilities(ctx->pid) >> CAP_FSETID) & 1;
+  const std::uint64_t caps = effective_capabilities(ctx->pid);
+  c.cap_fsetid = (caps >> CAP_FSETID) & 1;
+  c.cap_sys_admin = (caps >> CAP_SYS_ADMIN) & 1;
   return c;
 }
 

@@ -85,6 +85,11 @@ void EncryptedFs::init(fuse_conn_info* conn) {
   if (options_.writeback_cache && (conn->capable & FUSE_CAP_WRITEBACK_CACHE)) conn->want |= FUSE_CAP_WRITEBACK_CACHE;
   else conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+  // POSIX ACLs: the kernel enforces them and leaves umask and default-ACL inheritance to us
+  // (DONT_MASK); without both capabilities ACLs are refused and the kernel applies the umask.
+  constexpr unsigned kAcl = FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK;
+  acls_ = (conn->capable & kAcl) == kAcl;
+  if (acls_) conn->want |= kAcl;
   log::info(std::string("serving ") + vault_.cipherdir() + " with the " + engine_.name() + " engine" +
             (options_.writeback_cache && (conn->want & FUSE_CAP_WRITEBACK_CACHE) ? ", writeback cache on" : ""));
   log::info("descriptors: one per open file, a cache of at most " + std::to_string(inodes_.dir_cache_limit()) +
@@ -315,6 +320,8 @@ void EncryptedFs::setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int
   // After the chown: the backing filesystem's own chown clears bits that may have to stay.
   if (new_mode && (change.mode || *new_mode != (before.st_mode & 07777) || change.owner))
     if (::chmod(proc.c_str(), *new_mode) != 0) return (void)fuse_reply_err(req, errno);
+  if (change.mode && (S_ISREG(in.type) || S_ISDIR(in.type)))
+    if (int rc = chmod_acl(proc, *new_mode, label_of(in)); rc < 0) return (void)fuse_reply_err(req, -rc);
   if (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME)) {
     timespec tv[2];
     tv[0].tv_sec = 0;

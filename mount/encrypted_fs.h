@@ -10,7 +10,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
 #include <mutex>
+#include <optional>
+#include <utility>
 #include <string>
 #include <unordered_set>
 
@@ -106,6 +111,26 @@ class EncryptedFs {
   // caller holds the new file open (so nothing swapped in under its name is given away), else
   // entry in dirfd.
   void give_to_caller(fuse_req_t req, int dirfd, const std::string& entry, int fd = -1);
+  // Extended attributes of a backing path (a /proc/self/fd path), by plaintext name: sealed and
+  // opened here. 0 or -errno (-ENODATA when absent, -EIO when the value does not decrypt).
+  int read_xattr(const std::string& path, std::string_view name, std::vector<std::uint8_t>* plain,
+                 const std::string& label);
+  int write_xattr(const std::string& path, std::string_view name, std::span<const std::uint8_t> value, int flags);
+  int remove_xattr(const std::string& path, std::string_view name);
+  // The stored (encrypted) name of a plaintext attribute name; nullopt for names not stored.
+  std::optional<std::string> stored_xattr_name(std::string_view name);
+  // setfacl: the mode follows the access ACL, which is stored only when the mode cannot say it.
+  int set_access_acl(fuse_req_t req, const std::string& path, std::span<const std::uint8_t> value, int flags);
+  // chmod: a stored access ACL takes the new permission bits. 0 or -errno.
+  int chmod_acl(const std::string& path, mode_t mode, const std::string& label);
+  // What a new entry in dir gets: its mode (the requested one under the umask, or limited by the
+  // directory's default ACL, which is then inherited into *acls) for the create calls to use.
+  struct NewEntryAcls {
+    std::vector<std::uint8_t> access;             // empty: none (the mode says it)
+    std::vector<std::uint8_t> inherited_default;  // directories: the parent's default ACL
+  };
+  mode_t new_entry_mode(fuse_req_t req, Inode& dir, mode_t mode, bool is_dir, NewEntryAcls* acls);
+  void store_new_entry_acls(const std::string& path, const NewEntryAcls& acls);
   // Clears what a truncate by this caller clears of the setuid and setgid bits (setid_rules.h) on
   // the open backing file fd.
   void truncate_clears_setid(fuse_req_t req, int fd);
@@ -138,6 +163,10 @@ class EncryptedFs {
   InodeTable inodes_;
   FsOptions options_;
   bool running_as_root_;
+  // The kernel enforces POSIX ACLs and leaves the umask to us (set in init).
+  bool acls_ = false;
+  std::once_flag hot_names_once_;
+  std::vector<std::pair<std::string, std::string>> hot_names_;  // plaintext, stored
   std::mutex handles_mu_;
   std::unordered_set<FileHandle*> open_files_;
   std::unordered_set<DirHandle*> open_dirs_;

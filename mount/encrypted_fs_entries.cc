@@ -71,6 +71,8 @@ void EncryptedFs::add_entry(fuse_req_t req, Inode& dir, const char* name, bool n
 }
 
 void EncryptedFs::mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
+  NewEntryAcls acls;
+  mode = new_entry_mode(req, inode(parent), mode, false, &acls);
   if (S_ISREG(mode)) {
     // A regular file (mknod(2) of one comes here, not to create): made with O_EXCL and given to
     // its maker through that descriptor, so a file swapped in under the name meanwhile (someone
@@ -79,6 +81,7 @@ void EncryptedFs::mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mod
       int fd = ::openat(dirfd, entry, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, mode & 07777);
       if (fd < 0) return errno;
       give_to_caller(req, dirfd, entry, fd);
+      store_new_entry_acls("/proc/self/fd/" + std::to_string(fd), acls);
       ::close(fd);
       return 0;
     });
@@ -97,6 +100,8 @@ void EncryptedFs::mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mod
   int rc = disk_name(dir, name, &dn);
   if (rc == 0) rc = NameMapping::write_name_file(dirfd, dn);
   if (rc < 0) return (void)fuse_reply_err(req, -rc);
+  NewEntryAcls acls;
+  mode = new_entry_mode(req, dir, mode, true, &acls);
   // Owner rwx while we write the IV file, whatever mode the caller asked for.
   if (::mkdirat(dirfd, dn.entry.c_str(), mode | S_IRWXU) != 0) {
     int err = errno;
@@ -113,7 +118,10 @@ void EncryptedFs::mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mod
     if (::fchmod(sub, (mode & 07777) | inherited) != 0) rc = -errno;
   }
   // Given away through our own descriptor: whatever the name leads to by now is not.
-  if (rc == 0) give_to_caller(req, dirfd, dn.entry, sub);
+  if (rc == 0) {
+    give_to_caller(req, dirfd, dn.entry, sub);
+    store_new_entry_acls("/proc/self/fd/" + std::to_string(sub), acls);
+  }
   if (sub >= 0) ::close(sub);
   if (rc < 0) {
     if (rc == -EMFILE || rc == -ENFILE) warn_out_of_descriptors();

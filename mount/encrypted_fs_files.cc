@@ -150,6 +150,8 @@ void EncryptedFs::create(fuse_req_t req, fuse_ino_t parent, const char* name, mo
   // (under --allow-other that was a read-write handle on root's 0600 file for any user). ESTALE
   // makes the kernel look the name up again and open what it finds as any open, with its own
   // permission checks; the caller's own O_EXCL gets the EEXIST it asked for.
+  NewEntryAcls acls;
+  mode = new_entry_mode(req, dir, mode, false, &acls);
   int fd = ::openat(dirfd, dn.entry.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW, mode);
   if (fd < 0) {
     int err = errno;
@@ -159,6 +161,7 @@ void EncryptedFs::create(fuse_req_t req, fuse_ino_t parent, const char* name, mo
   }
   // Owner and attributes are those of the file we hold, never of whatever the name leads to now.
   give_to_caller(req, dirfd, dn.entry, fd);
+  store_new_entry_acls("/proc/self/fd/" + std::to_string(fd), acls);
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int err = errno;

@@ -16,6 +16,7 @@ struct CallerCreds {
   gid_t gid = 0;                // the filesystem gid the kernel sent
   std::vector<gid_t> groups;    // supplementary groups
   bool cap_fsetid = false;      // CAP_FSETID in the caller's effective set
+  bool cap_sys_admin = false;   // CAP_SYS_ADMIN: sees trusted.* attributes
   bool in_group(gid_t g) const;
   // The kernel's in_group_or_capable(): keeps S_ISGID on files of group g.
   bool in_group_or_capable(gid_t g) const { return cap_fsetid || in_group(g); }
