@@ -228,7 +228,11 @@ void EncryptedFs::link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, con
 
 void EncryptedFs::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent,
                          const char* newname, unsigned int flags) {
-  if (flags & ~static_cast<unsigned>(RENAME_NOREPLACE | RENAME_EXCHANGE)) return (void)fuse_reply_err(req, EINVAL);
+  // RENAME_WHITEOUT (overlayfs on an upper layer here) leaves a 0:0 character device under the
+  // source's encrypted name: the backing rename makes it, and it reads back as a whiteout under
+  // the source's plaintext name, as any device node does (the daemon needs CAP_MKNOD for it).
+  if (flags & ~static_cast<unsigned>(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT))
+    return (void)fuse_reply_err(req, EINVAL);
   Inode& from = inode(parent);
   Inode& to = inode(newparent);
   PathFd from_at = path_fd(from);
@@ -272,8 +276,8 @@ void EncryptedFs::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fu
   if (replaced_dir >= 0) ::close(replaced_dir);
   if (ChunkJournal* j = vault_.journal()) j->names_changed();  // open files' journal path hints
   change.renamed(from, src.entry, to, dst.entry, (flags & RENAME_EXCHANGE) != 0);
-  // The source name is gone unless this was an exchange or a rename between two hard links of
-  // one file (which POSIX makes a no-op).
+  // The source name is gone unless this was an exchange, a whiteout took its place or it was a
+  // rename between two hard links of one file (which POSIX makes a no-op).
   if (src.is_long && !entry_exists(from_fd, src.entry)) NameMapping::remove_name_file(from_fd, src);
   fuse_reply_err(req, 0);
 }
