@@ -131,6 +131,12 @@ class EncryptedFs {
   };
   mode_t new_entry_mode(fuse_req_t req, Inode& dir, mode_t mode, bool is_dir, NewEntryAcls* acls);
   void store_new_entry_acls(const std::string& path, const NewEntryAcls& acls);
+  // The handle of the backing file entry in dirfd ("": dirfd itself) as bytes, "" when the
+  // backing filesystem gives none.
+  static std::string backing_handle(int dirfd, const char* entry);
+  // LOOKUP of "." (parent false) or ".." in node ino, which the kernel sends for a file handle
+  // whose node it has forgotten: the node found again through its remembered backing handle.
+  int lookup_unnamed(fuse_ino_t ino, bool parent, fuse_entry_param* e);
   // Clears what a truncate by this caller clears of the setuid and setgid bits (setid_rules.h) on
   // the open backing file fd.
   void truncate_clears_setid(fuse_req_t req, int fd);
@@ -165,6 +171,9 @@ class EncryptedFs {
   bool running_as_root_;
   // The kernel enforces POSIX ACLs and leaves the umask to us (set in init).
   bool acls_ = false;
+  // The kernel may hand out file handles that outlive its nodes (set in init).
+  bool export_ = false;
+  int handle_mount_fd_ = -1;  // CIPHERDIR opened for open_by_handle_at
   std::once_flag hot_names_once_;
   std::vector<std::pair<std::string, std::string>> hot_names_;  // plaintext, stored
   std::mutex handles_mu_;
