@@ -13,6 +13,10 @@ namespace gcfs {
 
 std::vector<std::uint8_t> seal_blob(const BlobKey& key, std::span<const std::uint8_t> aad,
                                     std::span<const std::uint8_t> plaintext);
+// The same with a nonce the caller derived (reverse mode: one plaintext, one ciphertext). The
+// caller guarantees that a nonce never seals two different plaintexts under one key.
+std::vector<std::uint8_t> seal_blob_with_nonce(const BlobKey& key, std::span<const std::uint8_t, 12> nonce,
+                                               std::span<const std::uint8_t> aad, std::span<const std::uint8_t> plaintext);
 std::optional<std::vector<std::uint8_t>> open_blob(const BlobKey& key, std::span<const std::uint8_t> aad,
                                                    std::span<const std::uint8_t> sealed);
 

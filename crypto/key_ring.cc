@@ -29,6 +29,7 @@ KeyRing::KeyRing(std::span<const std::uint8_t> master_key) {
   names_ = derive<64>(master_.bytes, {}, "gpucryptfs v1 names AES-256-SIV");
   blob_ = derive<32>(master_.bytes, {}, "gpucryptfs v1 metadata AES-256-GCM");
   journal_ = derive<32>(master_.bytes, {}, "gpucryptfs v1 journal records HMAC-SHA256");
+  reverse_ = derive<32>(master_.bytes, {}, "gpucryptfs v1 reverse derivations HMAC-SHA256");
 }
 
 ChunkKey KeyRing::content_key(const FileId& file_id) const {

@@ -17,6 +17,7 @@ using FileId = std::array<std::uint8_t, kFileIdBytes>;
 using NamesKey = SecretKey<64>;  // AES-256-SIV takes two AES-256 keys
 using BlobKey = SecretKey<32>;   // AES-256-GCM for symlink targets and xattr values
 using JournalKey = SecretKey<32>;  // HMAC-SHA256 over crash-journal records (fs/journal_record.h)
+using ReverseKey = SecretKey<32>;  // HMAC-SHA256 deriving reverse mode's IDs and nonces (fs/reverse_derivation.h)
 
 class KeyRing {
  public:
@@ -30,12 +31,16 @@ class KeyRing {
   // Authenticates the crash journal's records, so that a record planted in CIPHERDIR by someone
   // without the master key is never acted on. Derived, never stored: the vault format is unchanged.
   const JournalKey& journal_key() const { return journal_; }
+  // Reverse mode derives its file IDs, directory IVs and nonces with it instead of drawing them at
+  // random, so one plaintext gives one ciphertext. Derived, never stored, unused by a forward mount.
+  const ReverseKey& reverse_key() const { return reverse_; }
 
  private:
   SecretKey<kMasterKeyBytes> master_;
   NamesKey names_;
   BlobKey blob_;
   JournalKey journal_;
+  ReverseKey reverse_;
 };
 
 }  // namespace gcfs

@@ -36,8 +36,8 @@ int write_all(int fd, const std::string& text) {
 
 }  // namespace
 
-VaultConfig read_config_file(const std::string& cipherdir) {
-  const std::string path = cipherdir + "/" + kConfigFileName;
+VaultConfig read_config_file(const std::string& cipherdir, const std::string& file_name) {
+  const std::string path = cipherdir + "/" + file_name;
   // O_DIRECTORY fails with ENOTDIR before a FIFO or device named as CIPHERDIR could be opened.
   const int dfd = ::open(cipherdir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0) {
@@ -47,12 +47,13 @@ VaultConfig read_config_file(const std::string& cipherdir) {
     throw UserError("cannot open CIPHERDIR " + cipherdir + ": " + errno_text(e));
   }
   const UniqueFd dir(dfd);
-  const OpenResult r = open_beneath(dir.get(), kConfigFileName, FileType::Regular, O_RDONLY);
+  const OpenResult r = open_beneath(dir.get(), file_name, FileType::Regular, O_RDONLY);
   if (!r) {
     switch (r.error) {
       case ENOENT:
-        throw NotAVault(cipherdir + " is not a gpucryptfs vault: it has no " + kConfigFileName +
-                        " (create one with 'gpucryptfs init')");
+        throw NotAVault(cipherdir + " is not a gpucryptfs vault: it has no " + file_name +
+                        (file_name == kConfigFileName ? " (create one with 'gpucryptfs init')"
+                                                      : " (create one with 'gpucryptfs init --reverse')"));
       case ELOOP:
         throw CorruptData(path +
                           " is a symbolic link: the config is never read through a link in CIPHERDIR, where a sync "
@@ -82,8 +83,9 @@ VaultConfig read_config_file(const std::string& cipherdir) {
   }
 }
 
-void write_config_file_at(int dfd, const std::string& cipherdir, const VaultConfig& config) {
-  const std::string name = kConfigFileName;
+void write_config_file_at(int dfd, const std::string& cipherdir, const VaultConfig& config,
+                          const std::string& file_name) {
+  const std::string name = file_name;
   const std::string tmp = name + kConfigTempSuffix;
   const std::string shown_tmp = cipherdir + "/" + tmp;
   const std::string text = config.to_json();

@@ -24,7 +24,9 @@ constexpr std::size_t kMaxConfigFileBytes = 16 * 1024;
 // FIFO, socket, device or directory, larger than kMaxConfigFileBytes, or does not parse;
 // UserError when it cannot be read (permissions, I/O) or is of a newer format. Every message
 // names the path.
-VaultConfig read_config_file(const std::string& cipherdir);
+// file_name: another name in CIPHERDIR (reverse mode keeps its config in PLAINDIR as
+// .gpucryptfs.reverse.conf).
+VaultConfig read_config_file(const std::string& cipherdir, const std::string& file_name = kConfigFileName);
 
 // Replaces CIPHERDIR/gpucryptfs.conf atomically, mode 0400: writes gpucryptfs.conf.tmp beneath
 // CIPHERDIR's descriptor (created anew with O_EXCL, so no link or planted file is written
@@ -32,6 +34,7 @@ VaultConfig read_config_file(const std::string& cipherdir);
 // Throws UserError naming the problem; leaves no temporary behind.
 void write_config_file(const std::string& cipherdir, const VaultConfig& config);
 // The same beneath an open descriptor of CIPHERDIR (not O_PATH: it is fsynced).
-void write_config_file_at(int cipherdir_fd, const std::string& cipherdir, const VaultConfig& config);
+void write_config_file_at(int cipherdir_fd, const std::string& cipherdir, const VaultConfig& config,
+                          const std::string& file_name = kConfigFileName);
 
 }  // namespace gcfs

@@ -1,5 +1,6 @@
 #include "fs/name_mapping.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <sys/stat.h>
@@ -7,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <functional>
 
 #include "crypto/aes_siv.h"
 #include "crypto/base64url.h"
@@ -37,6 +39,66 @@ std::string path_of(int dirfd) {
   char buf[4096];
   ssize_t n = ::readlink(("/proc/self/fd/" + std::to_string(dirfd)).c_str(), buf, sizeof buf - 1);
   return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "(directory fd " + std::to_string(dirfd) + ")";
+}
+
+// Writes `content` as the sibling file `file` of dirfd (long names and long symlink targets), whose
+// content follows from its name: an existing file with that content is kept, anything else there
+// is replaced (logged). `read` gives what is there now (nullopt, with *damage, when unusable).
+int write_sibling_file(int dirfd, const std::string& file, const std::string& content,
+                       const std::function<std::optional<std::string>(std::string*)>& read) {
+  // A few rounds: whatever sits there is replaced, but someone replacing it again and again
+  // meanwhile gets an error, not an endless loop.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    OpenResult r = open_beneath(dirfd, file, FileType::Regular, O_WRONLY | O_CREAT | O_EXCL, 0400);
+    if (r) {
+      ssize_t w = pwrite_full(r.fd.get(), content.data(), content.size(), 0);
+      r.fd.reset();
+      if (w < 0) {
+        ::unlinkat(dirfd, file.c_str(), 0);
+        return static_cast<int>(w);
+      }
+      return 0;
+    }
+    // EEXIST: a regular file is there; EUCLEAN/ELOOP: something else (found_type says what).
+    if (r.error != EEXIST && r.error != EUCLEAN && r.error != ELOOP) return -r.error;
+    std::string damage;
+    auto have = read(&damage);
+    if (have && *have == content) return 0;
+    if (r.error == EUCLEAN && S_ISDIR(r.found_type)) {
+      log::error(path_of(dirfd) + "/" + file + ": is a directory where gpucryptfs keeps its own file (damaged; "
+                 "the entry cannot be stored until it is removed)");
+      return -EIO;
+    }
+    // Its content follows from its name, so the right one can always be written instead.
+    log::warning(path_of(dirfd) + "/" + file + ": " + (damage.empty() ? std::string("does not match its entry") : damage) +
+                 " (damaged file); writing it again");
+    if (::unlinkat(dirfd, file.c_str(), 0) != 0 && errno != ENOENT) return -errno;
+  }
+  log::error(path_of(dirfd) + "/" + file + ": keeps being replaced while it is written; giving up");
+  return -EIO;
+}
+
+// A sibling file's content: a regular file of 1..cap bytes; nullopt (with *damage saying why,
+// unless it is simply missing) otherwise.
+std::optional<std::string> read_sibling_file(int dirfd, const std::string& file, std::size_t cap, std::string* damage) {
+  OpenResult r = open_beneath(dirfd, file, FileType::Regular, O_RDONLY);
+  if (!r) {
+    if (damage && r.error != ENOENT) *damage = r.why();
+    return std::nullopt;
+  }
+  std::vector<std::uint8_t> buf;
+  int rc = read_capped(r.fd.get(), cap, &buf);
+  if (rc != 0 || buf.empty()) {
+    if (damage) {
+      struct stat st {};
+      if (rc == -EFBIG && ::fstat(r.fd.get(), &st) == 0)
+        *damage = "holds " + std::to_string(st.st_size) + " bytes, more than the " + std::to_string(cap) + " it may";
+      else
+        *damage = rc == 0 ? std::string("is empty") : std::string("cannot be read: ") + std::strerror(-rc);
+    }
+    return std::nullopt;
+  }
+  return std::string(buf.begin(), buf.end());
 }
 
 }  // namespace
@@ -70,37 +132,8 @@ std::optional<std::string> NameMapping::to_plain(int dirfd, std::string_view ent
 
 int NameMapping::write_name_file(int dirfd, const DiskName& n) {
   if (!n.is_long) return 0;
-  const std::string file = n.name_file();
-  // A few rounds: whatever sits there is replaced, but someone replacing it again and again
-  // meanwhile gets an error, not an endless loop.
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    OpenResult r = open_beneath(dirfd, file, FileType::Regular, O_WRONLY | O_CREAT | O_EXCL, 0400);
-    if (r) {
-      ssize_t w = pwrite_full(r.fd.get(), n.encoded.data(), n.encoded.size(), 0);
-      r.fd.reset();
-      if (w < 0) {
-        ::unlinkat(dirfd, file.c_str(), 0);
-        return static_cast<int>(w);
-      }
-      return 0;
-    }
-    // EEXIST: a regular file is there; EUCLEAN/ELOOP: something else (found_type says what).
-    if (r.error != EEXIST && r.error != EUCLEAN && r.error != ELOOP) return -r.error;
-    std::string damage;
-    auto have = read_name_file(dirfd, n.entry, &damage);
-    if (have && *have == n.encoded) return 0;
-    if (r.error == EUCLEAN && S_ISDIR(r.found_type)) {
-      log::error(path_of(dirfd) + "/" + file + ": is a directory where a long name's .name file belongs (damaged; "
-                 "the name cannot be stored until it is removed)");
-      return -EIO;
-    }
-    // Its content follows from its name, so the right one can always be written instead.
-    log::warning(path_of(dirfd) + "/" + file + ": " + (damage.empty() ? std::string("does not match its entry") : damage) +
-                 " (damaged long-name file); writing it again");
-    if (::unlinkat(dirfd, file.c_str(), 0) != 0 && errno != ENOENT) return -errno;
-  }
-  log::error(path_of(dirfd) + "/" + file + ": keeps being replaced while it is written; giving up");
-  return -EIO;
+  return write_sibling_file(dirfd, n.name_file(), n.encoded,
+                            [&](std::string* damage) { return read_name_file(dirfd, n.entry, damage); });
 }
 
 int NameMapping::remove_name_file(int dirfd, const DiskName& n) {
@@ -110,30 +143,15 @@ int NameMapping::remove_name_file(int dirfd, const DiskName& n) {
 }
 
 std::optional<std::string> NameMapping::read_name_file(int dirfd, std::string_view long_entry, std::string* damage) {
-  const std::string file = std::string(long_entry) + std::string(kLongNameSuffix);
-  OpenResult r = open_beneath(dirfd, file, FileType::Regular, O_RDONLY);
-  if (!r) {
-    if (damage && r.error != ENOENT) *damage = r.why();
-    return std::nullopt;
-  }
-  std::vector<std::uint8_t> buf;
-  int rc = read_capped(r.fd.get(), kMaxNameFileBytes, &buf);
-  if (rc != 0 || buf.empty()) {
-    if (damage) {
-      struct stat st {};
-      if (rc == -EFBIG && ::fstat(r.fd.get(), &st) == 0)
-        *damage = "holds " + std::to_string(st.st_size) + " bytes, more than a long name's " +
-                  std::to_string(kMaxNameFileBytes);
-      else
-        *damage = rc == 0 ? std::string("is empty") : std::string("cannot be read: ") + std::strerror(-rc);
-    }
-    return std::nullopt;
-  }
-  return std::string(buf.begin(), buf.end());
+  return read_sibling_file(dirfd, std::string(long_entry) + std::string(kLongNameSuffix), kMaxNameFileBytes, damage);
 }
 
 std::string NameMapping::encrypt_symlink(std::string_view target) const {
   return base64url_encode(seal_blob(blob_key_, bytes_of(kSymlinkAad), bytes_of(target)));
+}
+
+std::string NameMapping::encrypt_symlink(std::string_view target, std::span<const std::uint8_t, 12> nonce) const {
+  return base64url_encode(seal_blob_with_nonce(blob_key_, nonce, bytes_of(kSymlinkAad), bytes_of(target)));
 }
 
 std::optional<std::string> NameMapping::decrypt_symlink(std::string_view stored) const {
@@ -142,6 +160,94 @@ std::optional<std::string> NameMapping::decrypt_symlink(std::string_view stored)
   auto pt = open_blob(blob_key_, bytes_of(kSymlinkAad), *raw);
   if (!pt) return std::nullopt;
   return std::string(pt->begin(), pt->end());
+}
+
+StoredLink NameMapping::long_link(std::string encoded) {
+  StoredLink l;
+  l.link = std::string(kLongTargetPrefix) + sha256_base64url(encoded);
+  l.encoded = std::move(encoded);
+  l.is_long = true;
+  return l;
+}
+
+StoredLink NameMapping::store_symlink(std::string_view target, bool long_form) const {
+  std::string encoded = encrypt_symlink(target);
+  if (long_form) return long_link(std::move(encoded));
+  StoredLink l;
+  l.link = encoded;
+  l.encoded = std::move(encoded);
+  return l;
+}
+
+std::optional<std::string> NameMapping::read_symlink(int dirfd, std::string_view link, std::string* damage) const {
+  if (!link.starts_with(kLongTargetPrefix)) {
+    auto t = decrypt_symlink(link);
+    if (!t && damage) *damage = "symlink target does not decrypt (damaged or not from this vault)";
+    return t;
+  }
+  std::string why;
+  auto encoded = read_sibling_file(dirfd, std::string(link), kMaxLongTargetFileBytes, &why);
+  if (!encoded) {
+    if (damage) *damage = "long symlink target whose file " + std::string(link) + " " + (why.empty() ? "is missing" : why);
+    return std::nullopt;
+  }
+  // The file must hash to the link: otherwise a swapped file could redirect the symlink.
+  if (std::string(kLongTargetPrefix) + sha256_base64url(*encoded) != link) {
+    if (damage) *damage = "long symlink target whose file " + std::string(link) + " does not match its hash (swapped or edited)";
+    return std::nullopt;
+  }
+  auto t = decrypt_symlink(*encoded);
+  if (!t && damage) *damage = "long symlink target does not decrypt (damaged or not from this vault)";
+  return t;
+}
+
+std::optional<StoredLink> NameMapping::read_long_link(int dirfd, std::string_view link) {
+  if (!link.starts_with(kLongTargetPrefix)) return std::nullopt;
+  auto encoded = read_sibling_file(dirfd, std::string(link), kMaxLongTargetFileBytes, nullptr);
+  if (!encoded || std::string(kLongTargetPrefix) + sha256_base64url(*encoded) != link) return std::nullopt;
+  return long_link(std::move(*encoded));
+}
+
+std::optional<std::string> NameMapping::read_link(int fd, const char* entry) {
+  // A short link holds the encoded target of at most 4095 bytes; one byte more tells a link that
+  // something else wrote (longer) from a full one.
+  std::string buf(kMaxSymlinkTargetBytes + 1, '\0');
+  ssize_t n = ::readlinkat(fd, entry, buf.data(), buf.size());
+  if (n < 0) return std::nullopt;
+  buf.resize(static_cast<std::size_t>(n));
+  return buf;
+}
+
+int NameMapping::write_long_target(int dirfd, const StoredLink& l) {
+  if (!l.is_long) return 0;
+  return write_sibling_file(dirfd, l.link, l.encoded, [&](std::string* damage) {
+    return read_sibling_file(dirfd, l.link, kMaxLongTargetFileBytes, damage);
+  });
+}
+
+void NameMapping::remove_long_target_if_unused(int dirfd, std::string_view link) {
+  if (!link.starts_with(kLongTargetPrefix)) return;
+  // Hard links of one symlink share its file: scan the directory for another one. Only symlinks
+  // with long targets ever get here, so the scan is rare.
+  int fd = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  DIR* d = ::fdopendir(fd);
+  if (!d) {
+    ::close(fd);
+    return;
+  }
+  bool used = false;
+  char buf[kMaxNameBytes + 1];
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_type != DT_LNK && e->d_type != DT_UNKNOWN) continue;
+    ssize_t n = ::readlinkat(dirfd, e->d_name, buf, sizeof buf);
+    if (n >= 0 && std::string_view(buf, static_cast<std::size_t>(n)) == link) {
+      used = true;
+      break;
+    }
+  }
+  ::closedir(d);
+  if (!used) ::unlinkat(dirfd, std::string(link).c_str(), 0);
 }
 
 bool NameMapping::storable_xattr_name(std::string_view plain) {

@@ -25,6 +25,23 @@ constexpr std::string_view kXattrPrefix = "user.gcfs.";
 // 255-byte name (the name and its 16-byte tag), 362 bytes. A bigger one is damage, never read.
 constexpr std::size_t kMaxNameFileBytes = ((kMaxNameBytes + kSivTagBytes) * 4 + 2) / 3;
 
+// Symlink targets: up to PATH_MAX - 1 bytes, as ext4 stores. Their encoded form (base64url of
+// nonce, ciphertext and tag) is a third longer, so one that the backing filesystem refuses as a
+// link target (ENAMETOOLONG) is stored in a sibling file gcfs.longtarget.<hash> instead, and the
+// link on disk holds that file's name (docs/FORMAT.md, "Long symlink targets").
+constexpr std::size_t kMaxSymlinkTargetBytes = 4095;
+constexpr std::string_view kLongTargetPrefix = "gcfs.longtarget.";
+// The encoded form of the longest target: 12-byte nonce, 4095 bytes, 16-byte tag, base64url.
+constexpr std::size_t kMaxLongTargetFileBytes = ((kMaxSymlinkTargetBytes + 28) * 4 + 2) / 3;
+inline bool is_long_target_file(std::string_view entry) { return entry.starts_with(kLongTargetPrefix); }
+
+// What a symlink stores: the link target on disk, and for a long target the sibling file.
+struct StoredLink {
+  std::string link;     // what symlinkat writes: the encoded target, or gcfs.longtarget.<hash>
+  std::string encoded;  // the encoded target (equal to link unless is_long)
+  bool is_long = false;
+};
+
 // Where one plaintext name lives in its ciphertext directory.
 struct DiskName {
   std::string entry;    // the directory entry: the encoded name, or gcfs.longname.<hash>
@@ -68,7 +85,30 @@ class NameMapping {
                                                    std::string* damage = nullptr);
 
   std::string encrypt_symlink(std::string_view target) const;
+  // With a derived nonce (reverse mode), never used for two different targets.
+  std::string encrypt_symlink(std::string_view target, std::span<const std::uint8_t, 12> nonce) const;
   std::optional<std::string> decrypt_symlink(std::string_view stored) const;
+  // The stored form of a symlink target, short (the encoded target itself) or long.
+  StoredLink store_symlink(std::string_view target, bool long_form) const;
+  // The long form of an encoded target (also for one sealed elsewhere, e.g. reverse mode).
+  static StoredLink long_link(std::string encoded);
+  // The plaintext target of a symlink in dirfd whose link on disk is `link`: a short target is
+  // decrypted as it is; a long one is read from its sibling file (through fs/safe_open.h, capped
+  // at kMaxLongTargetFileBytes), which must hash to the link, then decrypted. nullopt when it
+  // does not decrypt, with *damage (when given) saying what is wrong.
+  std::optional<std::string> read_symlink(int dirfd, std::string_view link, std::string* damage = nullptr) const;
+  // The sibling file of a long target (no-op for a short one): written before the link is made,
+  // kept when already there with the right content. 0 or -errno.
+  static int write_long_target(int dirfd, const StoredLink& l);
+  // Removes the long-target file `link` names from dirfd unless a symlink in dirfd still holds
+  // that link (a hard link of it). No-op for a short target. Called after a symlink left dirfd.
+  static void remove_long_target_if_unused(int dirfd, std::string_view link);
+  // The long target file `link` names in dirfd, checked against its hash but not decrypted (to
+  // copy it beside a new hard link or a renamed symlink); nullopt when missing or damaged.
+  static std::optional<StoredLink> read_long_link(int dirfd, std::string_view link);
+  // The link on disk of the symlink `entry` in dirfd (entry "" for an O_PATH descriptor of the
+  // symlink itself); nullopt when it cannot be read.
+  static std::optional<std::string> read_link(int fd, const char* entry);
 
   // Extended attributes: user.*, trusted.*, security.* and the two POSIX ACLs can be stored, all
   // of them as encrypted user.* attributes of the backing file (the kernel has checked who may

@@ -150,6 +150,8 @@ struct Frame {
   std::size_t named = 0;
   bool moving = false;  // it, or a directory above it, is moved aside as a whole
   std::vector<PendingMove> moves;
+  std::vector<std::string> long_target_files;      // gcfs.longtarget.* files it holds
+  std::set<std::string> long_targets_used;         // those a symlink in it holds and that read
 };
 
 // CIPHERDIR-relative path of the directory at the top of the walk ("" for CIPHERDIR). Built only
@@ -331,7 +333,7 @@ class Checker {
         check_name(chain, frames, name);  // may descend: a new frame on top
         continue;
       } else {
-        finish_dir(chain.top(), frames.back());
+        finish_dir(chain.top(), frames.back(), frames);
       }
       frames.pop_back();
       if (!frames.empty()) chain.ascend();
@@ -367,7 +369,17 @@ class Checker {
       report_.problems[m.problem].what += "; not moved: the way back to its directory changed during the check";
   }
 
-  void finish_dir(int dirfd, Frame& f) {
+  void finish_dir(int dirfd, Frame& f, const std::vector<Frame>& frames) {
+    // A long symlink target's file that no symlink here holds: left over (a crash between
+    // writing it and making its link), or its link is gone or damaged.
+    for (const std::string& name : f.long_target_files) {
+      if (f.long_targets_used.count(name)) continue;
+      const std::size_t i = problem(join(dir_crel(frames), name), std::nullopt,
+                                    "long symlink target file without a readable symlink that holds it (left over, or "
+                                    "its symlink was removed or damaged)" + in_dir(dir_plain(frames)),
+                                    true);
+      schedule_move(dirfd, f, name, i, false);
+    }
     if (f.bad_names.size() >= 2 && f.bad_names.size() == f.named)
       for (std::size_t i : f.bad_names)
         report_.problems[i].what += "; no name in this directory decrypts, so its " + std::string(kDirIvFileName) +
@@ -390,6 +402,10 @@ class Checker {
     const std::optional<std::string> no_name;
     const Where where{frames, name, no_name};
 
+    if (is_long_target_file(name)) {  // checked with the symlinks that hold it (finish_dir)
+      f.long_target_files.push_back(name);
+      return;
+    }
     if (name.starts_with(kLongNamePrefix) && name.ends_with(kLongNameSuffix)) {
       const std::string entry = name.substr(0, name.size() - kLongNameSuffix.size());
       if (!present(entry)) {
@@ -555,16 +571,16 @@ class Checker {
         }
     } else if (S_ISLNK(st.st_mode)) {
       ++report_.symlinks;
-      std::string target(PATH_MAX + 1, '\0');
-      ssize_t n = ::readlinkat(dirfd, name.c_str(), target.data(), target.size());
-      if (n < 0) {
+      auto link = NameMapping::read_link(dirfd, name.c_str());
+      if (!link) {
         problem(where.cipher(), where.plain(), std::string("cannot read the symlink: ") + std::strerror(errno), false);
         return;
       }
-      target.resize(static_cast<std::size_t>(n));
-      if (!vault_.names().decrypt_symlink(target)) {
-        const std::size_t i = problem(where.cipher(), where.plain(),
-                                      "symlink target does not decrypt (damaged or not from this vault)", true);
+      std::string why;
+      if (vault_.names().read_symlink(dirfd, *link, &why)) {
+        if (is_long_target_file(*link)) f.long_targets_used.insert(*link);
+      } else {
+        const std::size_t i = problem(where.cipher(), where.plain(), why, true);
         schedule_move(dirfd, f, name, i, false, &st);
       }
     } else {

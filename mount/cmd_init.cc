@@ -2,7 +2,17 @@
 #include <boost/program_options.hpp>
 #include <iostream>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include "crypto/errors.h"
+#include "fs/config_file.h"
+#include "fs/reverse_view.h"
+#include "fs/unique_fd.h"
 #include "fs/vault.h"
 #include "mount/cli_checks.h"
 #include "mount/cli_options.h"
@@ -13,6 +23,26 @@
 namespace po = boost::program_options;
 
 namespace gcfs::cli {
+namespace {
+
+// init --reverse: the config goes into the plaintext folder, hidden, beside the data it covers.
+void create_reverse_config(const std::string& plaindir, const PasswordSource& pw_src, std::uint32_t chunk_size,
+                           const ScryptParams& scrypt) {
+  UniqueFd dir(::open(plaindir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir)
+    throw CodedError(kExitBadCipherDir, "PLAINDIR " + plaindir + ": " + std::strerror(errno) +
+                                            (errno == ENOTDIR ? "" : " (reverse mode needs an existing directory)"));
+  struct stat st {};
+  if (::fstatat(dir.get(), kReverseConfigName, &st, AT_SYMLINK_NOFOLLOW) == 0)
+    throw CodedError(kExitBadCipherDir, plaindir + "/" + kReverseConfigName +
+                                            " exists already: this folder has a reverse config (remove it first to "
+                                            "make a new one; backups made with the old one then no longer match)");
+  const SecretString password = read_password(pw_src, "Password for the reverse view: ", true);
+  const VaultConfig cfg = VaultConfig::create(password.view(), chunk_size, scrypt, VaultKind::Directory);
+  write_config_file_at(dir.get(), plaindir, cfg, kReverseConfigName);
+}
+
+}  // namespace
 
 int cmd_init(int argc, char** argv) {
   return run_command("init", [&]() -> int {
@@ -20,9 +50,14 @@ int cmd_init(int argc, char** argv) {
     int scrypt_logn = ScryptParams{}.log_n;
     PasswordSource pw_src;
     std::string cipherdir;
-    po::options_description opts("usage: gpucryptfs init [OPTIONS] CIPHERDIR\n\n"
-                                 "Creates a vault in CIPHERDIR, which must exist and be empty.\n\noptions");
+    bool reverse = false;
+    po::options_description opts("usage: gpucryptfs init [OPTIONS] CIPHERDIR\n"
+                                 "       gpucryptfs init --reverse [OPTIONS] PLAINDIR\n\n"
+                                 "Creates a vault in CIPHERDIR, which must exist and be empty. With --reverse, writes "
+                                 "the config of\nan encrypted read-only view of the plaintext folder PLAINDIR (hidden "
+                                 "there as\n.gpucryptfs.reverse.conf) for 'gpucryptfs mount --reverse'.\n\noptions");
     opts.add_options()("help,h", "show this help")(
+        "reverse", po::bool_switch(&reverse), "reverse mode: configure PLAINDIR for an encrypted view (backups)")(
         "chunk-size", po::value(&chunk_text)->default_value(chunk_text),
         "plaintext bytes per encrypted chunk: a power of two from 4K (4096) to 1M (1048576)")(
         "scrypt-logn", po::value(&scrypt_logn)->default_value(scrypt_logn),
@@ -36,9 +71,15 @@ int cmd_init(int argc, char** argv) {
     const auto chunk_size = static_cast<std::uint32_t>(chunk);
     if (scrypt_logn < kMinScryptLogN || scrypt_logn > kMaxScryptLogN)  // the range unlocking accepts without an option
       throw po::error("--scrypt-logn must be from " + std::to_string(kMinScryptLogN) + " to " + std::to_string(kMaxScryptLogN));
-    require_empty_directory(cipherdir);  // before the password is asked for, twice
     ScryptParams scrypt;
     scrypt.log_n = scrypt_logn;
+    if (reverse) {
+      create_reverse_config(cipherdir, pw_src, chunk_size, scrypt);
+      std::cout << "Wrote the reverse config " << cipherdir << "/" << kReverseConfigName << " (chunk size " << chunk_size
+                << ").\nShow the encrypted view with: gpucryptfs mount --reverse " << cipherdir << " MOUNTPOINT\n";
+      return kExitOk;
+    }
+    require_empty_directory(cipherdir);  // before the password is asked for, twice
     {
       const SecretString password = read_password(pw_src, "Password for the new vault: ", true);
       Vault::create(cipherdir, password.view(), chunk_size, scrypt);

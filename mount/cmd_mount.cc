@@ -26,6 +26,7 @@
 #include "mount/fuse_runner.h"
 #include "mount/password.h"
 #include "mount/request_loop.h"
+#include "mount/reverse_mount.h"
 
 namespace po = boost::program_options;
 
@@ -72,12 +73,15 @@ int cmd_mount(int argc, char** argv) {
     mount::MountOptions mo;
     mount::FsOptions fso;
     std::string cipherdir, log_file;
-    bool no_writeback = false, allow_expensive_kdf = false;
+    bool no_writeback = false, allow_expensive_kdf = false, reverse = false;
     std::string gpus;
     int gpu_streams = 4;
-    po::options_description opts("usage: gpucryptfs mount [OPTIONS] CIPHERDIR MOUNTPOINT\n\n"
+    po::options_description opts("usage: gpucryptfs mount [OPTIONS] CIPHERDIR MOUNTPOINT\n"
+                                 "       gpucryptfs mount --reverse [OPTIONS] PLAINDIR MOUNTPOINT\n\n"
                                  "Mounts the vault in CIPHERDIR on the empty directory MOUNTPOINT and returns once "
-                                 "the mount is ready.\nUnmount with: fusermount3 -u MOUNTPOINT\n\noptions");
+                                 "the mount is ready.\nWith --reverse, shows a read-only encrypted view of the "
+                                 "plaintext folder PLAINDIR instead\n(see 'gpucryptfs init --reverse').\n"
+                                 "Unmount with: fusermount3 -u MOUNTPOINT\n\noptions");
     opts.add_options()("help,h", "show this help")("passfile", po::value(&pw_src.passfile),
                                                    "read the password from the first line of this file")(
         "extpass", po::value(&pw_src.extpass), "run this shell command and read the password from its output")(
@@ -85,6 +89,7 @@ int cmd_mount(int argc, char** argv) {
         "cipher engine: cpu, gpu, or auto (the GPU for large batches when one is usable)")(
         "foreground,f", po::bool_switch(&mo.foreground), "stay in the foreground and log to stderr")(
         "read-only", po::bool_switch(&mo.read_only), "mount read-only")(
+        "reverse", po::bool_switch(&reverse), "show the encrypted view of a plaintext folder (read-only, for backups)")(
         "allow-other", po::bool_switch(&mo.allow_other), "let other users use the mount (needs user_allow_other)")(
         "fuse-options,o", po::value(&mo.extra_options)->composing(), "extra FUSE mount options, comma-separated (may repeat)")(
         "log", po::value(&log_file), "append the log to this file (default when detached: syslog, or ~/.local/state/gpucryptfs/gpucryptfs.log where no syslog daemon listens)")(
@@ -110,6 +115,10 @@ int cmd_mount(int argc, char** argv) {
     mo.fsname = cipherdir;
     if (!log_file.empty()) log_file = absolute(log_file);
 
+    if (reverse) {
+      mo.read_only = true;
+      return mount_reverse(cipherdir, mo, engine, pw_src, log_file, allow_expensive_kdf);
+    }
     // Every path and option value is checked before the password is asked for.
     require_vault_directory(cipherdir, "mount");
     const VaultConfig config = Vault::load_config(cipherdir);

@@ -161,12 +161,29 @@ int EncryptedFs::plain_attr(Inode& inode, struct stat* st, int fd, const char* n
     }
     st->st_size = static_cast<off_t>(*plain);
   } else if (S_ISLNK(st->st_mode)) {
-    char buf[8192];
-    ssize_t n = ::readlinkat(fd, name, buf, sizeof buf);
-    if (n >= 0) {
-      auto target = vault_.names().decrypt_symlink(std::string_view(buf, static_cast<std::size_t>(n)));
+    auto link = NameMapping::read_link(fd, name);
+    if (!link) return 0;
+    if (!is_long_target_file(*link)) {
+      auto target = vault_.names().decrypt_symlink(*link);
       if (target) st->st_size = static_cast<off_t>(target->size());
+      return 0;
     }
+    std::lock_guard lk(inode.mu);
+    if (*name) {  // a lookup: fd is the directory, where the target's file lives
+      std::string why;
+      auto target = vault_.names().read_symlink(fd, *link, &why);
+      auto stored = target ? NameMapping::read_long_link(fd, *link) : std::nullopt;
+      if (!target || !stored) {
+        inode.long_link.reset();
+        inode.long_target.clear();
+        log::error(label_of(inode) + ": " + (why.empty() ? std::string("long symlink target changed while read") : why));
+        st->st_size = 0;
+        return -EIO;
+      }
+      inode.long_link = std::move(stored);
+      inode.long_target = std::move(*target);
+    }
+    if (inode.long_link && inode.long_link->link == *link) st->st_size = static_cast<off_t>(inode.long_target.size());
   }
   return 0;
 }
@@ -427,10 +444,22 @@ void EncryptedFs::readlink(fuse_req_t req, fuse_ino_t ino) {
   Inode& in = inode(ino);
   PathFd pf = path_fd(in);
   if (!pf.ok()) return (void)fuse_reply_err(req, -pf.error());
-  char buf[8192];
-  ssize_t n = ::readlinkat(pf.get(), "", buf, sizeof buf);
-  if (n < 0) return (void)fuse_reply_err(req, errno);
-  auto target = vault_.names().decrypt_symlink(std::string_view(buf, static_cast<std::size_t>(n)));
+  auto link = NameMapping::read_link(pf.get(), "");
+  if (!link) return (void)fuse_reply_err(req, errno);
+  if (is_long_target_file(*link)) {
+    // Read and checked beside the link at its lookup (plain_attr).
+    std::string target;
+    {
+      std::lock_guard lk(in.mu);
+      if (in.long_link && in.long_link->link == *link) target = in.long_target;
+    }
+    if (target.empty()) {
+      log::error(label_of(in) + ": long symlink target is missing, damaged or does not decrypt");
+      return (void)fuse_reply_err(req, EIO);
+    }
+    return (void)fuse_reply_readlink(req, target.c_str());
+  }
+  auto target = vault_.names().decrypt_symlink(*link);
   if (!target) {
     log::error(label_of(in) + ": symlink target does not decrypt (tampered or not written by gpucryptfs)");
     return (void)fuse_reply_err(req, EIO);

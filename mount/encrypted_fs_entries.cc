@@ -159,11 +159,15 @@ void EncryptedFs::unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
   // be found by its number, which the backing filesystem may give to a new file.
   struct stat st {};
   if (::fstatat(dirfd, dn.entry.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return (void)fuse_reply_err(req, errno);
+  // A symlink's long target file goes with its last name in this directory.
+  std::optional<std::string> link;
+  if (S_ISLNK(st.st_mode)) link = NameMapping::read_link(dirfd, dn.entry.c_str());
   NameChange change = inodes_.begin_change(st, nullptr);
   change.hold_a(dirfd, dn.entry);
   if (::unlinkat(dirfd, dn.entry.c_str(), 0) != 0) return (void)fuse_reply_err(req, errno);
   change.removed(dir, dn.entry);
   NameMapping::remove_name_file(dirfd, dn);
+  if (link) NameMapping::remove_long_target_if_unused(dirfd, *link);
   fuse_reply_err(req, 0);
 }
 
@@ -210,19 +214,45 @@ void EncryptedFs::rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
 }
 
 void EncryptedFs::symlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char* name) {
-  const std::string stored = vault_.names().encrypt_symlink(link);
+  if (std::strlen(link) > kMaxSymlinkTargetBytes) return (void)fuse_reply_err(req, ENAMETOOLONG);
+  const StoredLink stored = vault_.names().store_symlink(link, false);
   add_entry(req, inode(parent), name, true, [&](int dirfd, const char* entry) {
-    return ::symlinkat(stored.c_str(), dirfd, entry) == 0 ? 0 : errno;
+    if (::symlinkat(stored.link.c_str(), dirfd, entry) == 0) return 0;
+    if (errno != ENAMETOOLONG) return errno;
+    // Too long for the backing filesystem's link targets: the long form, its file written first.
+    const StoredLink l = NameMapping::long_link(stored.encoded);
+    if (int rc = NameMapping::write_long_target(dirfd, l); rc < 0) return -rc;
+    if (::symlinkat(l.link.c_str(), dirfd, entry) == 0) return 0;
+    const int err = errno;
+    NameMapping::remove_long_target_if_unused(dirfd, l.link);
+    return err;
   });
 }
 
 void EncryptedFs::link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
-  PathFd pf = path_fd(inode(ino));
+  Inode& in = inode(ino);
+  PathFd pf = path_fd(in);
   if (!pf.ok()) return (void)fuse_reply_err(req, -pf.error());
   const std::string target = pf.proc_path();
+  // A symlink with a long target: its file goes beside the new name too.
+  std::optional<StoredLink> long_link;
+  if (S_ISLNK(in.type)) {
+    auto stored = NameMapping::read_link(pf.get(), "");
+    std::lock_guard lk(in.mu);
+    if (stored && is_long_target_file(*stored)) {
+      if (!in.long_link || in.long_link->link != *stored) return (void)fuse_reply_err(req, EIO);
+      long_link = in.long_link;
+    }
+  }
   // A new name for an existing node: it keeps its owner.
   add_entry(req, inode(newparent), newname, false, [&](int dirfd, const char* entry) {
-    return ::linkat(AT_FDCWD, target.c_str(), dirfd, entry, AT_SYMLINK_FOLLOW) == 0 ? 0 : errno;
+    if (long_link) {
+      if (int rc = NameMapping::write_long_target(dirfd, *long_link); rc < 0) return -rc;
+    }
+    if (::linkat(AT_FDCWD, target.c_str(), dirfd, entry, AT_SYMLINK_FOLLOW) == 0) return 0;
+    const int err = errno;
+    if (long_link) NameMapping::remove_long_target_if_unused(dirfd, long_link->link);
+    return err;
   });
 }
 
@@ -255,6 +285,29 @@ void EncryptedFs::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fu
   const bool dst_name_existed = dst.is_long && entry_exists(to_fd, dst.name_file());
   rc = NameMapping::write_name_file(to_fd, dst);
   if (rc < 0) return (void)fuse_reply_err(req, -rc);
+  // Symlinks with long targets keep their target's file in their own directory: copy it to the
+  // directory they move to (both ways for an exchange) before they get there.
+  std::optional<std::string> src_link, dst_link;
+  if (S_ISLNK(src_st.st_mode)) src_link = NameMapping::read_link(from_fd, src.entry.c_str());
+  if (dst_exists && S_ISLNK(dst_st.st_mode)) dst_link = NameMapping::read_link(to_fd, dst.entry.c_str());
+  auto copy_long_target = [&](int from_dir, int to_dir, const std::optional<std::string>& link) {
+    if (!link || !is_long_target_file(*link) || &from == &to) return 0;  // within a directory: it stays
+    auto l = NameMapping::read_long_link(from_dir, *link);
+    return l ? NameMapping::write_long_target(to_dir, *l) : -EIO;
+  };
+  rc = copy_long_target(from_fd, to_fd, src_link);
+  if (rc == 0 && (flags & RENAME_EXCHANGE)) rc = copy_long_target(to_fd, from_fd, dst_link);
+  // After the rename (or its failure) each long target's file stays where a link still holds it.
+  auto tidy_long_targets = [&] {
+    for (int d : {from_fd, to_fd})
+      for (const auto* l : {&src_link, &dst_link})
+        if (*l) NameMapping::remove_long_target_if_unused(d, **l);
+  };
+  if (rc < 0) {
+    tidy_long_targets();
+    if (dst.is_long && !dst_name_existed) NameMapping::remove_name_file(to_fd, dst);
+    return (void)fuse_reply_err(req, -rc);
+  }
   // Replacing a directory that is empty in the plaintext view: the backing rename would see its IV
   // file and refuse, so take the IV out first and put it back if the rename fails after all.
   int replaced_dir = -1;
@@ -271,6 +324,7 @@ void EncryptedFs::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fu
     if (iv_taken) create_dir_iv(replaced_dir, nullptr, &replaced_iv);
     if (replaced_dir >= 0) ::close(replaced_dir);
     if (dst.is_long && !dst_name_existed) NameMapping::remove_name_file(to_fd, dst);
+    tidy_long_targets();
     return (void)fuse_reply_err(req, err);
   }
   if (replaced_dir >= 0) ::close(replaced_dir);
@@ -279,6 +333,7 @@ void EncryptedFs::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fu
   // The source name is gone unless this was an exchange, a whiteout took its place or it was a
   // rename between two hard links of one file (which POSIX makes a no-op).
   if (src.is_long && !entry_exists(from_fd, src.entry)) NameMapping::remove_name_file(from_fd, src);
+  tidy_long_targets();
   fuse_reply_err(req, 0);
 }
 

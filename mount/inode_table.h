@@ -35,6 +35,7 @@
 
 #include "crypto/name_cipher.h"
 #include "fs/content_file.h"
+#include "fs/name_mapping.h"
 #include "mount/fd_limit.h"
 
 namespace gcfs::mount {
@@ -84,6 +85,11 @@ struct Inode {
   std::mutex mu;  // guards everything below
   // Directories: the IV, read on first use and then kept (it never changes).
   std::optional<DirIv> dir_iv;
+  // Symlinks with a long target (fs/name_mapping.h): the target as read at the last lookup, with
+  // the directory that holds its file. A symlink's target never changes, and readlink and getattr
+  // get only the link's own descriptor, not the directory where the target's file is.
+  std::optional<StoredLink> long_link;
+  std::string long_target;
   // Regular files while at least one handle is open (or a truncate runs): the one ContentFile
   // shared by all handles, and the descriptors it used (kept open until it goes, since a request
   // may still be using an older one after an upgrade to read-write).

@@ -367,6 +367,46 @@ TEST_F(FaultFsck, DamagedDirIvSymlinkAndXattr) {
   }
 }
 
+// Long symlink targets: a clean one counts as a symlink; an edited file, a missing one and a file
+// no link holds are each reported, and --repair moves the link and the stray file aside.
+TEST_F(FaultFsck, LongSymlinkTargets) {
+  v.mkdir("/d");
+  const std::string target(4095, 't');
+  const std::string good = v.long_symlink("/d/good", target);
+  const std::string edited = v.long_symlink("/d/edited", target);
+  const std::string lost = v.long_symlink("/d/lost", target);
+  FsckReport r = fsck();
+  for (const auto& p : r.problems) ADD_FAILURE() << p.cipher_path << ": " << p.what;
+  EXPECT_EQ(r.symlinks, 3u);
+
+  const std::string d = v.cipher_path("/d");
+  std::filesystem::permissions(d + "/" + edited, std::filesystem::perms::owner_write, std::filesystem::perm_options::add);
+  {
+    std::fstream f(d + "/" + edited, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(100);
+    f.put('A');  // base64url text, as valid as before, but not what the link's hash names
+  }
+  std::filesystem::remove(d + "/" + lost);
+  { std::ofstream(d + "/gcfs.longtarget.stray") << "x"; }
+  r = fsck();
+  EXPECT_EQ(r.problems.size(), 4u);
+  EXPECT_NE(only_problem(r, v.cipher_rel("/d/edited")).what.find("does not match its hash"), std::string::npos);
+  EXPECT_NE(only_problem(r, v.cipher_rel("/d/lost")).what.find("is missing"), std::string::npos);
+  // The edited file no longer serves its link, so --repair takes it aside with the link.
+  EXPECT_NE(only_problem(r, v.cipher_rel("/d") + "/" + edited).what.find("without a readable symlink"),
+            std::string::npos);
+  EXPECT_NE(only_problem(r, v.cipher_rel("/d") + "/gcfs.longtarget.stray").what.find("without a readable symlink"),
+            std::string::npos);
+
+  r = fsck(true);
+  EXPECT_TRUE(std::filesystem::is_symlink(v.cipher_path("/d/good")));
+  EXPECT_TRUE(std::filesystem::exists(d + "/" + good));
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::symlink_status(v.cipher_path("/d/edited"))));
+  EXPECT_FALSE(std::filesystem::exists(d + "/gcfs.longtarget.stray"));
+  EXPECT_FALSE(std::filesystem::exists(d + "/" + edited));
+  EXPECT_TRUE(fsck().clean()) << "--repair left a problem behind";
+}
+
 TEST_F(FaultFsck, PlantedHeaderIsNotReused) {
   // File ID poisoning (gocryptfs audit 2.2): someone with write access puts another file's header
   // into an empty file. The next write must not adopt that file ID, or chunks could be moved

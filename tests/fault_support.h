@@ -162,6 +162,22 @@ class TestVault {
     name_file(parent, n);
   }
 
+  // A symlink in the long-target form (its target in a gcfs.longtarget.* file beside it), as the
+  // mount writes one the backing filesystem refuses in the short form. Returns the link on disk.
+  std::string long_symlink(const std::string& plain, const std::string& target) {
+    auto [parent, name] = parent_and_name(plain);
+    DiskName n = disk_name(parent, name);
+    const StoredLink l = vault_->names().store_symlink(target, true);
+    int fd = ::open(abs(parent).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    const int rc = NameMapping::write_long_target(fd, l);
+    ::close(fd);
+    if (rc != 0) throw std::runtime_error("write_long_target " + plain);
+    const std::string p = abs(parent) + "/" + n.entry;
+    if (::symlink(l.link.c_str(), p.c_str()) != 0) throw std::runtime_error("symlink " + p);
+    name_file(parent, n);
+    return l.link;
+  }
+
   // False when the backing filesystem does not store user xattrs.
   bool set_xattr(const std::string& plain, const std::string& name, const std::string& value) {
     const std::string p = cipher_path(plain);

@@ -256,6 +256,95 @@ TEST_F(FsOps, SymlinksAreEncryptedAndResolve) {
   EXPECT_EQ(r.output, "") << "a symlink target reached CIPHERDIR in the clear";
 }
 
+std::string read_link(const std::string& path) {
+  std::string buf(8192, '\0');
+  ssize_t n = ::readlink(path.c_str(), buf.data(), buf.size());
+  if (n < 0) return "error: " + std::string(std::strerror(errno));
+  buf.resize(static_cast<std::size_t>(n));
+  return buf;
+}
+
+// A link target of `n` bytes, a path of 200-byte components (each within NAME_MAX).
+std::string long_target(std::size_t n, char fill) {
+  std::string t(n, fill);
+  for (std::size_t i = 200; i < n; i += 201) t[i] = '/';
+  return t;
+}
+
+// In CIPHERDIR: how many long-target files the symlinks hold (each looked for beside its link,
+// MISSING when not there), and how many long-target files there are.
+constexpr const char* kLongTargetFiles =
+    "n=$(find . -type l | while read -r l; do t=$(readlink \"$l\"); case $t in gcfs.longtarget.*) "
+    "d=$(dirname \"$l\"); if [ -f \"$d/$t\" ]; then echo \"$d/$t\"; else echo MISSING; fi;; esac; done | sort -u | "
+    "wc -l); echo $n $(find . -name 'gcfs.longtarget.*' | wc -l)";
+
+// Targets up to 4095 bytes (ext4's limit) work, also those whose encoded form is too long for a
+// link on the backing filesystem: they live in a gcfs.longtarget.* file beside the link.
+TEST_F(FsOps, LongSymlinkTargetsUpTo4095Bytes) {
+  ASSERT_EQ(::mkdir(v_.path("d").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(v_.path("e").c_str(), 0755), 0);
+  const std::string t4095 = long_target(4095, 'a'), t3043 = long_target(3043, 'b'), t3044 = long_target(3044, 'c');
+  ASSERT_EQ(::symlink(t4095.c_str(), v_.path("d/max").c_str()), 0) << std::strerror(errno);
+  ASSERT_EQ(::symlink(t3043.c_str(), v_.path("d/short").c_str()), 0) << std::strerror(errno);
+  ASSERT_EQ(::symlink(t3044.c_str(), v_.path("d/long").c_str()), 0) << std::strerror(errno);
+  EXPECT_EQ(read_link(v_.path("d/max")), t4095);
+  EXPECT_EQ(read_link(v_.path("d/short")), t3043);
+  EXPECT_EQ(read_link(v_.path("d/long")), t3044);
+  struct stat st {};
+  ASSERT_EQ(::lstat(v_.path("d/max").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 4095);
+  // 4096 bytes is one more than a link target may be.
+  const std::string t4096(4096, 'x');
+  EXPECT_NE(::symlink(t4096.c_str(), v_.path("d/toolong").c_str()), 0);
+  EXPECT_EQ(errno, ENAMETOOLONG);
+  // Only the two long ones have a file, named after the hash of their encoded target.
+  auto r = run_shell(kLongTargetFiles, v_.cipherdir());
+  EXPECT_EQ(r.output, "2 2\n");
+  r = run_shell("grep -rl aaaaaaaaaa . ; true", v_.cipherdir());
+  EXPECT_EQ(r.output, "") << "a long target reached CIPHERDIR in the clear";
+
+  // A hard link and a rename into another directory take the file along; the last name gone,
+  // so is the file.
+  ASSERT_EQ(::link(v_.path("d/max").c_str(), v_.path("e/max-link").c_str()), 0) << std::strerror(errno);
+  ASSERT_EQ(::rename(v_.path("d/long").c_str(), v_.path("e/long").c_str()), 0) << std::strerror(errno);
+  v_.remount();
+  EXPECT_EQ(read_link(v_.path("d/max")), t4095);
+  EXPECT_EQ(read_link(v_.path("e/max-link")), t4095);
+  EXPECT_EQ(read_link(v_.path("e/long")), t3044);
+  EXPECT_EQ(list_dir(v_.path("d")), (std::set<std::string>{"max", "short"}));
+  ASSERT_EQ(::unlink(v_.path("d/max").c_str()), 0);
+  EXPECT_EQ(read_link(v_.path("e/max-link")), t4095);
+  r = run_shell(kLongTargetFiles, v_.cipherdir());
+  EXPECT_EQ(r.output, "2 2\n") << "a long target's file was left behind or lost";
+  // An exchange across directories, a rename within one, and a long link replacing another.
+  ASSERT_EQ(::renameat2(AT_FDCWD, v_.path("e/long").c_str(), AT_FDCWD, v_.path("d/short").c_str(), RENAME_EXCHANGE), 0);
+  EXPECT_EQ(read_link(v_.path("d/short")), t3044);
+  EXPECT_EQ(read_link(v_.path("e/long")), t3043);
+  ASSERT_EQ(::rename(v_.path("d/short").c_str(), v_.path("d/renamed").c_str()), 0);
+  ASSERT_EQ(::symlink(t4095.c_str(), v_.path("d/other").c_str()), 0);
+  ASSERT_EQ(::rename(v_.path("d/other").c_str(), v_.path("d/renamed").c_str()), 0);
+  EXPECT_EQ(read_link(v_.path("d/renamed")), t4095);
+  EXPECT_EQ(read_link(v_.path("e/max-link")), t4095);
+  r = run_shell(kLongTargetFiles, v_.cipherdir());
+  EXPECT_EQ(r.output, "2 2\n") << "a long target's file was left behind or lost";
+  v_.unmount();
+  r = run_shell(v_.binary() + " fsck --passfile " + shell_quote(v_.passfile()) + " " + shell_quote(v_.cipherdir()));
+  EXPECT_EQ(r.status, 0) << r.output;
+
+  // A long target's file edited: its link reads as EIO, and fsck names it.
+  r = run_shell("f=$(find . -name 'gcfs.longtarget.*' | head -1) && chmod 600 \"$f\" && printf A | dd of=\"$f\" bs=1 seek=100 conv=notrunc status=none",
+                v_.cipherdir());
+  ASSERT_EQ(r.status, 0) << r.output;
+  v_.mount();
+  const std::string a = read_link(v_.path("e/max-link")), b = read_link(v_.path("e/long"));
+  EXPECT_TRUE((a == "error: " + std::string(std::strerror(EIO))) != (b == "error: " + std::string(std::strerror(EIO))))
+      << a.substr(0, 40) << " / " << b.substr(0, 40);
+  v_.unmount();
+  r = run_shell(v_.binary() + " fsck --passfile " + shell_quote(v_.passfile()) + " " + shell_quote(v_.cipherdir()));
+  EXPECT_EQ(r.status, 26) << r.output;
+  EXPECT_NE(r.output.find("does not match its hash"), std::string::npos) << r.output;
+}
+
 TEST_F(FsOps, FifoWorks) {
   ASSERT_EQ(::mkfifo(v_.path("pipe").c_str(), 0600), 0);
   struct stat st {};
