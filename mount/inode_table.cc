@@ -120,7 +120,13 @@ void InodeTable::index_locked(Inode& inode, const std::string* handle) {
   }
   if (inode.id == 0) {
     inode.id = next_id_++;
-    if (handle && !handle->empty()) {
+    if (handle && !handle->empty() && remembered_.size() >= kMaxRemembered && !remembered_.count(key)) {
+      static std::once_flag once;
+      std::call_once(once, [] {
+        log::warning("file handles: " + std::to_string(kMaxRemembered) + " files remembered; handles of files "
+                     "seen from now on stay valid only while the kernel caches them");
+      });
+    } else if (handle && !handle->empty()) {
       if (auto it = remembered_.find(key); it != remembered_.end()) remembered_ids_.erase(it->second.id);
       remembered_[key] = {inode.id, *handle};
       remembered_ids_[inode.id] = key;

