@@ -251,6 +251,9 @@ void NameMapping::remove_long_target_if_unused(int dirfd, std::string_view link)
 }
 
 bool NameMapping::storable_xattr_name(std::string_view plain) {
+  // File capabilities never apply in a mount (FUSE mounts are nosuid), and the kernel asks for
+  // this one on every write: it is refused, and the question answered without a backing call.
+  if (plain == "security.capability") return false;
   for (std::string_view ns : {"user.", "trusted.", "security."})
     if (plain.starts_with(ns)) return plain.size() > ns.size();
   return plain == kAclAccessXattr || plain == kAclDefaultXattr;

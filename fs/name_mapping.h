@@ -110,7 +110,8 @@ class NameMapping {
   // symlink itself); nullopt when it cannot be read.
   static std::optional<std::string> read_link(int fd, const char* entry);
 
-  // Extended attributes: user.*, trusted.*, security.* and the two POSIX ACLs can be stored, all
+  // Extended attributes: user.*, trusted.*, security.* (but security.capability) and the two
+  // POSIX ACLs can be stored, all
   // of them as encrypted user.* attributes of the backing file (the kernel has checked who may
   // touch which namespace before the request reaches us). encrypt_xattr_name returns nullopt for
   // other names; decrypt_xattr_name returns nullopt for names that are not ours.

@@ -131,6 +131,8 @@ class EncryptedFs {
   };
   mode_t new_entry_mode(fuse_req_t req, Inode& dir, mode_t mode, bool is_dir, NewEntryAcls* acls);
   void store_new_entry_acls(const std::string& path, const NewEntryAcls& acls);
+  // Drops the cached default ACL of in when name is the default ACL (set or removed).
+  void forget_default_acl(Inode& in, std::string_view name);
   // The handle of the backing file entry in dirfd ("": dirfd itself) as bytes, "" when the
   // backing filesystem gives none.
   static std::string backing_handle(int dirfd, const char* entry);

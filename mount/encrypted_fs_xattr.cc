@@ -34,10 +34,9 @@ std::span<const std::uint8_t> bytes(const char* p, std::size_t n) {
 }  // namespace
 
 std::optional<std::string> EncryptedFs::stored_xattr_name(std::string_view name) {
-  // The kernel asks for these on every first permission check and every write (ACLs, file
-  // capabilities): their stored names are computed once (the name encryption is deterministic).
-  static constexpr std::string_view kHot[] = {NameMapping::kAclAccessXattr, NameMapping::kAclDefaultXattr,
-                                              "security.capability"};
+  // The kernel asks for the ACLs on permission checks and the daemon on every create: their
+  // stored names are computed once (the name encryption is deterministic).
+  static constexpr std::string_view kHot[] = {NameMapping::kAclAccessXattr, NameMapping::kAclDefaultXattr};
   std::call_once(hot_names_once_, [&] {
     for (std::string_view n : kHot) hot_names_.emplace_back(n, *vault_.names().encrypt_xattr_name(n));
   });
@@ -114,10 +113,25 @@ int EncryptedFs::chmod_acl(const std::string& path, mode_t mode, const std::stri
 
 mode_t EncryptedFs::new_entry_mode(fuse_req_t req, Inode& dir, mode_t mode, bool is_dir, NewEntryAcls* acls) {
   if (!acls_) return mode;  // the kernel has applied the umask
-  PathFd pf = path_fd(dir);
   std::vector<std::uint8_t> value;
-  const int rc = pf.ok() ? read_xattr(pf.proc_path(), NameMapping::kAclDefaultXattr, &value, label_of(dir)) : -ENODATA;
-  auto inherited = rc == 0 ? PosixAcl::parse(value) : std::nullopt;
+  bool known = false;
+  {
+    std::lock_guard lk(dir.mu);
+    if (dir.default_acl) {
+      value = *dir.default_acl;
+      known = true;
+    }
+  }
+  if (!known) {
+    PathFd pf = path_fd(dir);
+    const int rc = pf.ok() ? read_xattr(pf.proc_path(), NameMapping::kAclDefaultXattr, &value, label_of(dir)) : -ENODATA;
+    if (rc < 0) value.clear();
+    if (rc == 0 || rc == -ENODATA) {
+      std::lock_guard lk(dir.mu);
+      dir.default_acl = value;
+    }
+  }
+  auto inherited = value.empty() ? std::nullopt : PosixAcl::parse(value);
   if (!inherited) return mode & ~(fuse_req_ctx(req)->umask & 0777);  // no default ACL: the umask applies
   const PosixAcl access = inherited->inherit_for_new_entry(&mode);
   if (!access.equivalent_to_mode()) acls->access = access.serialize();
@@ -133,12 +147,20 @@ void EncryptedFs::store_new_entry_acls(const std::string& path, const NewEntryAc
   if (rc < 0) log::warning(std::string("cannot store the ACL a new entry inherits: ") + std::strerror(-rc));
 }
 
+void EncryptedFs::forget_default_acl(Inode& in, std::string_view name) {
+  if (name != NameMapping::kAclDefaultXattr) return;
+  std::lock_guard lk(in.mu);
+  in.default_acl.reset();  // read again on the next create
+}
+
 void EncryptedFs::setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, std::size_t size,
                            int flags) {
   // ACLs are stored only where the kernel enforces them.
   if (is_acl(name) && !acls_) return (void)fuse_reply_err(req, ENOTSUP);
-  PathFd pf = path_fd(inode(ino));
+  Inode& in = inode(ino);
+  PathFd pf = path_fd(in);
   if (!pf.ok()) return (void)fuse_reply_err(req, -pf.error());
+  forget_default_acl(in, name);
   int rc;
   if (is_access_acl(name)) {
     rc = set_access_acl(req, pf.proc_path(), bytes(value, size), flags);
@@ -190,8 +212,10 @@ void EncryptedFs::listxattr(fuse_req_t req, fuse_ino_t ino, std::size_t size) {
 }
 
 void EncryptedFs::removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
-  PathFd pf = path_fd(inode(ino));
+  Inode& in = inode(ino);
+  PathFd pf = path_fd(in);
   if (!pf.ok()) return (void)fuse_reply_err(req, -pf.error());
+  forget_default_acl(in, name);
   fuse_reply_err(req, -remove_xattr(pf.proc_path(), name));
 }
 

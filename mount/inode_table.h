@@ -85,6 +85,9 @@ struct Inode {
   std::mutex mu;  // guards everything below
   // Directories: the IV, read on first use and then kept (it never changes).
   std::optional<DirIv> dir_iv;
+  // Directories, where the mount enforces ACLs: the default ACL new entries inherit (empty: none),
+  // read on the first create and kept; setting or removing it through the mount updates it.
+  std::optional<std::vector<std::uint8_t>> default_acl;
   // Symlinks with a long target (fs/name_mapping.h): the target as read at the last lookup, with
   // the directory that holds its file. A symlink's target never changes, and readlink and getattr
   // get only the link's own descriptor, not the directory where the target's file is.

@@ -61,13 +61,17 @@ TEST_F(PosixAcl, NamedUserEntriesAreEnforcedAndFollowChmod) {
 TEST_F(PosixAcl, DefaultAclsAreInheritedInsteadOfTheUmask) {
   GCFS_REQUIRE_PROGRAM("setfacl");
   GCFS_REQUIRE_PROGRAM("setpriv");
-  sh("mkdir d && setfacl -d -m u:nobody:rwx,g::rx,o::- d && setfacl -m u:nobody:rwx d && "
+  // A file made before the default ACL is set, so the daemon has looked for one already.
+  sh("mkdir d && touch d/before && setfacl -d -m u:nobody:rwx,g::rx,o::- d && setfacl -m u:nobody:rwx d && "
      "(umask 077; echo data > d/file; mkdir d/sub)");
   EXPECT_EQ(sh("m d/file; acl d/file"),
             "660 0:0\nuser::rw- user:nobody:rwx #effective:rw- group::r-x #effective:r-- mask::rw- other::---  ");
   EXPECT_EQ(sh("m d/sub; acl -d d/sub"), "770 0:0\nuser::rwx user:nobody:rwx group::r-x mask::rwx other::---  ");
   EXPECT_EQ(sh("$NB cat d/file"), "data\n");
   EXPECT_EQ(sh("$NB sh -c 'echo n > d/sub/n && echo ok'"), "ok\n");
+  // Once the default ACL is removed, the umask applies again.
+  EXPECT_EQ(sh("setfacl -k d && (umask 027; touch d/after) && m d/after && getfacl -cp d/after | wc -l"),
+            "640 0:0\n4\n");  // three entries and getfacl's closing blank line, as on ext4
   // Without a default ACL the umask applies as before.
   EXPECT_EQ(sh("(umask 022; touch plain; mkdir pd); (umask 0; touch p0); m plain; m pd; m p0"),
             "644 0:0\n755 0:0\n666 0:0\n");

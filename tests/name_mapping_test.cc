@@ -123,6 +123,7 @@ TEST_F(NameMappingTest, XattrNamesAndValues) {
   EXPECT_EQ(names_.encrypt_xattr_name("system.other"), std::nullopt);
   EXPECT_EQ(names_.encrypt_xattr_name("trusted."), std::nullopt);
   EXPECT_EQ(names_.encrypt_xattr_name("os2.x"), std::nullopt);
+  EXPECT_EQ(names_.encrypt_xattr_name("security.capability"), std::nullopt) << "never applies in a nosuid mount";
   for (const char* n : {"security.selinux", "trusted.overlay.opaque", "system.posix_acl_access",
                         "system.posix_acl_default"}) {
     auto s = names_.encrypt_xattr_name(n);
