@@ -103,7 +103,17 @@ TEST(PosixHandles, HandlesOpenTheRightFileAfterTheKernelForgetsIt) {
   drop_kernel_caches();
   EXPECT_EQ(read_by_handle(mount_fd, link_b.get()), "linked");
   EXPECT_EQ(read_by_handle(mount_fd, deep.get()), "deep file");
+  // Written through a handle of a forgotten node: the data lands in the file its names show.
+  drop_kernel_caches();
+  const int wfd = ::open_by_handle_at(mount_fd, &link_b->fh, O_WRONLY | O_APPEND | O_CLOEXEC);
+  ASSERT_GE(wfd, 0) << std::strerror(errno);
+  ASSERT_EQ(::write(wfd, " more", 5), 5);
+  ASSERT_EQ(::fsync(wfd), 0);
+  ::close(wfd);
   ::close(mount_fd);
+  v.remount();
+  EXPECT_EQ(read_file(v.path("d/a")), "linked more");
+  EXPECT_EQ(read_file(v.path("d/sub/moved2")), "renamed later");
 }
 
 }  // namespace
