@@ -515,8 +515,15 @@ int ContentFile::drop_fragment_locked() {
 
 int ContentFile::truncate_locked(std::uint64_t new_size) {
   const std::uint64_t C = layout_.chunk_size();
-  // Truncating to the size the file reads as still replaces a fragment (docs/FORMAT.md "Sizes").
-  if (new_size == size_) return drop_fragment_locked();
+  // Truncating to the size the file reads as still replaces a fragment (docs/FORMAT.md "Sizes"),
+  // and gives back space reserved past the end (fallocate KEEP_SIZE), as ext4's truncate does.
+  if (new_size == size_) {
+    if (int rc = drop_fragment_locked(); rc < 0) return rc;
+    struct stat st {};
+    if (::fstat(fd(), &st) == 0 && static_cast<std::uint64_t>(st.st_blocks) * 512 > static_cast<std::uint64_t>(st.st_size))
+      (void)::ftruncate(fd(), st.st_size);
+    return 0;
+  }
   if (new_size == 0) {
     if (::ftruncate(fd(), static_cast<off_t>(layout_.base_offset())) != 0) return -errno;
     std::lock_guard hl(header_mu_);
