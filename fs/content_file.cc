@@ -515,8 +515,15 @@ int ContentFile::drop_fragment_locked() {
 
 int ContentFile::truncate_locked(std::uint64_t new_size) {
   const std::uint64_t C = layout_.chunk_size();
-  // Truncating to the size the file reads as still replaces a fragment (docs/FORMAT.md "Sizes").
-  if (new_size == size_) return drop_fragment_locked();
+  // Truncating to the size the file reads as still replaces a fragment (docs/FORMAT.md "Sizes"),
+  // and gives back space reserved past the end (fallocate KEEP_SIZE), as ext4's truncate does.
+  if (new_size == size_) {
+    if (int rc = drop_fragment_locked(); rc < 0) return rc;
+    struct stat st {};
+    if (::fstat(fd(), &st) == 0 && static_cast<std::uint64_t>(st.st_blocks) * 512 > static_cast<std::uint64_t>(st.st_size))
+      (void)::ftruncate(fd(), st.st_size);
+    return 0;
+  }
   if (new_size == 0) {
     if (::ftruncate(fd(), static_cast<off_t>(layout_.base_offset())) != 0) return -errno;
     std::lock_guard hl(header_mu_);
@@ -585,6 +592,34 @@ int ContentFile::extend_to(std::uint64_t new_size) {
   std::unique_lock lk(size_mu_);
   if (int r = load_size_if_needed_locked(); r < 0) return r;
   return new_size > size_ ? truncate_locked(new_size) : 0;
+}
+
+int ContentFile::allocate(std::uint64_t off, std::uint64_t len, bool keep_size) {
+  std::unique_lock lk(size_mu_);
+  if (int r = load_size_if_needed_locked(); r < 0) return r;
+  // Whole chunks, the header too when the range starts at chunk 0: a write into the range seals
+  // whole chunks, however few bytes it brings. The backing filesystem's reserved blocks read as
+  // zeros, which is how a hole chunk reads.
+  const ChunkRange r = layout_.chunks_for(off, len);
+  const std::uint64_t begin = r.first == 0 ? layout_.base_offset() : layout_.disk_offset(r.first);
+  const std::uint64_t end = layout_.disk_offset(r.last) + layout_.disk_chunk_size();
+  if (::fallocate(fd(), FALLOC_FL_KEEP_SIZE, static_cast<off_t>(begin), static_cast<off_t>(end - begin)) != 0) {
+    const int err = errno;
+    if (err == ENOSPC || err == EDQUOT) {
+      // The backing filesystem may keep what it reserved before it ran out (ext4 does). Past the
+      // file's end that would be space taken that no size shows: give it back.
+      struct stat st {};
+      if (::fstat(fd(), &st) == 0 && end > static_cast<std::uint64_t>(st.st_size)) {
+        const std::uint64_t from = std::max<std::uint64_t>(begin, static_cast<std::uint64_t>(st.st_size));
+        (void)::fallocate(fd(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(from),
+                          static_cast<off_t>(end - from));
+      }
+      log::warning(label_ + ": fallocate refused: disk full");
+    }
+    return -err;
+  }
+  // Grow only, under the same lock (FallocateRace: a WRITE may grow the file meanwhile).
+  return !keep_size && off + len > size_ ? truncate_locked(off + len) : 0;
 }
 
 int ContentFile::punch_disk_range_locked(std::uint64_t disk_off, std::uint64_t disk_len) {

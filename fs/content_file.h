@@ -68,6 +68,11 @@ class ContentFile {
   // size is compared and changed under one lock: with the kernel's writeback cache a WRITE may
   // grow the file at any moment, and a size read before it must never cut that write off.
   int extend_to(std::uint64_t size);
+  // fallocate: reserves the backing space that the chunks of [off, off+len) take once written
+  // (nonces and tags included), or fails with -ENOSPC (-EOPNOTSUPP where the backing filesystem
+  // cannot reserve) before anything changes; then grows the size to off+len unless keep_size.
+  // Reserved chunks read as holes (zeros) until written, and writing them takes no new space.
+  int allocate(std::uint64_t off, std::uint64_t len, bool keep_size);
   // Makes [off, off+len) read as zeros without changing the size; whole chunks become holes that
   // take no space on disk.
   int punch_hole(std::uint64_t off, std::uint64_t len);

@@ -250,8 +250,17 @@ void NameMapping::remove_long_target_if_unused(int dirfd, std::string_view link)
   if (!used) ::unlinkat(dirfd, std::string(link).c_str(), 0);
 }
 
+bool NameMapping::storable_xattr_name(std::string_view plain) {
+  // File capabilities never apply in a mount (FUSE mounts are nosuid), and the kernel asks for
+  // this one on every write: it is refused, and the question answered without a backing call.
+  if (plain == "security.capability") return false;
+  for (std::string_view ns : {"user.", "trusted.", "security."})
+    if (plain.starts_with(ns)) return plain.size() > ns.size();
+  return plain == kAclAccessXattr || plain == kAclDefaultXattr;
+}
+
 std::optional<std::string> NameMapping::encrypt_xattr_name(std::string_view plain) const {
-  if (!plain.starts_with("user.") || plain.size() <= 5) return std::nullopt;
+  if (!storable_xattr_name(plain)) return std::nullopt;
   return std::string(kXattrPrefix) + base64url_encode(siv_encrypt(sivkey_.bytes, bytes_of(kXattrNameAad), bytes_of(plain)));
 }
 

@@ -110,8 +110,14 @@ class NameMapping {
   // symlink itself); nullopt when it cannot be read.
   static std::optional<std::string> read_link(int fd, const char* entry);
 
-  // Extended attributes: only user.* names can be stored. encrypt_xattr_name returns nullopt for
-  // other namespaces; decrypt_xattr_name returns nullopt for names that are not ours.
+  // Extended attributes: user.*, trusted.*, security.* (but security.capability) and the two
+  // POSIX ACLs can be stored, all
+  // of them as encrypted user.* attributes of the backing file (the kernel has checked who may
+  // touch which namespace before the request reaches us). encrypt_xattr_name returns nullopt for
+  // other names; decrypt_xattr_name returns nullopt for names that are not ours.
+  static constexpr std::string_view kAclAccessXattr = "system.posix_acl_access";
+  static constexpr std::string_view kAclDefaultXattr = "system.posix_acl_default";
+  static bool storable_xattr_name(std::string_view plain);
   std::optional<std::string> encrypt_xattr_name(std::string_view plain) const;
   std::optional<std::string> decrypt_xattr_name(std::string_view stored) const;
   std::vector<std::uint8_t> encrypt_xattr_value(std::string_view stored_name, std::span<const std::uint8_t> value) const;

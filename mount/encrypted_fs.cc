@@ -10,9 +10,11 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <optional>
 
 #include "fs/dir_iv.h"
 #include "fs/log.h"
+#include "mount/caller_creds.h"
 #include "mount/encrypted_fs_handles.h"
 #include "mount/fd_limit.h"
 
@@ -45,6 +47,7 @@ EncryptedFs::EncryptedFs(const Vault& vault, ChunkEngine& engine, int root_fd, F
       running_as_root_(::geteuid() == 0) {}
 
 EncryptedFs::~EncryptedFs() {
+  if (handle_mount_fd_ >= 0) ::close(handle_mount_fd_);
   // No request runs any more (the workers are gone): what the kernel never released goes now.
   for (FileHandle* h : open_files_) {
     Inode& in = *h->inode;
@@ -83,6 +86,19 @@ void EncryptedFs::init(fuse_conn_info* conn) {
   if (options_.writeback_cache && (conn->capable & FUSE_CAP_WRITEBACK_CACHE)) conn->want |= FUSE_CAP_WRITEBACK_CACHE;
   else conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+  // POSIX ACLs: the kernel enforces them and leaves umask and default-ACL inheritance to us
+  // (DONT_MASK); without both capabilities ACLs are refused and the kernel applies the umask.
+  constexpr unsigned kAcl = FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK;
+  acls_ = (conn->capable & kAcl) == kAcl;
+  if (acls_) conn->want |= kAcl;
+  // File handles that survive the kernel forgetting a node: finding a file again by its backing
+  // handle (open_by_handle_at) takes CAP_DAC_READ_SEARCH, and CIPHERDIR's filesystem must give
+  // handles.
+  // open_by_handle_at wants a descriptor on the backing filesystem that is not O_PATH.
+  if (handle_mount_fd_ < 0) handle_mount_fd_ = ::openat(inodes_.root().root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  export_ = (conn->capable & FUSE_CAP_EXPORT_SUPPORT) && running_as_root_ && handle_mount_fd_ >= 0 &&
+            !backing_handle(inodes_.root().root_fd, "").empty();
+  if (export_) conn->want |= FUSE_CAP_EXPORT_SUPPORT;
   log::info(std::string("serving ") + vault_.cipherdir() + " with the " + engine_.name() + " engine" +
             (options_.writeback_cache && (conn->want & FUSE_CAP_WRITEBACK_CACHE) ? ", writeback cache on" : ""));
   log::info("descriptors: one per open file, a cache of at most " + std::to_string(inodes_.dir_cache_limit()) +
@@ -202,7 +218,9 @@ int EncryptedFs::make_entry(Inode& dir, int dirfd, const std::string& entry, fus
       return -err;
     }
   }
-  Inode& inode = inodes_.find_or_insert(dir, entry, st, fd);
+  std::string handle;
+  if (export_) handle = backing_handle(fd >= 0 ? fd : dirfd, fd >= 0 ? "" : entry.c_str());
+  Inode& inode = inodes_.find_or_insert(dir, entry, st, fd, export_ ? &handle : nullptr);
   // A damaged file still gets an entry, so it can be renamed or removed; with no caching of its
   // attributes every stat, and every read (the kernel refreshes the size first), gets the EIO.
   const bool damaged = plain_attr(inode, &st, dirfd, entry.c_str()) == -EIO;
@@ -225,12 +243,103 @@ void EncryptedFs::give_to_caller(fuse_req_t req, int dirfd, const std::string& e
   struct stat dir {};
   if (::fstat(dirfd, &dir) == 0 && (dir.st_mode & S_ISGID)) gid = dir.st_gid;  // setgid directories pass on their group
   if (ctx->uid == 0 && gid == 0) return;
+  struct stat made {};
+  const bool known = fd >= 0 && ::fstat(fd, &made) == 0;
   const int r = fd >= 0 ? ::fchown(fd, ctx->uid, gid) : ::fchownat(dirfd, entry.c_str(), ctx->uid, gid, AT_SYMLINK_NOFOLLOW);
-  if (r != 0)
+  if (r != 0) {
     log::warning("cannot give a new entry to uid " + std::to_string(ctx->uid) + ": " + std::strerror(errno));
+    return;
+  }
+  // Our chown as root clears the setuid and setgid bits the kernel let the caller ask for
+  // (open(O_CREAT, 02755) in a directory of its own group): they go back, through the descriptor
+  // (a device node or FIFO made by name keeps what chown left: the bits mean nothing there).
+  if (known && (made.st_mode & (S_ISUID | S_ISGID))) {
+    if (::fchmod(fd, made.st_mode & 07777) != 0) log::warning(std::string("cannot keep the setid bits of a new entry: ") + std::strerror(errno));
+  }
+}
+
+void EncryptedFs::truncate_clears_setid(fuse_req_t req, int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !(st.st_mode & (S_ISUID | S_ISGID))) return;
+  SetattrRequest truncate;
+  truncate.size = true;
+  const mode_t mode = mode_after_setattr(st.st_mode, st.st_gid, truncate, caller_creds(req));
+  if (mode != (st.st_mode & 07777) && ::fchmod(fd, mode) != 0)
+    log::warning(std::string("cannot clear the setid bits of a truncated file: ") + std::strerror(errno));
+}
+
+std::string EncryptedFs::backing_handle(int dirfd, const char* entry) {
+  struct {
+    file_handle fh;
+    unsigned char bytes[MAX_HANDLE_SZ];
+  } h{};
+  h.fh.handle_bytes = MAX_HANDLE_SZ;
+  int mount_id = 0;
+  if (::name_to_handle_at(dirfd, entry, &h.fh, &mount_id, *entry ? 0 : AT_EMPTY_PATH) != 0) return "";
+  return std::string(reinterpret_cast<const char*>(&h.fh), sizeof(file_handle) + h.fh.handle_bytes);
+}
+
+int EncryptedFs::lookup_unnamed(fuse_ino_t ino, bool parent, fuse_entry_param* e) {
+  // A descriptor of ino: the live inode's, or its backing file found again through its handle
+  // (only handles we took ourselves, of files in CIPHERDIR, are ever opened).
+  int fd = -1;
+  if (Inode* live = inodes_.find_id(ino)) {
+    PathFd pf = path_fd(*live);
+    if (!pf.ok()) return pf.error();
+    fd = ::fcntl(pf.get(), F_DUPFD_CLOEXEC, 0);
+  } else if (auto handle = inodes_.handle_of_id(ino)) {
+    fd = ::open_by_handle_at(handle_mount_fd_, reinterpret_cast<file_handle*>(handle->data()),
+                             O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return errno == ESTALE || errno == ENOENT ? -ESTALE : -errno;
+  } else {
+    return -ESTALE;
+  }
+  if (fd < 0) return -errno;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    return -ESTALE;
+  }
+  struct stat root {};
+  ::fstat(inodes_.root().root_fd, &root);
+  const bool is_root = st.st_dev == root.st_dev && st.st_ino == root.st_ino;
+  if (parent && !is_root) {  // the root's ".." is the root: never a step out of CIPHERDIR
+    if (!S_ISDIR(st.st_mode)) {
+      ::close(fd);
+      return -ENOTDIR;
+    }
+    const int up = ::openat(fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    ::close(fd);
+    if (up < 0 || ::fstat(up, &st) != 0) {
+      if (up >= 0) ::close(up);
+      return -ESTALE;
+    }
+    fd = up;
+  }
+  Inode& node = inodes_.find_or_insert_unnamed(st, fd, backing_handle(fd, ""));
+  if (!parent && inodes_.id_of(node) != ino) {  // another file under that number now
+    inodes_.forget(node, 1);
+    return -ESTALE;
+  }
+  std::memset(e, 0, sizeof *e);
+  PathFd pf = path_fd(node);
+  if (!pf.ok() || plain_attr(node, &st, pf.get(), "") < 0) {
+    inodes_.forget(node, 1);
+    return pf.ok() ? -EIO : pf.error();
+  }
+  e->ino = inodes_.id_of(node);
+  e->attr = st;
+  e->attr_timeout = options_.attr_timeout;
+  e->entry_timeout = options_.entry_timeout;
+  return 0;
 }
 
 void EncryptedFs::lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  if (export_ && name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) {
+    // Only the kernel's export code asks for "." and ".." (handles of nodes it has forgotten).
+    fuse_entry_param e{};
+    return reply_entry_or_err(req, lookup_unnamed(parent, name[1] == '.', &e), e);
+  }
   Inode& dir = inode(parent);
   DiskName dn;
   int rc = disk_name(dir, name, &dn);
@@ -275,11 +384,24 @@ void EncryptedFs::setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int
   if (!pf.ok()) return (void)fuse_reply_err(req, -pf.error());
   const std::string proc = pf.proc_path();
   const bool is_link = S_ISLNK(in.type);
-  if (valid & FUSE_SET_ATTR_MODE) {
-    if (is_link) return (void)fuse_reply_err(req, EOPNOTSUPP);
-    if (::chmod(proc.c_str(), attr->st_mode & 07777) != 0) return (void)fuse_reply_err(req, errno);
-  }
-  if (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
+  if ((valid & FUSE_SET_ATTR_MODE) && is_link) return (void)fuse_reply_err(req, EOPNOTSUPP);
+  struct stat before {};
+  if (::fstatat(pf.get(), "", &before, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return (void)fuse_reply_err(req, errno);
+  // The setuid and setgid bits this request leaves (setid_rules.h); the caller's credentials are
+  // read only when some bit is at stake.
+  SetattrRequest change;
+  change.mode = valid & FUSE_SET_ATTR_MODE;
+  change.new_mode = attr->st_mode;
+  change.owner = valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID);
+  if (valid & FUSE_SET_ATTR_GID) change.new_gid = attr->st_gid;
+  change.size = valid & FUSE_SET_ATTR_SIZE;
+  change.remove_privileges = valid == 0 || (valid & (FUSE_SET_ATTR_KILL_SUID | FUSE_SET_ATTR_KILL_SGID));
+  const mode_t at_stake = (before.st_mode | (change.mode ? change.new_mode : 0)) & (S_ISUID | S_ISGID);
+  std::optional<mode_t> new_mode;
+  if (change.mode) new_mode = change.new_mode & 07777;
+  if (at_stake && !is_link && (change.mode || change.owner || change.size || change.remove_privileges))
+    new_mode = mode_after_setattr(before.st_mode, before.st_gid, change, caller_creds(req));
+  if (change.owner) {
     uid_t uid = (valid & FUSE_SET_ATTR_UID) ? attr->st_uid : static_cast<uid_t>(-1);
     gid_t gid = (valid & FUSE_SET_ATTR_GID) ? attr->st_gid : static_cast<gid_t>(-1);
     if (::fchownat(pf.get(), "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return (void)fuse_reply_err(req, errno);
@@ -294,6 +416,11 @@ void EncryptedFs::setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int
     }
     if (rc < 0) return (void)fuse_reply_err(req, -rc);
   }
+  // After the chown: the backing filesystem's own chown clears bits that may have to stay.
+  if (new_mode && (change.mode || *new_mode != (before.st_mode & 07777) || change.owner))
+    if (::chmod(proc.c_str(), *new_mode) != 0) return (void)fuse_reply_err(req, errno);
+  if (change.mode && (S_ISREG(in.type) || S_ISDIR(in.type)))
+    if (int rc = chmod_acl(proc, *new_mode, label_of(in)); rc < 0) return (void)fuse_reply_err(req, -rc);
   if (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME)) {
     timespec tv[2];
     tv[0].tv_sec = 0;

@@ -10,7 +10,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
 #include <mutex>
+#include <optional>
+#include <utility>
 #include <string>
 #include <unordered_set>
 
@@ -106,6 +111,37 @@ class EncryptedFs {
   // caller holds the new file open (so nothing swapped in under its name is given away), else
   // entry in dirfd.
   void give_to_caller(fuse_req_t req, int dirfd, const std::string& entry, int fd = -1);
+  // Extended attributes of a backing path (a /proc/self/fd path), by plaintext name: sealed and
+  // opened here. 0 or -errno (-ENODATA when absent, -EIO when the value does not decrypt).
+  int read_xattr(const std::string& path, std::string_view name, std::vector<std::uint8_t>* plain,
+                 const std::string& label);
+  int write_xattr(const std::string& path, std::string_view name, std::span<const std::uint8_t> value, int flags);
+  int remove_xattr(const std::string& path, std::string_view name);
+  // The stored (encrypted) name of a plaintext attribute name; nullopt for names not stored.
+  std::optional<std::string> stored_xattr_name(std::string_view name);
+  // setfacl: the mode follows the access ACL, which is stored only when the mode cannot say it.
+  int set_access_acl(fuse_req_t req, const std::string& path, std::span<const std::uint8_t> value, int flags);
+  // chmod: a stored access ACL takes the new permission bits. 0 or -errno.
+  int chmod_acl(const std::string& path, mode_t mode, const std::string& label);
+  // What a new entry in dir gets: its mode (the requested one under the umask, or limited by the
+  // directory's default ACL, which is then inherited into *acls) for the create calls to use.
+  struct NewEntryAcls {
+    std::vector<std::uint8_t> access;             // empty: none (the mode says it)
+    std::vector<std::uint8_t> inherited_default;  // directories: the parent's default ACL
+  };
+  mode_t new_entry_mode(fuse_req_t req, Inode& dir, mode_t mode, bool is_dir, NewEntryAcls* acls);
+  void store_new_entry_acls(const std::string& path, const NewEntryAcls& acls);
+  // Drops the cached default ACL of in when name is the default ACL (set or removed).
+  void forget_default_acl(Inode& in, std::string_view name);
+  // The handle of the backing file entry in dirfd ("": dirfd itself) as bytes, "" when the
+  // backing filesystem gives none.
+  static std::string backing_handle(int dirfd, const char* entry);
+  // LOOKUP of "." (parent false) or ".." in node ino, which the kernel sends for a file handle
+  // whose node it has forgotten: the node found again through its remembered backing handle.
+  int lookup_unnamed(fuse_ino_t ino, bool parent, fuse_entry_param* e);
+  // Clears what a truncate by this caller clears of the setuid and setgid bits (setid_rules.h) on
+  // the open backing file fd.
+  void truncate_clears_setid(fuse_req_t req, int fd);
   // The ciphertext path of an inode, for log messages.
   std::string label_of(Inode& inode) { return inodes_.label_of(inode); }
   // A descriptor of the inode for this call (InodeTable::path_fd): the only way to one, so no
@@ -135,6 +171,13 @@ class EncryptedFs {
   InodeTable inodes_;
   FsOptions options_;
   bool running_as_root_;
+  // The kernel enforces POSIX ACLs and leaves the umask to us (set in init).
+  bool acls_ = false;
+  // The kernel may hand out file handles that outlive its nodes (set in init).
+  bool export_ = false;
+  int handle_mount_fd_ = -1;  // CIPHERDIR opened for open_by_handle_at
+  std::once_flag hot_names_once_;
+  std::vector<std::pair<std::string, std::string>> hot_names_;  // plaintext, stored
   std::mutex handles_mu_;
   std::unordered_set<FileHandle*> open_files_;
   std::unordered_set<DirHandle*> open_dirs_;

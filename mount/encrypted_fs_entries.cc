@@ -71,6 +71,8 @@ void EncryptedFs::add_entry(fuse_req_t req, Inode& dir, const char* name, bool n
 }
 
 void EncryptedFs::mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
+  NewEntryAcls acls;
+  mode = new_entry_mode(req, inode(parent), mode, false, &acls);
   if (S_ISREG(mode)) {
     // A regular file (mknod(2) of one comes here, not to create): made with O_EXCL and given to
     // its maker through that descriptor, so a file swapped in under the name meanwhile (someone
@@ -79,6 +81,7 @@ void EncryptedFs::mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mod
       int fd = ::openat(dirfd, entry, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, mode & 07777);
       if (fd < 0) return errno;
       give_to_caller(req, dirfd, entry, fd);
+      store_new_entry_acls("/proc/self/fd/" + std::to_string(fd), acls);
       ::close(fd);
       return 0;
     });
@@ -97,6 +100,8 @@ void EncryptedFs::mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mod
   int rc = disk_name(dir, name, &dn);
   if (rc == 0) rc = NameMapping::write_name_file(dirfd, dn);
   if (rc < 0) return (void)fuse_reply_err(req, -rc);
+  NewEntryAcls acls;
+  mode = new_entry_mode(req, dir, mode, true, &acls);
   // Owner rwx while we write the IV file, whatever mode the caller asked for.
   if (::mkdirat(dirfd, dn.entry.c_str(), mode | S_IRWXU) != 0) {
     int err = errno;
@@ -106,9 +111,17 @@ void EncryptedFs::mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mod
   int sub = openat_or_warn(dirfd, dn.entry.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   DirIv iv{};
   rc = sub < 0 ? -errno : create_dir_iv(sub, &iv);
-  if (rc == 0 && (mode & S_IRWXU) != S_IRWXU && ::fchmod(sub, mode & 07777) != 0) rc = -errno;
+  if (rc == 0 && (mode & S_IRWXU) != S_IRWXU) {
+    // The setgid bit a setgid parent passed on stays: the kernel's mode never carries it.
+    struct stat made {};
+    const mode_t inherited = ::fstat(sub, &made) == 0 ? made.st_mode & S_ISGID : 0;
+    if (::fchmod(sub, (mode & 07777) | inherited) != 0) rc = -errno;
+  }
   // Given away through our own descriptor: whatever the name leads to by now is not.
-  if (rc == 0) give_to_caller(req, dirfd, dn.entry, sub);
+  if (rc == 0) {
+    give_to_caller(req, dirfd, dn.entry, sub);
+    store_new_entry_acls("/proc/self/fd/" + std::to_string(sub), acls);
+  }
   if (sub >= 0) ::close(sub);
   if (rc < 0) {
     if (rc == -EMFILE || rc == -ENFILE) warn_out_of_descriptors();
@@ -245,7 +258,11 @@ void EncryptedFs::link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, con
 
 void EncryptedFs::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent,
                          const char* newname, unsigned int flags) {
-  if (flags & ~static_cast<unsigned>(RENAME_NOREPLACE | RENAME_EXCHANGE)) return (void)fuse_reply_err(req, EINVAL);
+  // RENAME_WHITEOUT (overlayfs on an upper layer here) leaves a 0:0 character device under the
+  // source's encrypted name: the backing rename makes it, and it reads back as a whiteout under
+  // the source's plaintext name, as any device node does (the daemon needs CAP_MKNOD for it).
+  if (flags & ~static_cast<unsigned>(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT))
+    return (void)fuse_reply_err(req, EINVAL);
   Inode& from = inode(parent);
   Inode& to = inode(newparent);
   PathFd from_at = path_fd(from);
@@ -313,8 +330,8 @@ void EncryptedFs::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fu
   if (replaced_dir >= 0) ::close(replaced_dir);
   if (ChunkJournal* j = vault_.journal()) j->names_changed();  // open files' journal path hints
   change.renamed(from, src.entry, to, dst.entry, (flags & RENAME_EXCHANGE) != 0);
-  // The source name is gone unless this was an exchange or a rename between two hard links of
-  // one file (which POSIX makes a no-op).
+  // The source name is gone unless this was an exchange, a whiteout took its place or it was a
+  // rename between two hard links of one file (which POSIX makes a no-op).
   if (src.is_long && !entry_exists(from_fd, src.entry)) NameMapping::remove_name_file(from_fd, src);
   tidy_long_targets();
   fuse_reply_err(req, 0);

@@ -120,6 +120,9 @@ void EncryptedFs::open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       release_content(in);
       return (void)fuse_reply_err(req, -rc);
     }
+    // The kernel leaves an O_TRUNC open to us whole (no SETATTR follows): the truncate's rule
+    // for the setid bits is applied here.
+    truncate_clears_setid(req, content->fd());
   }
   auto* h = track(new FileHandle{&in, std::move(content), (fi->flags & O_APPEND) != 0 && !options_.writeback_cache});
   fi->fh = reinterpret_cast<std::uint64_t>(h);
@@ -147,6 +150,8 @@ void EncryptedFs::create(fuse_req_t req, fuse_ino_t parent, const char* name, mo
   // (under --allow-other that was a read-write handle on root's 0600 file for any user). ESTALE
   // makes the kernel look the name up again and open what it finds as any open, with its own
   // permission checks; the caller's own O_EXCL gets the EEXIST it asked for.
+  NewEntryAcls acls;
+  mode = new_entry_mode(req, dir, mode, false, &acls);
   int fd = ::openat(dirfd, dn.entry.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW, mode);
   if (fd < 0) {
     int err = errno;
@@ -156,6 +161,7 @@ void EncryptedFs::create(fuse_req_t req, fuse_ino_t parent, const char* name, mo
   }
   // Owner and attributes are those of the file we hold, never of whatever the name leads to now.
   give_to_caller(req, dirfd, dn.entry, fd);
+  store_new_entry_acls("/proc/self/fd/" + std::to_string(fd), acls);
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
@@ -240,21 +246,26 @@ void EncryptedFs::fsync(fuse_req_t req, fuse_ino_t, int datasync, fuse_file_info
 void EncryptedFs::fallocate(fuse_req_t req, fuse_ino_t, int mode, off_t offset, off_t length, fuse_file_info* fi) {
   ContentFile& c = *handle_of(fi)->content;
   if (offset < 0 || length <= 0) return (void)fuse_reply_err(req, EINVAL);
-  const std::uint64_t end = static_cast<std::uint64_t>(offset) + static_cast<std::uint64_t>(length);
-  int rc = 0;
-  if (mode == 0) {
-    // The range must read as zeros and the size cover it; holes do both (space is not reserved:
-    // the chunks are sealed only when written). Grow only, comparing and growing under one lock:
-    // under the writeback cache the kernel sends this without flushing its dirty pages, and a
-    // WRITE of one of them may grow the file past `end` while we run (issue 18: a size read
-    // first, then a truncate to `end`, cut fsynced pages off).
-    rc = c.extend_to(end);
-  } else if (mode == FALLOC_FL_KEEP_SIZE) {
-    rc = 0;
-  } else if (mode == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)) {
-    rc = c.punch_hole(static_cast<std::uint64_t>(offset), static_cast<std::uint64_t>(length));
-  } else {
-    rc = -EOPNOTSUPP;
+  const std::uint64_t off = static_cast<std::uint64_t>(offset), len = static_cast<std::uint64_t>(length);
+  const bool keep_size = mode & FALLOC_FL_KEEP_SIZE;
+  int rc;
+  switch (mode & ~FALLOC_FL_KEEP_SIZE) {
+    case 0:
+      // The promise of fallocate: later writes into the range find their space. The chunks'
+      // backing space is reserved (or ENOSPC now), the range reads as zeros, the size grows only
+      // (issue 18: never cut off what a concurrent WRITE added).
+      rc = c.allocate(off, len, keep_size);
+      break;
+    case FALLOC_FL_PUNCH_HOLE:
+      rc = keep_size ? c.punch_hole(off, len) : -EOPNOTSUPP;
+      break;
+    case FALLOC_FL_ZERO_RANGE:
+      // Zeros now (whole chunks become holes), space reserved as for mode 0.
+      rc = c.punch_hole(off, len);
+      if (rc == 0) rc = c.allocate(off, len, keep_size);
+      break;
+    default:
+      rc = -EOPNOTSUPP;
   }
   fuse_reply_err(req, -rc);
 }

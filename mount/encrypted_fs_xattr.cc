@@ -1,6 +1,11 @@
-// EncryptedFs: extended attributes. Only user.* attributes can be stored (their names and values
-// encrypted as docs/FORMAT.md says); other namespaces answer ENOTSUP/ENODATA, which cp -a, tar
-// and rsync take as "not supported here".
+// EncryptedFs: extended attributes and POSIX ACLs. user.*, trusted.*, security.* and the two ACL
+// attributes are stored as encrypted user.* attributes of the backing file (docs/FORMAT.md);
+// other names answer ENOTSUP/ENODATA, which cp -a, tar and rsync take as "not supported here".
+// The kernel checks who may read or write which namespace, and enforces ACLs, before a request
+// reaches us (default_permissions with the POSIX ACL capability); what it leaves to the daemon is
+// done here: the mode an access ACL implies, chmod rewriting the ACL, inheritance of default
+// ACLs by new entries, and hiding trusted.* names from callers without CAP_SYS_ADMIN.
+#include <sys/stat.h>
 #include <sys/xattr.h>
 
 #include <cerrno>
@@ -8,6 +13,8 @@
 #include <vector>
 
 #include "fs/log.h"
+#include "fs/posix_acl.h"
+#include "mount/caller_creds.h"
 #include "mount/encrypted_fs.h"
 #include "mount/encrypted_fs_handles.h"
 
@@ -17,40 +24,163 @@ namespace {
 constexpr std::size_t kMaxXattrValue = 65536;  // XATTR_SIZE_MAX
 constexpr std::size_t kSealOverhead = 28;      // nonce + tag
 
+bool is_access_acl(std::string_view name) { return name == NameMapping::kAclAccessXattr; }
+bool is_acl(std::string_view name) { return is_access_acl(name) || name == NameMapping::kAclDefaultXattr; }
+
+std::span<const std::uint8_t> bytes(const char* p, std::size_t n) {
+  return {reinterpret_cast<const std::uint8_t*>(p), n};
+}
+
 }  // namespace
+
+std::optional<std::string> EncryptedFs::stored_xattr_name(std::string_view name) {
+  // The kernel asks for the ACLs on permission checks and the daemon on every create: their
+  // stored names are computed once (the name encryption is deterministic).
+  static constexpr std::string_view kHot[] = {NameMapping::kAclAccessXattr, NameMapping::kAclDefaultXattr};
+  std::call_once(hot_names_once_, [&] {
+    for (std::string_view n : kHot) hot_names_.emplace_back(n, *vault_.names().encrypt_xattr_name(n));
+  });
+  for (const auto& [plain, stored] : hot_names_)
+    if (plain == name) return stored;
+  return vault_.names().encrypt_xattr_name(name);
+}
+
+int EncryptedFs::read_xattr(const std::string& path, std::string_view name, std::vector<std::uint8_t>* plain,
+                            const std::string& label) {
+  auto stored = stored_xattr_name(name);
+  if (!stored || stored->size() > XATTR_NAME_MAX) return -ENODATA;
+  std::vector<std::uint8_t> sealed(kMaxXattrValue);
+  ssize_t n = ::getxattr(path.c_str(), stored->c_str(), sealed.data(), sealed.size());
+  if (n < 0) return errno == ENOTSUP ? -ENODATA : -errno;
+  sealed.resize(static_cast<std::size_t>(n));
+  auto opened = vault_.names().decrypt_xattr_value(*stored, sealed);
+  if (!opened) {
+    log::error(label + ": the value of extended attribute " + std::string(name) + " does not decrypt (tampered)");
+    return -EIO;
+  }
+  *plain = std::move(*opened);
+  return 0;
+}
+
+int EncryptedFs::write_xattr(const std::string& path, std::string_view name, std::span<const std::uint8_t> value,
+                             int flags) {
+  auto stored = stored_xattr_name(name);
+  if (!stored) return -ENOTSUP;
+  if (stored->size() > XATTR_NAME_MAX) return -ERANGE;
+  if (value.size() + kSealOverhead > kMaxXattrValue) return -E2BIG;
+  auto sealed = vault_.names().encrypt_xattr_value(*stored, value);
+  return ::setxattr(path.c_str(), stored->c_str(), sealed.data(), sealed.size(), flags) == 0 ? 0 : -errno;
+}
+
+int EncryptedFs::remove_xattr(const std::string& path, std::string_view name) {
+  auto stored = stored_xattr_name(name);
+  if (!stored || stored->size() > XATTR_NAME_MAX) return -ENODATA;
+  return ::removexattr(path.c_str(), stored->c_str()) == 0 ? 0 : -errno;
+}
+
+int EncryptedFs::set_access_acl(fuse_req_t req, const std::string& path, std::span<const std::uint8_t> value,
+                                int flags) {
+  auto acl = PosixAcl::parse(value);
+  if (!acl) return -EINVAL;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return -errno;
+  // The mode follows the ACL (posix_acl_update_mode); S_ISGID stays only for a caller in the
+  // file's group or holding CAP_FSETID.
+  mode_t mode = (st.st_mode & (S_ISUID | S_ISGID | S_ISVTX)) | acl->permission_bits();
+  if ((mode & S_ISGID) && !caller_creds(req).in_group_or_capable(st.st_gid)) mode &= ~S_ISGID;
+  if (mode != (st.st_mode & 07777) && ::chmod(path.c_str(), mode) != 0) return -errno;
+  if (acl->equivalent_to_mode()) {  // the mode says it all: no ACL is kept
+    const int rc = remove_xattr(path, NameMapping::kAclAccessXattr);
+    return rc == -ENODATA ? 0 : rc;
+  }
+  return write_xattr(path, NameMapping::kAclAccessXattr, value, flags);
+}
+
+int EncryptedFs::chmod_acl(const std::string& path, mode_t mode, const std::string& label) {
+  if (!acls_) return 0;
+  std::vector<std::uint8_t> value;
+  int rc = read_xattr(path, NameMapping::kAclAccessXattr, &value, label);
+  if (rc == -ENODATA) return 0;
+  if (rc < 0) return rc;
+  auto acl = PosixAcl::parse(value);
+  if (!acl) {
+    log::error(label + ": its stored access ACL is not a valid ACL");
+    return -EIO;
+  }
+  acl->apply_chmod(mode);
+  return write_xattr(path, NameMapping::kAclAccessXattr, acl->serialize(), 0);
+}
+
+mode_t EncryptedFs::new_entry_mode(fuse_req_t req, Inode& dir, mode_t mode, bool is_dir, NewEntryAcls* acls) {
+  if (!acls_) return mode;  // the kernel has applied the umask
+  std::vector<std::uint8_t> value;
+  bool known = false;
+  {
+    std::lock_guard lk(dir.mu);
+    if (dir.default_acl) {
+      value = *dir.default_acl;
+      known = true;
+    }
+  }
+  if (!known) {
+    PathFd pf = path_fd(dir);
+    const int rc = pf.ok() ? read_xattr(pf.proc_path(), NameMapping::kAclDefaultXattr, &value, label_of(dir)) : -ENODATA;
+    if (rc < 0) value.clear();
+    if (rc == 0 || rc == -ENODATA) {
+      std::lock_guard lk(dir.mu);
+      dir.default_acl = value;
+    }
+  }
+  auto inherited = value.empty() ? std::nullopt : PosixAcl::parse(value);
+  if (!inherited) return mode & ~(fuse_req_ctx(req)->umask & 0777);  // no default ACL: the umask applies
+  const PosixAcl access = inherited->inherit_for_new_entry(&mode);
+  if (!access.equivalent_to_mode()) acls->access = access.serialize();
+  if (is_dir) acls->inherited_default = std::move(value);
+  return mode;
+}
+
+void EncryptedFs::store_new_entry_acls(const std::string& path, const NewEntryAcls& acls) {
+  int rc = 0;
+  if (!acls.access.empty()) rc = write_xattr(path, NameMapping::kAclAccessXattr, acls.access, 0);
+  if (rc == 0 && !acls.inherited_default.empty())
+    rc = write_xattr(path, NameMapping::kAclDefaultXattr, acls.inherited_default, 0);
+  if (rc < 0) log::warning(std::string("cannot store the ACL a new entry inherits: ") + std::strerror(-rc));
+}
+
+void EncryptedFs::forget_default_acl(Inode& in, std::string_view name) {
+  if (name != NameMapping::kAclDefaultXattr) return;
+  std::lock_guard lk(in.mu);
+  in.default_acl.reset();  // read again on the next create
+}
 
 void EncryptedFs::setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, std::size_t size,
                            int flags) {
-  auto stored = vault_.names().encrypt_xattr_name(name);
-  if (!stored) return (void)fuse_reply_err(req, ENOTSUP);
-  if (stored->size() > XATTR_NAME_MAX) return (void)fuse_reply_err(req, ERANGE);
-  if (size + kSealOverhead > kMaxXattrValue) return (void)fuse_reply_err(req, E2BIG);
-  auto sealed = vault_.names().encrypt_xattr_value(
-      *stored, std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(value), size));
-  PathFd pf = path_fd(inode(ino));
-  if (!pf.ok()) return (void)fuse_reply_err(req, -pf.error());
-  int r = ::setxattr(pf.proc_path().c_str(), stored->c_str(), sealed.data(), sealed.size(), flags);
-  fuse_reply_err(req, r == 0 ? 0 : errno);
-}
-
-void EncryptedFs::getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, std::size_t size) {
-  auto stored = vault_.names().encrypt_xattr_name(name);
-  if (!stored || stored->size() > XATTR_NAME_MAX) return (void)fuse_reply_err(req, ENODATA);
+  // ACLs are stored only where the kernel enforces them.
+  if (is_acl(name) && !acls_) return (void)fuse_reply_err(req, ENOTSUP);
   Inode& in = inode(ino);
   PathFd pf = path_fd(in);
   if (!pf.ok()) return (void)fuse_reply_err(req, -pf.error());
-  std::vector<std::uint8_t> sealed(kMaxXattrValue);
-  ssize_t n = ::getxattr(pf.proc_path().c_str(), stored->c_str(), sealed.data(), sealed.size());
-  if (n < 0) return (void)fuse_reply_err(req, errno);
-  sealed.resize(static_cast<std::size_t>(n));
-  auto plain = vault_.names().decrypt_xattr_value(*stored, sealed);
-  if (!plain) {
-    log::error(label_of(in) + ": the value of extended attribute " + name + " does not decrypt (tampered)");
-    return (void)fuse_reply_err(req, EIO);
+  forget_default_acl(in, name);
+  int rc;
+  if (is_access_acl(name)) {
+    rc = set_access_acl(req, pf.proc_path(), bytes(value, size), flags);
+  } else {
+    if (name == NameMapping::kAclDefaultXattr && !PosixAcl::parse(bytes(value, size))) return (void)fuse_reply_err(req, EINVAL);
+    rc = write_xattr(pf.proc_path(), name, bytes(value, size), flags);
   }
-  if (size == 0) return (void)fuse_reply_xattr(req, plain->size());
-  if (size < plain->size()) return (void)fuse_reply_err(req, ERANGE);
-  fuse_reply_buf(req, reinterpret_cast<const char*>(plain->data()), plain->size());
+  fuse_reply_err(req, -rc);
+}
+
+void EncryptedFs::getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, std::size_t size) {
+  Inode& in = inode(ino);
+  PathFd pf = path_fd(in);
+  if (!pf.ok()) return (void)fuse_reply_err(req, -pf.error());
+  std::vector<std::uint8_t> plain;
+  const int rc = read_xattr(pf.proc_path(), name, &plain, label_of(in));
+  if (rc < 0) return (void)fuse_reply_err(req, -rc);
+  if (size == 0) return (void)fuse_reply_xattr(req, plain.size());
+  if (size < plain.size()) return (void)fuse_reply_err(req, ERANGE);
+  fuse_reply_buf(req, reinterpret_cast<const char*>(plain.data()), plain.size());
 }
 
 void EncryptedFs::listxattr(fuse_req_t req, fuse_ino_t ino, std::size_t size) {
@@ -63,10 +193,15 @@ void EncryptedFs::listxattr(fuse_req_t req, fuse_ino_t ino, std::size_t size) {
   n = ::listxattr(proc.c_str(), raw.data(), raw.size());
   if (n < 0) return (void)fuse_reply_err(req, errno);
   std::string out;
+  std::optional<bool> sees_trusted;  // trusted.* names are listed only to CAP_SYS_ADMIN, as on ext4
   for (std::size_t i = 0; i < static_cast<std::size_t>(n);) {
     std::string stored(raw.data() + i);
     i += stored.size() + 1;
     if (auto plain = vault_.names().decrypt_xattr_name(stored)) {
+      if (plain->starts_with("trusted.")) {
+        if (!sees_trusted) sees_trusted = caller_creds(req).cap_sys_admin;
+        if (!*sees_trusted) continue;
+      }
       out += *plain;
       out += '\0';
     }
@@ -77,12 +212,11 @@ void EncryptedFs::listxattr(fuse_req_t req, fuse_ino_t ino, std::size_t size) {
 }
 
 void EncryptedFs::removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
-  auto stored = vault_.names().encrypt_xattr_name(name);
-  if (!stored || stored->size() > XATTR_NAME_MAX) return (void)fuse_reply_err(req, ENODATA);
-  PathFd pf = path_fd(inode(ino));
+  Inode& in = inode(ino);
+  PathFd pf = path_fd(in);
   if (!pf.ok()) return (void)fuse_reply_err(req, -pf.error());
-  int r = ::removexattr(pf.proc_path().c_str(), stored->c_str());
-  fuse_reply_err(req, r == 0 ? 0 : errno);
+  forget_default_acl(in, name);
+  fuse_reply_err(req, -remove_xattr(pf.proc_path(), name));
 }
 
 }  // namespace gcfs::mount

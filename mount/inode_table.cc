@@ -107,11 +107,78 @@ std::size_t InodeTable::size() {
   return inodes_.size() + detached_.size();
 }
 
-void InodeTable::index_locked(Inode& inode) {
-  inode.id = next_id_++;
+void InodeTable::index_locked(Inode& inode, const std::string* handle) {
+  inode.id = 0;
+  const std::pair<dev_t, ino_t> key{inode.src_dev, inode.src_ino};
+  if (handle && !handle->empty()) {
+    auto it = remembered_.find(key);
+    if (it != remembered_.end() && it->second.handle == *handle) {
+      IdShard& shard = ids_[it->second.id % kIdShards];
+      std::lock_guard lk(shard.mu);
+      if (!shard.map.count(it->second.id)) inode.id = it->second.id;  // not still used by a detached inode
+    }
+  }
+  if (inode.id == 0) {
+    inode.id = next_id_++;
+    if (handle && !handle->empty() && remembered_.size() >= kMaxRemembered && !remembered_.count(key)) {
+      static std::once_flag once;
+      std::call_once(once, [] {
+        log::warning("file handles: " + std::to_string(kMaxRemembered) + " files remembered; handles of files "
+                     "seen from now on stay valid only while the kernel caches them");
+      });
+    } else if (handle && !handle->empty()) {
+      if (auto it = remembered_.find(key); it != remembered_.end()) remembered_ids_.erase(it->second.id);
+      remembered_[key] = {inode.id, *handle};
+      remembered_ids_[inode.id] = key;
+    }
+  }
   IdShard& shard = ids_[inode.id % kIdShards];
   std::lock_guard lk(shard.mu);
   shard.map.emplace(inode.id, &inode);
+}
+
+Inode* InodeTable::find_id(std::uint64_t ino) {
+  if (ino == FUSE_ROOT_ID) return root_;
+  IdShard& shard = ids_[ino % kIdShards];
+  std::lock_guard lk(shard.mu);
+  auto it = shard.map.find(ino);
+  return it == shard.map.end() ? nullptr : it->second;
+}
+
+std::optional<std::string> InodeTable::handle_of_id(std::uint64_t ino) {
+  std::lock_guard lk(mu_);
+  auto it = remembered_ids_.find(ino);
+  if (it == remembered_ids_.end()) return std::nullopt;
+  return remembered_.at(it->second).handle;
+}
+
+Inode& InodeTable::find_or_insert_unnamed(const struct stat& st, int fd, const std::string& handle) {
+  std::vector<int> to_close;
+  Inode* found = nullptr;
+  {
+    std::lock_guard lk(mu_);
+    found = find_locked(st);
+    if (found && !found->is_root && found->type != (st.st_mode & S_IFMT)) {
+      detach_locked(*found);
+      found = nullptr;
+    }
+    if (found) {
+      ++found->nlookup;
+      to_close.push_back(fd);
+    } else {
+      auto inode = std::make_unique<Inode>();
+      inode->src_dev = st.st_dev;
+      inode->src_ino = st.st_ino;
+      inode->type = st.st_mode & S_IFMT;
+      inode->nlookup = 1;
+      inode->orphan_fd = fd;  // its way to the file until a lookup by name gives it a name
+      found = inode.get();
+      index_locked(*found, &handle);
+      inodes_[{st.st_dev, st.st_ino}] = std::move(inode);
+    }
+  }
+  close_all(to_close);
+  return *found;
 }
 
 void InodeTable::unindex_locked(const Inode& inode) {
@@ -185,7 +252,8 @@ void InodeTable::maybe_drop_locked(Inode& inode, Graveyard& dead) {
   dead.push_back(std::move(owned));
 }
 
-Inode& InodeTable::find_or_insert(Inode& dir, const std::string& entry, const struct stat& st, int fd) {
+Inode& InodeTable::find_or_insert(Inode& dir, const std::string& entry, const struct stat& st, int fd,
+                                  const std::string* handle) {
   std::vector<int> to_close;
   Graveyard dead;  // destroyed outside the lock
   Inode* found = nullptr;
@@ -207,7 +275,7 @@ Inode& InodeTable::find_or_insert(Inode& dir, const std::string& entry, const st
       inode->type = st.st_mode & S_IFMT;
       inode->nlookup = 1;
       found = inode.get();
-      index_locked(*found);
+      index_locked(*found, handle);
       inodes_[{st.st_dev, st.st_ino}] = std::move(inode);
     }
     if (!found->is_root) {
@@ -339,14 +407,19 @@ PathFd InodeTable::dir_path_fd(Inode& dir) {
     {
       std::lock_guard lk(mu_);
       Inode* cur = &dir;
-      while (cur->root_fd < 0 && cur->cached_fd < 0 && !cur->names.empty()) {
+      while (cur->root_fd < 0 && cur->cached_fd < 0 && cur->orphan_fd < 0 && !cur->names.empty()) {
         chain.push_back(cur);
         entries.push_back(cur->names.front().entry);
         gens.push_back(cur->names_gen);
         ++cur->refs;
         cur = cur->names.front().parent;
       }
-      if (cur->root_fd >= 0 || cur->cached_fd >= 0) at = borrow_locked(*cur);
+      if (cur->root_fd >= 0 || cur->cached_fd >= 0) {
+        at = borrow_locked(*cur);
+      } else if (cur->orphan_fd >= 0) {  // reached by handle: lives as long as the inode, borrowed
+        at.fd_ = cur->orphan_fd;
+        at.err_ = 0;
+      }
     }
     int err = ESTALE;
     std::string failure;  // for the log: a name that leads elsewhere now

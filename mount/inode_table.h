@@ -85,6 +85,9 @@ struct Inode {
   std::mutex mu;  // guards everything below
   // Directories: the IV, read on first use and then kept (it never changes).
   std::optional<DirIv> dir_iv;
+  // Directories, where the mount enforces ACLs: the default ACL new entries inherit (empty: none),
+  // read on the first create and kept; setting or removing it through the mount updates it.
+  std::optional<std::vector<std::uint8_t>> default_acl;
   // Symlinks with a long target (fs/name_mapping.h): the target as read at the last lookup, with
   // the directory that holds its file. A symlink's target never changes, and readlink and getattr
   // get only the link's own descriptor, not the directory where the target's file is.
@@ -152,7 +155,26 @@ class InodeTable {
   // remembers this name. Counts one lookup. fd: a directory's O_PATH descriptor, taken over
   // (cached, or closed where one is cached already or the cache is full of descriptors in use);
   // -1 for everything else.
-  Inode& find_or_insert(Inode& dir, const std::string& entry, const struct stat& st, int fd);
+  // handle: the backing file's handle (name_to_handle_at) where the mount exports handles: a file
+  // seen before under the same handle gets its old node ID back (see below).
+  Inode& find_or_insert(Inode& dir, const std::string& entry, const struct stat& st, int fd,
+                        const std::string* handle = nullptr);
+
+  // --- File handles that survive (NFS export, open_by_handle_at) ---
+  // The kernel's handles name a node ID, which it may have forgotten when the handle comes back:
+  // every node ID handed out with a backing handle is remembered for the mount's life (an ID
+  // and a handle, about 190 bytes, for up to kMaxRemembered files), a file found again gets the
+  // same ID, and a forgotten ID is
+  // found again through its backing handle. A new file under a reused inode number has another
+  // backing handle, so it gets a new ID and old handles of the removed file stay stale.
+  // The live inode of ino, or nullptr.
+  Inode* find_id(std::uint64_t ino);
+  // The backing handle remembered for a node ID, or nullopt.
+  std::optional<std::string> handle_of_id(std::uint64_t ino);
+  // The inode of a file reached without a name (by handle, or as a directory's ".."): the live
+  // one, counted as looked up (fd is closed), or a new one that keeps fd (O_PATH, taken over) to
+  // reach its file until a lookup by name gives it a name, under its remembered ID if any.
+  Inode& find_or_insert_unnamed(const struct stat& st, int fd, const std::string& handle);
   // Drops n lookups; the inode goes when none are left (and no name of a child refers to it).
   void forget(Inode& inode, std::uint64_t n);
 
@@ -206,7 +228,9 @@ class InodeTable {
   void maybe_drop_locked(Inode& inode, Graveyard& dead);
   void evict_locked(FdPool& pool, std::size_t keep, std::vector<int>& to_close);
   Inode* find_locked(const struct stat& st);
-  void index_locked(Inode& inode);
+  // Gives inode its node ID: the one remembered for its backing handle where that ID is free, else
+  // a new one, which is then remembered with the handle.
+  void index_locked(Inode& inode, const std::string* handle = nullptr);
   void unindex_locked(const Inode& inode);
 
   // Node ID -> Inode, read by every request: split into shards, each with its own lock, so the
@@ -220,6 +244,15 @@ class InodeTable {
   std::array<IdShard, kIdShards> ids_;
   std::uint64_t next_id_ = 2;  // 1 is the root (FUSE_ROOT_ID)
   Inode stale_;                // what get() gives for an unknown ID: no descriptor, no name
+  struct Remembered {
+    std::uint64_t id;
+    std::string handle;
+  };
+  // About 190 bytes a file (measured); at most this many (some 190 MB), then new files are not
+  // remembered.
+  static constexpr std::size_t kMaxRemembered = 1'000'000;
+  std::map<std::pair<dev_t, ino_t>, Remembered> remembered_;              // under mu_
+  std::unordered_map<std::uint64_t, std::pair<dev_t, ino_t>> remembered_ids_;  // under mu_
 
   std::mutex mu_;
   std::condition_variable changed_;  // a NameChange ended

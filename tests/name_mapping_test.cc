@@ -120,8 +120,17 @@ TEST_F(NameMappingTest, SymlinkTargetsAreSealedWithFreshNonces) {
 }
 
 TEST_F(NameMappingTest, XattrNamesAndValues) {
-  EXPECT_EQ(names_.encrypt_xattr_name("security.selinux"), std::nullopt);
-  EXPECT_EQ(names_.encrypt_xattr_name("trusted.x"), std::nullopt);
+  EXPECT_EQ(names_.encrypt_xattr_name("system.other"), std::nullopt);
+  EXPECT_EQ(names_.encrypt_xattr_name("trusted."), std::nullopt);
+  EXPECT_EQ(names_.encrypt_xattr_name("os2.x"), std::nullopt);
+  EXPECT_EQ(names_.encrypt_xattr_name("security.capability"), std::nullopt) << "never applies in a nosuid mount";
+  for (const char* n : {"security.selinux", "trusted.overlay.opaque", "system.posix_acl_access",
+                        "system.posix_acl_default"}) {
+    auto s = names_.encrypt_xattr_name(n);
+    ASSERT_TRUE(s) << n;
+    EXPECT_TRUE(s->starts_with("user.")) << "stored in the backing file's user namespace";
+    EXPECT_EQ(names_.decrypt_xattr_name(*s), n);
+  }
   auto stored = names_.encrypt_xattr_name("user.comment");
   ASSERT_TRUE(stored);
   EXPECT_TRUE(stored->starts_with("user.gcfs."));

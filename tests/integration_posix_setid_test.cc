@@ -1,0 +1,175 @@
+// The setuid and setgid rules of issue 19, item 1, as ext4 applies them: every expected mode
+// below is what the same script gave on a loop-mounted ext4 image on the development machine.
+// The callers: nobody (no supplementary groups, no capabilities), root, and root without
+// CAP_FSETID (setpriv); the mount is served to all users (--allow-other).
+#include <fcntl.h>
+#include <grp.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <string>
+
+#include "support/mounted_vault.h"
+
+namespace gcfs::test {
+namespace {
+
+VaultOptions served_to_all() {
+  VaultOptions o;
+  o.mount_args.push_back("--allow-other");
+  return o;
+}
+
+// The mount and the folders above it open to nobody.
+void open_to_others(const MountedVault& v) {
+  const std::string top = v.mountpoint().substr(0, v.mountpoint().rfind('/'));
+  ASSERT_EQ(::chmod(top.c_str(), 0755), 0) << std::strerror(errno);
+  ASSERT_EQ(::chmod(v.mountpoint().c_str(), 0777), 0) << std::strerror(errno);
+}
+
+// Shell helpers for the scripts: m FILE prints "mode uid:gid"; mk FILE MODE [OWNER] makes an
+// empty file; NB runs a command as nobody, NOCAP as root without CAP_FSETID.
+const char* kHelpers =
+    "NB='setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all'\n"
+    "NOCAP='setpriv --inh-caps=-all --bounding-set=-fsetid'\n"
+    "m() { stat -c '%a %u:%g' \"$1\"; }\n"
+    "mk() { rm -f \"$1\"; touch \"$1\"; chown ${3:-0:0} \"$1\"; chmod \"$2\" \"$1\"; }\n";
+
+std::string run_in(const MountedVault& v, const std::string& script) {
+  auto r = run_shell(std::string(kHelpers) + script, v.mountpoint());
+  EXPECT_EQ(r.status, 0) << r.output;
+  return r.output;
+}
+
+// One change by one caller on files of the modes ext4 treats differently: setuid with group
+// execute, setgid without it (6766, 2666), setgid with it (2676).
+std::string each_mode(const MountedVault& v, const std::string& caller, const std::string& change,
+                      const std::string& owner = "0:0") {
+  std::string script;
+  for (const char* mode : {"6777", "2666", "6766", "4777", "2676"})
+    script += std::string("mk f ") + mode + " " + owner + "; echo hello > f; chmod " + mode + " f; " + caller + " " +
+              change + "; echo \"" + mode + " -> $(m f)\"\n";
+  return run_in(v, script);
+}
+
+TEST(PosixSetid, WriteByOtherUserClearsSuidAndSgidLikeExt4) {
+  GCFS_REQUIRE_PROGRAM("setpriv");
+  MountedVault v(served_to_all());
+  open_to_others(v);
+  const std::string want = "6777 -> 777 0:0\n2666 -> 666 0:0\n6766 -> 766 0:0\n4777 -> 777 0:0\n2676 -> 676 0:0\n";
+  EXPECT_EQ(each_mode(v, "$NB", "sh -c 'echo x >> f'"), want) << "write";
+  EXPECT_EQ(each_mode(v, "$NB", "truncate -s 1 f"), want) << "truncate";
+  EXPECT_EQ(each_mode(v, "$NB", "sh -c ': > f'"), want) << "open with O_TRUNC";
+  EXPECT_EQ(each_mode(v, "$NB", "fallocate -l 8192 f"), want) << "fallocate";
+  EXPECT_EQ(each_mode(v, "$NB", "fallocate -p -o 0 -l 2 f"), want) << "punch hole";
+}
+
+TEST(PosixSetid, OwnerOutsideTheGroupLosesSgidOnWriteAndTruncate) {
+  GCFS_REQUIRE_PROGRAM("setpriv");
+  MountedVault v(served_to_all());
+  open_to_others(v);
+  // nobody owns the files; their group (root) is not one of nobody's.
+  const std::string want = "6777 -> 777 65534:0\n2666 -> 666 65534:0\n6766 -> 766 65534:0\n4777 -> 777 65534:0\n"
+                           "2676 -> 676 65534:0\n";
+  EXPECT_EQ(each_mode(v, "$NB", "sh -c 'echo x >> f'", "65534:0"), want) << "write";
+  EXPECT_EQ(each_mode(v, "$NB", "truncate -s 0 f", "65534:0"), want) << "truncate";
+  // In the file's group: S_ISGID without group execute stays.
+  EXPECT_EQ(each_mode(v, "$NB", "sh -c 'echo x >> f'", "65534:65534"),
+            "6777 -> 777 65534:65534\n2666 -> 2666 65534:65534\n6766 -> 2766 65534:65534\n"
+            "4777 -> 777 65534:65534\n2676 -> 676 65534:65534\n");
+  // chgrp by the owner, judged on the old group.
+  EXPECT_EQ(each_mode(v, "$NB", "chown 65534:65534 f", "65534:0"),
+            "6777 -> 777 65534:65534\n2666 -> 666 65534:65534\n6766 -> 766 65534:65534\n"
+            "4777 -> 777 65534:65534\n2676 -> 676 65534:65534\n");
+}
+
+TEST(PosixSetid, RootKeepsTheBitsOnlyWithCapFsetid) {
+  GCFS_REQUIRE_PROGRAM("setpriv");
+  MountedVault v(served_to_all());
+  open_to_others(v);
+  EXPECT_EQ(each_mode(v, "", "sh -c 'echo x >> f'"),
+            "6777 -> 6777 0:0\n2666 -> 2666 0:0\n6766 -> 6766 0:0\n4777 -> 4777 0:0\n2676 -> 2676 0:0\n");
+  EXPECT_EQ(each_mode(v, "$NOCAP", "sh -c 'echo x >> f'"),
+            "6777 -> 777 0:0\n2666 -> 2666 0:0\n6766 -> 2766 0:0\n4777 -> 777 0:0\n2676 -> 676 0:0\n");
+  EXPECT_EQ(each_mode(v, "", "chown 65534 f"),
+            "6777 -> 777 65534:0\n2666 -> 2666 65534:0\n6766 -> 2766 65534:0\n4777 -> 777 65534:0\n"
+            "2676 -> 676 65534:0\n");
+}
+
+// Runs fn as nobody with umask 0 in a child; its exit status.
+int as_nobody(const std::function<int()>& fn) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::setgroups(0, nullptr) != 0 || ::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0)
+      ::_exit(99);
+    ::umask(0);
+    ::_exit(fn());
+  }
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+std::string mode_of(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::strerror(errno);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%o %u:%u", st.st_mode & 07777, st.st_uid, st.st_gid);
+  return buf;
+}
+
+TEST(PosixSetid, NewEntriesInASetgidDirectoryInheritGroupAndBit) {
+  MountedVault v(served_to_all());
+  open_to_others(v);
+  const std::string sg = v.path("sg");
+  ASSERT_EQ(::mkdir(sg.c_str(), 0777), 0);
+  ASSERT_EQ(::chown(sg.c_str(), 0, 1234), 0);
+  ASSERT_EQ(::chmod(sg.c_str(), 02777), 0);
+  ASSERT_EQ(as_nobody([&] {
+              int fd = ::open((sg + "/f").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 02777);  // not in 1234: no S_ISGID
+              if (fd < 0) return 1;
+              ::close(fd);
+              if (::mkdir((sg + "/d").c_str(), 0755) != 0) return 2;
+              if (::mkdir((sg + "/ro").c_str(), 0555) != 0) return 3;  // made writable for the IV, then 0555
+              return ::mkdir((sg + "/all").c_str(), 02777) != 0 ? 4 : 0;
+            }),
+            0);
+  EXPECT_EQ(mode_of(sg + "/f"), "777 65534:1234");
+  EXPECT_EQ(mode_of(sg + "/d"), "2755 65534:1234");
+  EXPECT_EQ(mode_of(sg + "/ro"), "2555 65534:1234");
+  EXPECT_EQ(mode_of(sg + "/all"), "2777 65534:1234");
+  // Root under umask 027.
+  const mode_t old = ::umask(027);
+  ASSERT_EQ(::mkdir((sg + "/r").c_str(), 0777), 0);
+  ::umask(old);
+  EXPECT_EQ(mode_of(sg + "/r"), "2750 0:1234");
+  // Everything survives a remount (stored in CIPHERDIR, not only in the kernel's cache).
+  v.remount();
+  EXPECT_EQ(mode_of(sg + "/ro"), "2555 65534:1234");
+}
+
+TEST(PosixSetid, ACallerMayCreateSetidFilesInItsOwnDirectory) {
+  MountedVault v(served_to_all());
+  open_to_others(v);
+  const std::string own = v.path("own");
+  ASSERT_EQ(::mkdir(own.c_str(), 0755), 0);
+  ASSERT_EQ(::chown(own.c_str(), 65534, 65534), 0);
+  ASSERT_EQ(as_nobody([&] {
+              int fd = ::open((own + "/s").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 06755);
+              if (fd < 0) return 1;
+              ::close(fd);
+              return ::mkdir((own + "/d").c_str(), 03755) != 0 ? 2 : 0;
+            }),
+            0);
+  EXPECT_EQ(mode_of(own + "/s"), "6755 65534:65534");
+  EXPECT_EQ(mode_of(own + "/d"), "1755 65534:65534");  // mkdir(2) never sets S_ISGID from the mode
+}
+
+}  // namespace
+}  // namespace gcfs::test
