@@ -74,10 +74,39 @@ EngineSet::EngineSet(const EngineOptions& o) {
   }
   cpu_ = std::make_unique<CpuEngine>(cpu_threads);
   const std::size_t threads = static_cast<CpuEngine&>(*cpu_).threads();
-  if (o.name == "gpu") {
+  if (o.name == "gpu" && !o.gpu_feeders) {
     gpus_.push_back(make_gpu_engine(gpu_options, *cpu_));  // throws with the GPU problem named
     active_ = gpus_.back().get();
     description_ = "gpu engine (" + describe_gpus(o.gpu) + "), cpu engine as fallback";
+    return;
+  }
+  if (o.name == "gpu") {
+    // The trial variant: one gpu engine per GPU behind the hybrid engine's queue, every batch taken
+    // by the GPUs' feeder threads (none runs in the caller: no inline slot, no small-batch
+    // shortcut), the cpu engine only for GPUs that fail.
+    for (int d : devices) {
+      GpuOptions one = gpu_options;
+      one.devices = {d};
+      gpus_.push_back(make_gpu_engine(one, *cpu_));  // throws with the GPU problem named
+    }
+    std::string how;
+    std::vector<HybridEngine::Member> members;
+    members.push_back({cpu_.get(), "cpu", {2e-6, 1e-9}});
+    for (std::size_t i = 0; i < gpus_.size(); ++i) {
+      const std::string label = "gpu" + std::to_string(devices[i]);
+      const int device = devices[i];
+      members.push_back({gpus_[i].get(), label, calibrate(*gpus_[i], label, &how),
+                         [device] { bind_thread_near_gpu(device); }});
+    }
+    HybridEngine::Options ho;
+    ho.buffer_member = 1;
+    ho.inline_slots = 0;
+    ho.inline_bytes = 0;
+    ho.log = [](const std::string& m) { log::error(m); };
+    hybrid_ = std::make_unique<HybridEngine>(std::move(members), ho);
+    active_ = hybrid_.get();
+    description_ = "gpu engine (" + describe_gpus(o.gpu) + ") fed from one queue by threads per GPU (measured at start: " +
+                   how + "), cpu engine as fallback";
     return;
   }
   if (gpus.empty()) {
