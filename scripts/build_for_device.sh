@@ -12,26 +12,28 @@ cmake -S . -B "$build" -DGPUCRYPTFS_STATIC=ON -DCMAKE_BUILD_TYPE=Release -DCMAKE
 integration="integration_fs_ops_test integration_programs_test integration_random_ops_test integration_tamper_test
              integration_cli_test integration_concurrency_test integration_fd_cache_test integration_file_size_test
              integration_local_users_test volume_mount_test"
+# CPU-side tests that the device run repeats there (the hybrid engine on many cores, NUMA parsing).
+cpu_tests="crypto_hybrid_engine_test gpu_host_numa_test"
 cmake --build "$build" -j"${JOBS:-2}" --target gpu_math_test gpu_engine_test gpu_buffers_test gpu_engine_bench gpucryptfs \
-  $integration
+  $integration $cpu_tests
 rm -rf "$build/carry"
 mkdir -p "$build/carry"
 cp "$build/tests/gpu_math_test" "$build/tests/gpu_engine_test" "$build/tests/gpu_buffers_test" "$build/tests/gpu_engine_bench" \
    "$build/mount/gpucryptfs" "$build/carry/"
-for t in $integration; do cp "$build/tests/$t" "$build/carry/"; done
+for t in $integration $cpu_tests; do cp "$build/tests/$t" "$build/carry/"; done
 strip --strip-debug "$build"/carry/* || true
 # The suites are only linked against GoogleTest and the C++ runtime (they run the gpucryptfs
 # binary); whatever shared libraries they need beyond libc travel in carry/lib (the device run
 # sets LD_LIBRARY_PATH for them).
 mkdir -p "$build/carry/lib"
-for t in $integration; do
+for t in $integration $cpu_tests; do
   ldd "$build/carry/$t" | awk '/=> \// { print $3 }' |
     grep -v -E '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*)\.so' |
     while read -r lib; do cp -L -n "$lib" "$build/carry/lib/"; done
 done
 for f in "$build"/carry/*; do
   [ -f "$f" ] || continue
-  case "$(basename "$f")" in integration_* | volume_mount_test) continue ;; esac
+  case "$(basename "$f")" in integration_* | volume_mount_test | crypto_hybrid_engine_test | gpu_host_numa_test) continue ;; esac
   extra=$(ldd "$f" | grep -v -E 'linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so' || true)
   if [ -n "$extra" ]; then
     echo "warning: $f needs more than libc at run time:" >&2
