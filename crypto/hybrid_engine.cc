@@ -276,13 +276,19 @@ void HybridEngine::feeder(std::size_t m) {
     if (stop_ || members_[m].retired) return;
 
     // Take this member's share of the queued batches, oldest first, of one direction, up to what
-    // one call should carry.
+    // one call should carry, and no more than this feeder's share of it while the member's other
+    // feeders are idle: several calls in flight keep a GPU busy while the callers of a finished call
+    // post their next batches (one call carrying every queued batch would leave it idle then).
+    std::size_t wanted = 0;
+    for (const Job* j : queue_) wanted += want_locked(m, *j);
+    const std::size_t limit = std::min(
+        options_.max_part_bytes, std::max(options_.min_part_bytes, (wanted + members_[m].idle) / (members_[m].idle + 1)));
     taken.clear();
     std::size_t bytes = 0;
     bool seal = true;
-    for (std::size_t i = 0; i < queue_.size() && bytes < options_.max_part_bytes;) {
+    for (std::size_t i = 0; i < queue_.size() && bytes < limit;) {
       Job& j = *queue_[i];
-      const std::size_t want = std::min(want_locked(m, j), options_.max_part_bytes - bytes);
+      const std::size_t want = std::min(want_locked(m, j), limit - bytes);
       if (want == 0 || (!taken.empty() && j.seal != seal)) {
         ++i;
         continue;
