@@ -195,7 +195,7 @@ void HybridEngine::run(std::span<ChunkOp> ops, bool seal) {
     lock.unlock();
     return seal ? first.seal(ops) : first.open(ops);
   }
-  bool holds_slot = false;
+  bool holds_slot = false, took_first = false;
   if (free_slots_ > 0) --free_slots_, holds_slot = job.caller_working = true;
   queue_.push_back(&job);
   notify_feeders_locked(&job);
@@ -216,7 +216,28 @@ void HybridEngine::run(std::span<ChunkOp> ops, bool seal) {
         }
       }
       if (job.caller_working) {
-        const Taken t = take_locked(job, options_.inline_part_bytes);
+        // The caller's first part is member 0's share by the model, so that the fed members find
+        // theirs still queued when their feeders wake (taking everything at once would leave them
+        // nothing whenever the caller holds a slot); after that it takes whatever nobody has taken
+        // yet, a part at a time: a fed member that is slow to come loses its share to the caller
+        // instead of keeping it waiting.
+        std::size_t want = options_.inline_part_bytes;
+        if (!took_first && options_.leave_fed_share) {
+          took_first = true;
+          bool idle_feeder = false;
+          for (std::size_t m = 1; m < members_.size() && !idle_feeder; ++m)
+            idle_feeder = members_[m].idle > 0 && want_locked(m, job) > 0;
+          if (idle_feeder) {
+            // A fed member is ready for its share: the caller takes member 0's (at least one
+            // minimum part, so it never holds a slot idle) and leaves the rest queued for it.
+            thread_local std::vector<double> share;
+            shares_locked(static_cast<double>(job.bytes_left), true, share);
+            want = std::min(want, std::max(static_cast<std::size_t>(share[0] + 0.5), options_.min_part_bytes));
+          }
+          // Otherwise every fed member is busy, and the model does not see what already waits for
+          // them (queued work is nobody's backlog yet): the caller starts on its batch at once.
+        }
+        const Taken t = take_locked(job, want);
         State& s = members_[0];
         const std::size_t backlog = s.backlog;
         s.backlog += t.bytes;

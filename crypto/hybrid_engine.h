@@ -86,6 +86,10 @@ class HybridEngine final : public ChunkEngine {
     // The member whose allocate_io_buffer the callers get (a GPU's page-locked memory serves the
     // cpu engine as well as any other memory, and lets the GPU skip its staging copies).
     std::size_t buffer_member = 0;
+    // A caller that holds a slot starts with member 0's share by the model and leaves the rest
+    // queued while a fed member has a feeder idle (false: it takes parts of inline_part_bytes from
+    // the start, and the fed members get what waiting callers leave).
+    bool leave_fed_share = true;
     // Follow real parts (false: keep the starting estimates; tests of the model use that).
     bool learn = true;
     // Where a retired member is reported, once. Empty: stderr.
