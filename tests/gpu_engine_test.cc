@@ -596,7 +596,7 @@ TEST(GpuEngineFailover, WhenOneOfTwoGpusFailsTheOtherTakesItsBatches) {
   std::mutex mu;
   GpuOptions o;
   o.devices = {0, 1};
-  o.inject_failure_at_batch = 3;
+  o.inject_failure_at_batch = 2;  // GPU 1's second batch: 8 callers keep both GPUs' streams busy
   o.inject_failure_on_device = 1;
   o.on_error = [&](const std::string& m) {
     std::lock_guard lock(mu);
