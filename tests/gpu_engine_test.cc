@@ -740,6 +740,30 @@ TEST(EngineFactory, AutoSharesLargeBatchesAndMatchesTheCpuEngine) {
   EXPECT_GT(stats[1].bytes, 0u) << "the GPU got no share: " << hybrid->describe();
 }
 
+// The trial variant of --engine gpu (EngineOptions::gpu_feeders: every batch launched by the GPUs'
+// feeder threads from the hybrid engine's queue) seals and opens like the cpu engine, small batches
+// included, and the GPUs do the work: the cpu engine is only there for GPUs that fail.
+TEST(EngineFactory, GpuFedFromTheQueueMatchesTheCpuEngine) {
+  std::string why;
+  if (list_gpus(&why).empty()) GTEST_SKIP() << "no GPU: " << why;
+  EngineOptions o;
+  o.name = "gpu";
+  o.gpu_feeders = true;
+  EngineSet set(o);
+  auto* hybrid = dynamic_cast<HybridEngine*>(&set.engine());
+  ASSERT_NE(hybrid, nullptr) << set.description();
+  EXPECT_EQ(mismatches_from_callers(set.engine(), 6, 4), 0);
+  Batch small({4096, 17}, 1);
+  CpuEngine(1).seal(small.ref_ops);
+  set.engine().seal(small.ops);
+  small.expect_same_seal();
+  const auto stats = hybrid->stats();
+  EXPECT_EQ(stats[0].bytes, 0u) << "the cpu engine did work while the GPU was fine: " << hybrid->describe();
+  std::size_t gpu_bytes = 0;
+  for (std::size_t i = 1; i < stats.size(); ++i) gpu_bytes += stats[i].bytes;
+  EXPECT_GT(gpu_bytes, 0u) << hybrid->describe();
+}
+
 TEST(EngineFactory, WithoutAGpuGpuRefusesAndAutoFallsBack) {
   std::string why;
   if (!list_gpus(&why).empty()) GTEST_SKIP() << "a GPU is present; this test covers machines without one";
