@@ -153,7 +153,8 @@ mount_vault() {
 }
 unmount_vault() {
   local work=$1
-  umount "$work/plain" 2>/dev/null || fusermount3 -u "$work/plain" 2>/dev/null || umount -l "$work/plain" 2>/dev/null
+  timeout 30 umount "$work/plain" 2>/dev/null || timeout 30 fusermount3 -u "$work/plain" 2>/dev/null ||
+    umount -l "$work/plain" 2>/dev/null
   sleep 0.5
   rm -rf "$work"
 }
@@ -167,13 +168,13 @@ stream_run() {  # label engine gpus
   done
   wait
   t1=$(date +%s.%N); c1=$(daemon_ticks "$pid")
-  sync; echo 3 > /proc/sys/vm/drop_caches
+  timeout 60 sync; echo 3 > /proc/sys/vm/drop_caches
   t1b=$(date +%s.%N); c1=$(daemon_ticks "$pid")
   for i in $(seq 1 $STREAMS); do timeout "$(limit 60)" dd if="$work/plain/f$i" of=/dev/null bs=1M status=none & done
   wait
   t2=$(date +%s.%N); c2=$(daemon_ticks "$pid")
   local cw=$((c1 - c0)) cr=$((c2 - c1))
-  for i in $(seq 1 $STREAMS); do cmp -s "/dev/shm/gcfs-src$i" "$work/plain/f$i" || verdict=MISMATCH; done
+  for i in $(seq 1 $STREAMS); do timeout 60 cmp -s "/dev/shm/gcfs-src$i" "$work/plain/f$i" || verdict=MISMATCH; done
   awk -v l="$label" -v n=$STREAMS -v mib="$STREAM_MIB" -v w0="$t0" -v w1="$t1" -v r0="$t1b" -v r1="$t2" -v hz="$hz" \
       -v cw="$cw" -v cr="$cr" -v v="$verdict" \
     'BEGIN { gb = n * mib * 1048576 / 1e9;
@@ -209,7 +210,7 @@ small_run() {  # label engine gpus tarball
   local c0 c1 c2 c3 t0 t1 t2 t3 bytes
   c0=$(daemon_ticks "$pid"); t0=$(date +%s.%N)
   timeout "$(limit 90)" tar -C "$work/plain" -xf "$tarball"
-  sync; t1=$(date +%s.%N); c1=$(daemon_ticks "$pid")
+  timeout 60 sync; t1=$(date +%s.%N); c1=$(daemon_ticks "$pid")
   echo 3 > /proc/sys/vm/drop_caches
   t1=$(date +%s.%N); c1=$(daemon_ticks "$pid")
   bytes=$(timeout "$(limit 90)" tar -C "$work/plain" -cf - . | wc -c)
@@ -229,8 +230,8 @@ if [[ ${SKIP_SMALL:-0} != 1 ]] && [ -e /dev/fuse ] && have gpucryptfs && enough 
   done
   if [ -n "$tree_src" ]; then
     rm -rf /dev/shm/gcfs-tree-src; mkdir -p /dev/shm/gcfs-tree-src
-    cp -a "$tree_src" /dev/shm/gcfs-tree-src/tree 2>/dev/null
-    tar -C /dev/shm/gcfs-tree-src -cf /dev/shm/gcfs-tree.tar tree
+    timeout "$(limit 60)" cp -a "$tree_src" /dev/shm/gcfs-tree-src/tree 2>/dev/null
+    timeout "$(limit 60)" tar -C /dev/shm/gcfs-tree-src -cf /dev/shm/gcfs-tree.tar tree
     echo "tree: $tree_src, $(find /dev/shm/gcfs-tree-src/tree | wc -l) entries, $(du -sh /dev/shm/gcfs-tree-src/tree | cut -f1)" | tee -a "$OUT/mount.txt"
     rm -rf /dev/shm/gcfs-tree-src
     for r in "cpu cpu -" "auto[all] auto $ALL_GPUS" "cpu/again cpu -" "auto/again auto $ALL_GPUS"; do
