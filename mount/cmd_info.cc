@@ -24,7 +24,9 @@ void print_gpus(std::ostream& out) {
   }
   for (const auto& g : gpus)
     out << "GPU " << g.index << ":        " << g.name << ", " << g.sm_count << " SMs, compute capability " << g.cc_major
-        << "." << g.cc_minor << ", " << (g.memory_bytes >> 20) << " MiB\n";
+        << "." << g.cc_minor << ", " << (g.memory_bytes >> 20) << " MiB"
+        << (g.pci_bus_id.empty() ? "" : ", PCI " + g.pci_bus_id)
+        << (g.numa_node >= 0 ? ", NUMA node " + std::to_string(g.numa_node) : "") << "\n";
 }
 
 }  // namespace
