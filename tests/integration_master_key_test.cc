@@ -152,6 +152,37 @@ TEST_F(MasterKey, FindsAChunkSizeOtherThanTheDefault) {
   EXPECT_FALSE(is_mounted());
 }
 
+// A vault of 64 KiB chunks holding only files shorter than 4 KiB: nothing pins the size, 4 KiB is
+// assumed (and said), and since every file it holds is one chunk under either size, the vault
+// stays whole: what the master-key mount writes reads back under the config passwd writes.
+TEST_F(MasterKey, ASizeNoFilePinsIsAssumedWithoutLosingAByte) {
+  init("--chunk-size 64K");
+  ASSERT_EQ(run_shell(test_binary() + " mount --engine cpu --passfile " + q(pw_) + " --log " + q(log_) + " " + q(cipher_) + " " + q(plain_)).status, 0);
+  mounted_ = true;
+  write_file(plain_ + "/a", pattern(3000, 4));
+  write_file(plain_ + "/b", "bee\n");
+  unmount();
+  ASSERT_EQ(::unlink((cipher_ + "/gpucryptfs.conf").c_str()), 0);
+  const CommandResult r = mount_with_key(key_);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("could not be read from the files"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("assuming 4096 bytes"), std::string::npos) << r.output;
+  EXPECT_EQ(read_file(plain_ + "/a"), pattern(3000, 4));
+  write_file(plain_ + "/grown", pattern(100000, 5));
+  unmount();
+  const std::string key_file = root_.path() + "/key";
+  write_file(key_file, key_ + "\n");
+  ASSERT_EQ(run_shell(test_binary() + " passwd --masterkey-file " + q(key_file) + " --new-passfile " + q(pw_) +
+                      " --scrypt-logn 10 " + q(cipher_)).status, 0);
+  const CommandResult info = run_shell(test_binary() + " info " + q(cipher_));
+  EXPECT_NE(info.output.find("chunk size 4096 bytes"), std::string::npos) << info.output;
+  ASSERT_EQ(run_shell(test_binary() + " mount --engine cpu --passfile " + q(pw_) + " --log " + q(log_) + " " + q(cipher_) + " " + q(plain_)).status, 0);
+  mounted_ = true;
+  EXPECT_EQ(read_file(plain_ + "/a"), pattern(3000, 4));
+  EXPECT_EQ(read_file(plain_ + "/b"), "bee\n");
+  EXPECT_EQ(read_file(plain_ + "/grown"), pattern(100000, 5));
+}
+
 TEST_F(MasterKey, AForgottenPasswordWithTheConfigStillThere) {
   init();
   populate_and_unmount(5000);
