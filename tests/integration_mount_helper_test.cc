@@ -90,6 +90,27 @@ TEST_F(Fstab, AnUnknownOptionIsRefusedByNameAndNothingIsMounted) {
   EXPECT_NE(r.output.find("\n0\n"), std::string::npos) << r.output;
 }
 
+// What mount.fuse3 (fuse3 3.14 on Debian 12) runs for a fuse.gpucryptfs line, seen by a script in
+// gpucryptfs's place on its PATH: the form mount/fstab_args.h parses, nofail and _netdev dropped,
+// dev and suid added.
+TEST(MountHelper, MountFuse3RunsGpucryptfsWithSourceMountpointAndDashO) {
+  GCFS_REQUIRE_PROGRAM("mount.fuse3");
+  TempDir t("gcfs-helper");
+  ::mkdir((t.path() + "/bin").c_str(), 0755);
+  ::mkdir((t.path() + "/mnt").c_str(), 0755);
+  write_file(t.path() + "/bin/gpucryptfs", "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done > " +
+                                               q(t.path() + "/argv") + "\n");
+  ::chmod((t.path() + "/bin/gpucryptfs").c_str(), 0755);
+  const CommandResult r = run_shell("PATH=" + q(t.path() + "/bin") + ":$PATH mount.fuse3 /srv/vault " + q(t.path() + "/mnt") +
+                                    " -o passfile=/pw,ro,nofail,_netdev,engine=cpu -t fuse.gpucryptfs");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string argv = read_file(t.path() + "/argv");
+  EXPECT_EQ(argv.substr(0, argv.find("-o\n") + 3), "/srv/vault\n" + t.path() + "/mnt\n-o\n") << argv;
+  const std::string opts = argv.substr(argv.find("-o\n") + 3);
+  for (const char* o : {"passfile=/pw", "ro", "engine=cpu"}) EXPECT_NE(opts.find(o), std::string::npos) << opts;
+  EXPECT_EQ(opts.find("nofail"), std::string::npos) << opts;
+}
+
 // The form mount.fuse3 uses, run directly (also what a mount.fuse.gpucryptfs link receives).
 TEST(MountHelper, TheMountFuse3CommandLineMountsAndRefusesTyposByName) {
   MountedVault v(not_mounted());
