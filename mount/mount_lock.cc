@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -62,7 +63,7 @@ pid_t flock_holder(dev_t dev, ino_t ino) {
 // Whether someone else holds the journal's lock now (LOCK_SH fails only against an exclusive
 // holder, and two checks at once never fail each other). fd: the journal, opened O_RDONLY.
 bool held_now(int fd, std::chrono::milliseconds grace) {
-  if (flock_with_grace(fd, LOCK_SH, grace) != 0) return true;
+  if (flock_with_grace(fd, LOCK_SH, grace) == EWOULDBLOCK) return true;
   ::flock(fd, LOCK_UN);
   return false;
 }
@@ -129,7 +130,8 @@ void refuse_second_read_write_mount(const std::string& cipherdir) {
 void refuse_mounted_volume(const std::string& container, bool read_only) {
   const OpenResult c = open_regular(container, O_RDONLY);
   if (!c) return;  // the checks that follow name the problem
-  if (flock_with_grace(c.fd.get(), read_only ? LOCK_SH : LOCK_EX, std::chrono::milliseconds(0)) == 0) return;
+  const int e = flock_with_grace(c.fd.get(), read_only ? LOCK_SH : LOCK_EX, std::chrono::milliseconds(0));
+  if (e != EWOULDBLOCK) return;  // free (released again when c closes), or no flock here: the daemon says
   const auto mounts = gpucryptfs_mounts_of(container);
   if (mounts.empty()) return;  // a daemon still exiting: the new one waits for it
   const std::string& mp = mounts.back().mountpoint;
