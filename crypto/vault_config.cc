@@ -121,15 +121,20 @@ VaultConfig VaultConfig::create(std::string_view password, std::uint32_t chunk_s
                                 VaultKind kind, SecretBytes* master_out) {
   if (!valid_chunk_size(chunk_size))
     throw UserError("chunk size must be a power of two from 4096 to 1048576 bytes, got " + std::to_string(chunk_size));
-  VaultConfig c;
-  c.kind = kind;
-  c.chunk_size = chunk_size;
+  VaultConfig c = defaults(chunk_size, kind);
   c.scrypt = params;
-  c.features = kFeatures;
   SecretBytes master(kMasterKeyBytes);
   random_bytes(master);
   c.rewrap(master, password);
   if (master_out) *master_out = std::move(master);
+  return c;
+}
+
+VaultConfig VaultConfig::defaults(std::uint32_t chunk_size, VaultKind kind) {
+  VaultConfig c;
+  c.kind = kind;
+  c.chunk_size = chunk_size;
+  c.features = kFeatures;
   return c;
 }
 
