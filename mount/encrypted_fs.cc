@@ -86,6 +86,15 @@ void EncryptedFs::init(fuse_conn_info* conn) {
   if (options_.writeback_cache && (conn->capable & FUSE_CAP_WRITEBACK_CACHE)) conn->want |= FUSE_CAP_WRITEBACK_CACHE;
   else conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+  // Every listing is a READDIRPLUS, whose entries carry the attributes (readdir). libfuse asks for
+  // READDIRPLUS_AUTO by default, with which the kernel sends READDIRPLUS only for a directory's
+  // first reply (or after a lookup in it) and plain READDIR for the rest: in a directory larger
+  // than one reply (a few hundred names), `ls -l` or `find -ls` then cost one LOOKUP per file
+  // (measured: 0.8 per file with 1000 files a directory, and 8x the time of `find -ls`).
+  if (conn->capable & FUSE_CAP_READDIRPLUS) {
+    conn->want |= FUSE_CAP_READDIRPLUS;
+    conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
+  }
   // POSIX ACLs: the kernel enforces them and leaves umask and default-ACL inheritance to us
   // (DONT_MASK); without both capabilities ACLs are refused and the kernel applies the umask.
   constexpr unsigned kAcl = FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK;
