@@ -107,5 +107,49 @@ TEST(RequestCounts, ListingAndStattingALargeDirectoryCostsNoRequestPerFile) {
   EXPECT_GT(counts.count("READDIRPLUS") ? counts.at("READDIRPLUS") : 0, 1) << describe(counts);
 }
 
+// The mtime the kernel's writeback cache sends after a written file, and a SETATTR of the mtime
+// alone while the file is open (tar), are kept and written to the backing file at the last close
+// (one backing call less per file on a network share): every stat shows them meanwhile, a
+// remount finds them, and an fsync makes them as durable as the data.
+std::string mtime_of(MountedVault& v, const std::string& rel) { return v.sh("stat -c %Y " + rel).output; }
+
+TEST(KeptTimes, AnMtimeSetWhileOpenIsShownAtOnceAndKeptAfterClose) {
+  MountedVault v;
+  auto r = v.sh("exec 3>f && echo data >&3 && touch -m -d @1000000000 f && stat -c %Y f && exec 3>&- && stat -c %Y f");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output, "1000000000\n1000000000\n");
+  v.remount();
+  EXPECT_EQ(mtime_of(v, "f"), "1000000000\n");
+  EXPECT_EQ(v.sh("cat f").output, "data\n");
+  // A backing stat sees it too once the file is closed: it is on the ciphertext file.
+  auto backing = run_shell("find " + shell_quote(v.cipherdir()) + " -type f ! -name 'gpucryptfs.*' -printf '%T@\\n' | cut -d. -f1");
+  EXPECT_EQ(backing.output, "1000000000\n");
+}
+
+TEST(KeptTimes, TheKernelsOwnMtimeOfAWrittenFileSurvivesARemount) {
+  MountedVault v;
+  ASSERT_EQ(v.sh("echo data > f").status, 0);
+  const std::string before = v.sh("stat -c %y f").output;
+  v.remount();
+  EXPECT_EQ(v.sh("stat -c %y f").output, before);
+}
+
+TEST(KeptTimes, AnFsyncMakesAKeptMtimeDurable) {
+  MountedVault v;
+  // The file stays open in a background shell while the daemon is killed.
+  TempDir scratch("gcfs-kept-times");
+  const std::string out = shell_quote(scratch.path() + "/out"), pid = shell_quote(scratch.path() + "/pid");
+  // (After the "cd" that v.sh puts first: only the subshell goes to the background.)
+  auto r = v.sh(": ; (exec 3>f; echo data >&3; touch -m -d @1100000000 f; sync f; echo synced; exec sleep 30) > " + out +
+                " 2>&1 & echo $! > " + pid + "; for i in $(seq 100); do grep -q synced " + out +
+                " 2>/dev/null && break; sleep 0.1; done; cat " + out);
+  ASSERT_EQ(r.output, "synced\n");
+  ASSERT_EQ(::kill(v.daemon_pid(), SIGKILL), 0);
+  run_shell("kill $(cat " + pid + ")");  // the holder of the open file, by its pid
+  v.remount();
+  EXPECT_EQ(mtime_of(v, "f"), "1100000000\n");
+  EXPECT_EQ(v.sh("cat f").output, "data\n");
+}
+
 }  // namespace
 }  // namespace gcfs::test
