@@ -8,7 +8,8 @@
 #
 # Knobs (environment):
 #   FSLIST  default "gocryptfs gcfs_auto": backing (the folder itself), gocryptfs, securefs,
-#           gcfs_ENGINE (gpucryptfs; gcfs_ENGINE+ARG1,ARG2 adds mount arguments)
+#           gcfs_ENGINE (gpucryptfs; gcfs_ENGINE+ARG1,ARG2 adds mount arguments), gcfsB_ENGINE
+#           (the same with the binary GPUCRYPTFS_B: two builds side by side in one run)
 #   ROUNDS  timed rounds per filesystem (default 3); ROOT the backing place (default
 #           /dev/shm/treescan: tmpfs, so that only the filesystems differ); FILE_BYTES per file
 #           (default 64); PER_DIR files per directory (default 1000: more than one READDIR
@@ -65,13 +66,14 @@ mount_fs() {  # fs c m: mounts, sets pid
       securefs create --pass "$(cat "$pw")" "$c" >/dev/null 2>&1
       securefs mount -b --pass "$(cat "$pw")" "$c" "$m" >/dev/null 2>&1
       sleep 1 ;;
-    gcfs_*)
-      local spec=${fs#gcfs_} engine extra=
+    gcfs_* | gcfsB_*)
+      local spec=${fs#*_} engine extra= bin=$GPUCRYPTFS
+      [[ $fs == gcfsB_* ]] && bin=${GPUCRYPTFS_B:?gcfsB_ needs GPUCRYPTFS_B}
       engine=${spec%%+*}
       [[ $spec == *+* ]] && extra=${spec#*+}
-      "$GPUCRYPTFS" init --passfile "$pw" --scrypt-logn 10 "$c" >/dev/null
+      "$bin" init --passfile "$pw" --scrypt-logn 10 "$c" >/dev/null
       # shellcheck disable=SC2086  # extra arguments, comma-separated
-      "$GPUCRYPTFS" mount --passfile "$pw" --engine "$engine" ${extra//,/ } --log "$ROOT/$fs.log" "$c" "$m" ;;
+      "$bin" mount --passfile "$pw" --engine "$engine" ${extra//,/ } --log "$ROOT/$fs.log" "$c" "$m" ;;
     *) echo "bench_tree_scan: unknown filesystem $fs" >&2; return 1 ;;
   esac
   mountpoint -q "$m" || { echo "$fs: mount failed" >&2; return 1; }
