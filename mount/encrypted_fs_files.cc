@@ -57,6 +57,14 @@ void EncryptedFs::write_mtime(Inode& in, int fd, const timespec& mtime) {
     log::warning(label_of(in) + ": cannot set the modification time: " + std::strerror(errno));
 }
 
+void EncryptedFs::forget_written_mtime(Inode& in, const timespec& written) {
+  // Unless a newer one came meanwhile (it is written in its turn). Until here it was what a stat
+  // showed, so no stat saw the backing file's older one in between.
+  std::lock_guard lk(in.mu);
+  if (in.pending_mtime && in.pending_mtime->tv_sec == written.tv_sec && in.pending_mtime->tv_nsec == written.tv_nsec)
+    in.pending_mtime.reset();
+}
+
 int EncryptedFs::acquire_content(Inode& in, bool writable, std::shared_ptr<ContentFile>* out, int fd_in) {
   {
     std::lock_guard lk(in.mu);
@@ -117,10 +125,7 @@ void EncryptedFs::release_content(Inode& in) {
   // RELEASE after close has returned, so a stat may come meanwhile).
   if (mtime && last) {
     write_mtime(in, last->fd(), *mtime);
-    std::lock_guard lk(in.mu);
-    if (!in.content && in.pending_mtime && in.pending_mtime->tv_sec == mtime->tv_sec &&
-        in.pending_mtime->tv_nsec == mtime->tv_nsec)
-      in.pending_mtime.reset();
+    forget_written_mtime(in, *mtime);
   }
   last.reset();
   for (int fd : fds) ::close(fd);
@@ -264,9 +269,12 @@ void EncryptedFs::fsync(fuse_req_t req, fuse_ino_t, int datasync, fuse_file_info
   std::optional<timespec> mtime;
   {
     std::lock_guard lk(in.mu);
-    mtime.swap(in.pending_mtime);
+    mtime = in.pending_mtime;
   }
-  if (mtime) write_mtime(in, fd, *mtime);
+  if (mtime) {
+    write_mtime(in, fd, *mtime);
+    forget_written_mtime(in, *mtime);
+  }
   int r = datasync ? ::fdatasync(fd) : ::fsync(fd);
   const int err = r == 0 ? 0 : errno;
   // From here on the caller relies on these bytes: later rewrites of them are journaled first.

@@ -126,14 +126,6 @@ TEST(KeptTimes, AnMtimeSetWhileOpenIsShownAtOnceAndKeptAfterClose) {
   EXPECT_EQ(backing.output, "1000000000\n");
 }
 
-TEST(KeptTimes, TheKernelsOwnMtimeOfAWrittenFileSurvivesARemount) {
-  MountedVault v;
-  ASSERT_EQ(v.sh("echo data > f").status, 0);
-  const std::string before = v.sh("stat -c %y f").output;
-  v.remount();
-  EXPECT_EQ(v.sh("stat -c %y f").output, before);
-}
-
 TEST(KeptTimes, AnFsyncMakesAKeptMtimeDurable) {
   MountedVault v;
   // The file stays open in a background shell while the daemon is killed.
