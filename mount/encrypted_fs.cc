@@ -420,6 +420,19 @@ void EncryptedFs::setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int
       return (void)fuse_reply_attr(req, &st, options_.attr_timeout);
     }
   }
+  // Times alone for a regular file whose last name is gone and that nobody holds open: what the
+  // writeback cache sends after every unlink of a file (it stamps the ctime and writes the inode's
+  // times back at once). Nothing can see those times any more: no backing call (a round trip per
+  // removed file where CIPHERDIR is on a network share).
+  constexpr int kTimes = FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW |
+                         FUSE_SET_ATTR_CTIME;
+  if (S_ISREG(in.type) && (valid & ~kTimes) == 0 && inodes_.nameless(in)) {
+    std::unique_lock lk(in.mu);
+    if (!in.content) {
+      lk.unlock();
+      return getattr(req, ino, nullptr);
+    }
+  }
   PathFd pf = path_fd(in);
   if (!pf.ok()) return (void)fuse_reply_err(req, -pf.error());
   const std::string proc = pf.proc_path();

@@ -160,6 +160,9 @@ class InodeTable {
   std::uint64_t id_of(const Inode& inode) const { return inode.id; }
   // How many inodes the table holds (the root included).
   std::size_t size();
+  // Whether the inode's last name is gone (removed through our unlink or rename): no name of the
+  // backing file is left anywhere.
+  bool nameless(Inode& inode);
   std::size_t fd_cache_limit() const { return files_.limit; }
   std::size_t dir_cache_limit() const { return dirs_.limit; }
 

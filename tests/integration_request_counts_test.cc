@@ -143,5 +143,15 @@ TEST(KeptTimes, AnFsyncMakesAKeptMtimeDurable) {
   EXPECT_EQ(v.sh("cat f").output, "data\n");
 }
 
+// After the last name of a file is gone, the times the kernel flushes for it get no backing call
+// unless someone still holds it open: then they still apply, as to any open file.
+TEST(KeptTimes, AnUnlinkedFileStillOpenTakesTheTimesItIsGiven) {
+  MountedVault v;
+  auto r = v.sh("exec 3<>f && echo data >&3 && rm f && touch -a -d @1200000000 /proc/self/fd/3 && "
+                "stat -L -c %X /proc/self/fd/3 && echo gone");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output, "1200000000\ngone\n");
+}
+
 }  // namespace
 }  // namespace gcfs::test
