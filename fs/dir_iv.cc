@@ -54,10 +54,15 @@ int create_dir_iv(int dirfd, DirIv* out, const DirIv* given) {
   if (given) iv = *given;
   else random_bytes(iv);
   // A temporary name and a rename: a crash never leaves a short IV file behind. O_EXCL: whatever
-  // sits at the temporary name (not ours to open) makes this fail instead of being written into.
+  // sits at the temporary name (a crash's leftover, or not ours to open) is never written into; it
+  // is removed and the create tried once more. Not removed up front: in a new directory (mkdir)
+  // there is nothing, and a look would be one more round trip on a network share.
   const std::string tmp = kDirIvTempName;
-  ::unlinkat(dirfd, tmp.c_str(), 0);
   OpenResult r = open_beneath(dirfd, tmp, FileType::Regular, O_WRONLY | O_CREAT | O_EXCL, 0440);
+  if (!r && (r.error == EEXIST || r.error == ELOOP || (r.error == EUCLEAN && !S_ISDIR(r.found_type)))) {
+    ::unlinkat(dirfd, tmp.c_str(), 0);
+    r = open_beneath(dirfd, tmp, FileType::Regular, O_WRONLY | O_CREAT | O_EXCL, 0440);
+  }
   if (!r) return r.error == EUCLEAN || r.error == ELOOP ? -EEXIST : -r.error;
   ssize_t n = pwrite_full(r.fd.get(), iv.data(), iv.size(), 0);
   int rc = n < 0 ? static_cast<int>(n) : 0;

@@ -167,6 +167,22 @@ OpenResult open_beneath(int dirfd, std::string_view relpath, FileType type, int 
   const bool create = (flags & O_CREAT) != 0;
   const int io_flags = flags & ~(O_CREAT | O_EXCL | O_PATH | O_DIRECTORY | O_NOFOLLOW);
   for (int attempt = 0; attempt < 4; ++attempt) {
+    // An exclusive create needs no look first: O_CREAT | O_EXCL | O_NOFOLLOW makes a new regular
+    // file or fails with EEXIST, whatever sits at the name (then looked at below, to say what).
+    // One lookup less, a round trip where CIPHERDIR is on a network share.
+    if (create && (flags & O_EXCL) && type == FileType::Regular && attempt == 0) {
+      int fd = ::openat(parent, leaf.c_str(), io_flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
+      if (fd >= 0) {
+        int fl = ::fcntl(fd, F_GETFL);
+        if (fl >= 0) ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+        r.fd.reset(fd);
+        return r;
+      }
+      if (errno != EEXIST) {
+        r.error = errno;
+        return r;
+      }
+    }
     // Look first, with O_PATH: it never blocks on a FIFO and never runs a device's open.
     int pfd = ::openat(parent, leaf.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
     if (pfd < 0) {

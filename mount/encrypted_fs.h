@@ -152,6 +152,10 @@ class EncryptedFs {
   // already opened read-write descriptor (create), taken over. 0 or -errno.
   int acquire_content(Inode& inode, bool writable, std::shared_ptr<ContentFile>* out, int fd_in = -1);
   void release_content(Inode& inode);
+  // Writes a kept mtime (Inode::pending_mtime) to the open backing file fd; a failure is logged.
+  void write_mtime(Inode& inode, int fd, const timespec& mtime);
+  // Drops the kept mtime once `written` is on the backing file, unless a newer one replaced it.
+  void forget_written_mtime(Inode& inode, const timespec& written);
   // Logs that the inode's backing file is not a regular file (path_fd says what it is) and
   // returns -EIO: it is never opened for I/O.
   int report_not_regular(Inode& inode, int path_fd);

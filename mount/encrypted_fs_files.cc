@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "fs/log.h"
@@ -48,6 +49,20 @@ int EncryptedFs::report_not_regular(Inode& in, int path_fd) {
   log::error(label_of(in) + ": is a " + file_type_name(st.st_mode) +
              " where a regular content file belongs (damaged or replaced in CIPHERDIR); not opened");
   return -EIO;
+}
+
+void EncryptedFs::write_mtime(Inode& in, int fd, const timespec& mtime) {
+  const timespec tv[2] = {{0, UTIME_OMIT}, mtime};
+  if (::futimens(fd, tv) != 0)
+    log::warning(label_of(in) + ": cannot set the modification time: " + std::strerror(errno));
+}
+
+void EncryptedFs::forget_written_mtime(Inode& in, const timespec& written) {
+  // Unless a newer one came meanwhile (it is written in its turn). Until here it was what a stat
+  // showed, so no stat saw the backing file's older one in between.
+  std::lock_guard lk(in.mu);
+  if (in.pending_mtime && in.pending_mtime->tv_sec == written.tv_sec && in.pending_mtime->tv_nsec == written.tv_nsec)
+    in.pending_mtime.reset();
 }
 
 int EncryptedFs::acquire_content(Inode& in, bool writable, std::shared_ptr<ContentFile>* out, int fd_in) {
@@ -96,12 +111,21 @@ int EncryptedFs::acquire_content(Inode& in, bool writable, std::shared_ptr<Conte
 void EncryptedFs::release_content(Inode& in) {
   std::shared_ptr<ContentFile> last;
   std::vector<int> fds;
+  std::optional<timespec> mtime;
   {
     std::lock_guard lk(in.mu);
     if (--in.open_count > 0) return;
     last = std::move(in.content);
     fds.swap(in.content_fds);
     in.content_writable = false;
+    mtime = in.pending_mtime;
+    in.open_attr.reset();
+  }
+  // The kept mtime stays what a stat shows until it is on the backing file (the kernel sends
+  // RELEASE after close has returned, so a stat may come meanwhile).
+  if (mtime && last) {
+    write_mtime(in, last->fd(), *mtime);
+    forget_written_mtime(in, *mtime);
   }
   last.reset();
   for (int fd : fds) ::close(fd);
@@ -181,6 +205,10 @@ void EncryptedFs::create(fuse_req_t req, fuse_ino_t parent, const char* name, mo
     inodes_.forget(in, 1);
     return (void)fuse_reply_err(req, -rc);
   }
+  {
+    std::lock_guard lk(in.mu);  // what the file was made with (Inode::open_attr)
+    if (!in.open_attr) in.open_attr = std::make_unique<struct stat>(st);
+  }
   auto* h = track(new FileHandle{&in, std::move(content), (fi->flags & O_APPEND) != 0 && !options_.writeback_cache});
   fi->fh = reinterpret_cast<std::uint64_t>(h);
   fi->keep_cache = 0;
@@ -236,6 +264,17 @@ void EncryptedFs::release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
 void EncryptedFs::fsync(fuse_req_t req, fuse_ino_t, int datasync, fuse_file_info* fi) {
   ContentFile& c = *handle_of(fi)->content;
   const int fd = c.fd();
+  // A kept mtime is part of what the caller makes durable.
+  Inode& in = *handle_of(fi)->inode;
+  std::optional<timespec> mtime;
+  {
+    std::lock_guard lk(in.mu);
+    mtime = in.pending_mtime;
+  }
+  if (mtime) {
+    write_mtime(in, fd, *mtime);
+    forget_written_mtime(in, *mtime);
+  }
   int r = datasync ? ::fdatasync(fd) : ::fsync(fd);
   const int err = r == 0 ? 0 : errno;
   // From here on the caller relies on these bytes: later rewrites of them are journaled first.

@@ -212,6 +212,11 @@ bool InodeTable::remove_name_locked(Inode& inode, const Inode& dir, const std::s
   return false;
 }
 
+bool InodeTable::nameless(Inode& inode) {
+  std::lock_guard lk(mu_);
+  return inode.detached;
+}
+
 void InodeTable::detach_locked(Inode& inode) {
   if (inode.detached || inode.is_root) return;
   auto it = inodes_.find({inode.src_dev, inode.src_ino});

@@ -100,6 +100,18 @@ struct Inode {
   int open_count = 0;
   bool content_writable = false;
   std::vector<int> content_fds;
+  // Regular files while open: the mtime the kernel's writeback cache last sent (it sends the
+  // times it kept after every written file), not yet on the backing file. Written there at the
+  // last close, before an fsync, or with the next change of times; a SETATTR of the mtime that
+  // follows (tar, cp -p, rsync -t) replaces it, and then one backing call does for both. Every
+  // stat through the mount shows it meanwhile.
+  std::optional<timespec> pending_mtime;
+  // Regular files while open: the backing file's attributes as last seen (create, lookup, getattr,
+  // setattr), which answer a SETATTR whose mtime is kept (with the plaintext size and that mtime):
+  // a fresh stat there would cost a round trip on a network share, since each write makes the
+  // backing filesystem's cached attributes stale. What else could differ (owner, mode, links) only
+  // changes through calls that refresh it.
+  std::unique_ptr<struct stat> open_attr;
 };
 
 // A descriptor of an inode for the length of one call: borrowed (a directory's own descriptor, or
@@ -148,6 +160,9 @@ class InodeTable {
   std::uint64_t id_of(const Inode& inode) const { return inode.id; }
   // How many inodes the table holds (the root included).
   std::size_t size();
+  // Whether the inode's last name is gone (removed through our unlink or rename): no name of the
+  // backing file is left anywhere.
+  bool nameless(Inode& inode);
   std::size_t fd_cache_limit() const { return files_.limit; }
   std::size_t dir_cache_limit() const { return dirs_.limit; }
 

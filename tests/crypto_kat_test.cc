@@ -234,6 +234,34 @@ TEST(SivKat, Rfc5297A1DeterministicExample) {
   EXPECT_FALSE(siv_decrypt(key, ad, Bytes(expected.begin(), expected.begin() + 15)).has_value());
 }
 
+// Each thread keeps a keyed context per direction and copies it for every operation: a failed
+// open, another key in between and another size of key leave nothing behind in the next result.
+TEST(SivKat, KeptContextsGiveTheSameResultsAcrossFailuresAndOtherKeys) {
+  const Bytes key = hex("fffefdfcfbfaf9f8f7f6f5f4f3f2f1f0 f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff");
+  const Bytes ad = hex("101112131415161718191a1b1c1d1e1f 2021222324252627");
+  const Bytes pt = hex("112233445566778899aabbccddee");
+  const Bytes expected = hex("85632d07c6e8f37f950acd320a2ecc93 40c02b9690c4dc04daef7f6afe5c");
+  Bytes other_key = key;
+  other_key[0] ^= 1;
+  const Bytes long_key(64, 0x42);
+  for (int round = 0; round < 3; ++round) {
+    EXPECT_EQ(siv_encrypt(key, ad, pt), expected);
+    Bytes bad = expected;
+    bad.back() ^= 1;
+    EXPECT_FALSE(siv_decrypt(key, ad, bad).has_value());
+    auto back = siv_decrypt(key, ad, expected);
+    ASSERT_TRUE(back.has_value());
+    EXPECT_EQ(*back, pt);
+    const Bytes sealed_other = siv_encrypt(other_key, ad, pt);
+    EXPECT_NE(sealed_other, expected);
+    EXPECT_FALSE(siv_decrypt(key, ad, sealed_other).has_value());
+    const Bytes sealed_long = siv_encrypt(long_key, ad, pt);
+    auto back_long = siv_decrypt(long_key, ad, sealed_long);
+    ASSERT_TRUE(back_long.has_value());
+    EXPECT_EQ(*back_long, pt);
+  }
+}
+
 // A.2 uses three associated-data components (AD1, AD2, nonce). siv_encrypt takes exactly one,
 // which is all gpucryptfs needs (the directory IV), so A.2 cannot go through our API. It is
 // checked against OpenSSL directly here, one EVP update per component, so that the S2V
