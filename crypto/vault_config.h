@@ -17,7 +17,11 @@
 
 namespace gcfs {
 
+// The format `init` writes; every version from 1 to kMaxFormatVersion is read. Version 2 (directory
+// vaults only) stores chunk data at 4 KiB-aligned offsets (docs/FORMAT.md); its config is the same
+// JSON with "version": 2.
 constexpr int kFormatVersion = 1;
+constexpr int kMaxFormatVersion = 2;
 // Volumes: one key for the whole container, whose nonce budget counts chunk writes (FORMAT.md).
 constexpr std::uint32_t kDefaultChunkSize = 64 * 1024;
 // Directory vaults: what `init` chooses. 4 KiB, the page size, by measurement (docs/BENCHMARKS.md,
@@ -71,7 +75,7 @@ struct VaultConfig {
   // A new config with a fresh random master key, wrapped under password. Returns the master key
   // too, so the caller can go on without running scrypt a second time.
   static VaultConfig create(std::string_view password, std::uint32_t chunk_size, const ScryptParams& scrypt,
-                            VaultKind kind, SecretBytes* master_out = nullptr);
+                            VaultKind kind, SecretBytes* master_out = nullptr, int format = kFormatVersion);
 
   // Throws WrongPassword when the wrap does not open, and ExpensiveKdf (before running scrypt)
   // when the cost is above what init creates and policy does not allow it.

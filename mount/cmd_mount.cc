@@ -74,7 +74,7 @@ int cmd_mount(int argc, char** argv) {
     mount::FsOptions fso;
     std::string cipherdir, log_file;
     bool no_writeback = false, allow_expensive_kdf = false, reverse = false;
-    std::string gpus;
+    std::string gpus, backing_io = "auto";
     int gpu_streams = 4;
     po::options_description opts("usage: gpucryptfs mount [OPTIONS] CIPHERDIR MOUNTPOINT\n"
                                  "       gpucryptfs mount --reverse [OPTIONS] PLAINDIR MOUNTPOINT\n\n"
@@ -100,12 +100,17 @@ int cmd_mount(int argc, char** argv) {
         "gpus", po::value(&gpus)->default_value("all"),
         "GPUs the gpu engine uses, as 'gpucryptfs info' numbers them: all, or a list such as 0,1")(
         "gpu-streams", po::value(&gpu_streams)->default_value(gpu_streams),
-        "CUDA streams per GPU: batches in flight at once, each with its own pinned staging");
+        "CUDA streams per GPU: batches in flight at once, each with its own pinned staging")(
+        "backing-io", po::value(&backing_io)->default_value(backing_io),
+        "how a format 2 vault's chunk data meets CIPHERDIR: direct (O_DIRECT, no page-cache copy), buffered, "
+        "or auto (direct where the backing filesystem takes it, else buffered with one log line)");
     add_allow_expensive_kdf_option(opts, &allow_expensive_kdf);
     std::string mountpoint;
     if (!parse_command_line(argc, argv, opts, {{"CIPHERDIR", &cipherdir}, {"MOUNTPOINT", &mountpoint}}))
       return kExitOk;
     require_engine_name(engine.name);
+    const auto backing_mode = parse_backing_io_mode(backing_io);
+    if (!backing_mode) throw po::error("--backing-io must be direct, buffered or auto, got '" + backing_io + "'");
     engine.gpu.devices = parse_gpu_list(gpus);
     if (gpu_streams < 1 || gpu_streams > 64) throw po::error("--gpu-streams must be from 1 to 64");
     engine.gpu.streams_per_gpu = gpu_streams;
@@ -123,6 +128,9 @@ int cmd_mount(int argc, char** argv) {
     require_vault_directory(cipherdir, "mount");
     const VaultConfig config = Vault::load_config(cipherdir);
     config.check_kdf_cost(kdf_policy(allow_expensive_kdf));  // before asking for a password
+    if (*backing_mode == BackingIoMode::Direct && config.version < 2)
+      throw UserError("--backing-io direct needs a format 2 vault; " + cipherdir + " is format " +
+                      std::to_string(config.version) + " (use auto or buffered)");
     mount::check_mountpoint(mo.mountpoint, kExitBadMountpoint);
     if (mo.mountpoint == cipherdir || mo.mountpoint.starts_with(cipherdir + "/"))
       throw mount::MountFailure(kExitBadMountpoint, "the mountpoint must not lie inside CIPHERDIR");
@@ -140,6 +148,7 @@ int cmd_mount(int argc, char** argv) {
       auto rv = std::make_shared<RunningVault>();
       rv->vault = Vault::open(cipherdir, config, password.view(), kdf_policy(allow_expensive_kdf));
       password.clear();
+      rv->vault->set_backing_io(*backing_mode);  // before any content file exists
       int root_fd = ::open(cipherdir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
       if (root_fd < 0) throw UserError("cannot open " + cipherdir + ": " + std::strerror(errno));
       DirIv iv{};
