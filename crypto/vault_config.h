@@ -17,10 +17,12 @@
 
 namespace gcfs {
 
-// The format `init` writes; every version from 1 to kMaxFormatVersion is read. Version 2 (directory
-// vaults only) stores chunk data at 4 KiB-aligned offsets (docs/FORMAT.md); its config is the same
-// JSON with "version": 2.
+// Format versions (docs/FORMAT.md); every version from 1 to kMaxFormatVersion is read. Version 2
+// (directory vaults only) stores chunk data at 4 KiB-aligned offsets; its config is the same JSON
+// with "version": 2. kFormatVersion is version 1: volumes, reverse views and every vault made
+// before version 2 existed. `init` makes kDefaultDirectoryFormat unless told otherwise.
 constexpr int kFormatVersion = 1;
+constexpr int kDefaultDirectoryFormat = 2;
 constexpr int kMaxFormatVersion = 2;
 // Volumes: one key for the whole container, whose nonce budget counts chunk writes (FORMAT.md).
 constexpr std::uint32_t kDefaultChunkSize = 64 * 1024;

@@ -30,7 +30,7 @@ class Vault {
   // Throws UserError naming the problem.
   // format: the content format version (1 or 2; docs/FORMAT.md).
   static void create(const std::string& cipherdir, std::string_view password, std::uint32_t chunk_size,
-                     const ScryptParams& scrypt, int format = kFormatVersion);
+                     const ScryptParams& scrypt, int format = kDefaultDirectoryFormat);
 
   // Reads cipherdir's config (fs/config_file.h: beneath CIPHERDIR, never through a link, never
   // blocking, at most a few KiB): NotAVault when it is missing, CorruptData when it is damaged or

@@ -45,7 +45,9 @@ for cfg in $CONFIGS; do
   c=$mnt/c.$cfg p=$mnt/p; rm -rf $c; mkdir -p $c $p
   $BIN init --passfile $work/pw --scrypt-logn 10 --format $fmt ${CHUNK:+--chunk-size $CHUNK} $c >/dev/null || exit 1
   $BIN mount --passfile $work/pw --engine $ENGINE --backing-io $io --log $work/$cfg.log $c $p || exit 1
-  pid=$(pgrep -n -x gpucryptfs)
+  # The daemon's pid from its own log ("gpucryptfs[PID] info: mounted on ..."): other gpucryptfs
+  # processes may run on the machine.
+  pid=$(sed -n "s/.*gpucryptfs\[\([0-9]*\)\] info: mounted on .*/\1/p" $work/$cfg.log | tail -1)
   phase $cfg write_1x${W1}M $W1 $IOB write $p 1 $W1; drop
   phase $cfg read_1x $W1 $IOB read $p 1; rm -f $p/iob.*; drop
   phase $cfg write_${T}x${WP}M $((T * WP)) $IOB write $p $T $WP; drop

@@ -114,7 +114,7 @@ class TestVault {
     std::filesystem::create_directories(dir_);
     if (format == 0) {
       const char* f = std::getenv("GPUCRYPTFS_TEST_FORMAT");
-      format = f && *f ? std::atoi(f) : kFormatVersion;
+      format = f && *f ? std::atoi(f) : kDefaultDirectoryFormat;
     }
     Vault::create(dir_, kPassword, kChunk, ScryptParams{10, 8, 1}, format);
     vault_ = Vault::open(dir_, Vault::load_config(dir_), kPassword);

@@ -44,11 +44,15 @@ inline std::string test_binary() {
   return b && *b ? b : GPUCRYPTFS_BIN;
 }
 
-// The content format test vaults are made with: GPUCRYPTFS_TEST_FORMAT, or 0 for init's default.
-inline int test_format() {
+// The content format of the test vaults: GPUCRYPTFS_TEST_FORMAT, or what `init` makes by default
+// (kInitDefaultFormat; the CLI test checks that init agrees). Only an explicit GPUCRYPTFS_TEST_FORMAT
+// is passed to init as --format, so that an older binary (GPUCRYPTFS_TEST_BIN) still runs.
+constexpr int kInitDefaultFormat = 2;
+inline int test_format_asked() {
   const char* f = std::getenv("GPUCRYPTFS_TEST_FORMAT");
   return f && *f ? std::atoi(f) : 0;
 }
+inline int test_format() { return test_format_asked() ? test_format_asked() : kInitDefaultFormat; }
 
 inline std::string test_engine() {
   const char* e = std::getenv("GPUCRYPTFS_TEST_ENGINE");
@@ -139,7 +143,7 @@ inline std::vector<std::string> test_mount_args() {
 struct VaultOptions {
   std::string engine = test_engine();
   unsigned chunk_size = 0;                // 0: the default
-  int format = test_format();             // 0: init's default
+  int format = test_format_asked();       // 0: init's default
   std::vector<std::string> mount_args = test_mount_args();  // extra arguments for `gpucryptfs mount`
   bool mount = true;                      // mount in the constructor
   std::string shell_prefix;               // run before `gpucryptfs mount` in its shell (ulimit, env)
