@@ -42,8 +42,8 @@ ssize_t read_chunk_forms(int fd, const ChunkLayout& layout, std::uint64_t first,
       if (got < at + len) return static_cast<ssize_t>(done);  // the file ends inside this chunk
       std::uint8_t* f = out + (k - first) * D;
       const std::uint8_t* e = entries.data() + (k - a) * kChunkOverhead;
-      if (all_zero(data.data() + at, len)) {
-        std::memset(f, 0, len + kChunkOverhead);  // a hole, whatever its entry holds
+      if (v2_is_hole(all_zero(data.data() + at, len), len, all_zero(e, kChunkOverhead))) {
+        std::memset(f, 0, len + kChunkOverhead);  // a hole (chunk_layout.h: kV2HoleMinBytes)
       } else {
         std::memcpy(f, e, kChunkNonceOnDisk);
         std::memcpy(f + kChunkNonceOnDisk, data.data() + at, len);

@@ -35,6 +35,14 @@ constexpr std::uint64_t kV2EntriesOffset = 64;    // where a metadata block's en
 constexpr std::uint64_t kV2InlineOffset = 128;    // where an inline file's ciphertext starts
 constexpr std::uint64_t kV2InlineMax = kV2BlockBytes - kV2InlineOffset;  // 3968 plaintext bytes
 static_assert(kV2EntriesOffset + kV2ChunksPerGroup * kChunkOverhead <= kV2BlockBytes);
+// Format 2's hole rule: a chunk whose ciphertext is all zeros is a hole when it is at least this
+// long, whatever its entry holds (entries of punched or cut-off chunks stay behind); a shorter
+// one (only a file's last chunk can be) also needs an all-zero entry, since a few random
+// ciphertext bytes are all zero too often (one byte: 1 in 256).
+constexpr std::uint64_t kV2HoleMinBytes = 16;
+inline bool v2_is_hole(bool data_all_zero, std::uint64_t len, bool entry_all_zero) {
+  return data_all_zero && (len >= kV2HoleMinBytes || entry_all_zero);
+}
 static_assert(kV2EntriesOffset + kChunkOverhead <= kV2InlineOffset);
 
 struct ChunkRange {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -483,8 +484,9 @@ int ContentFile::open_chunks_v2_locked(ChunkRange r, std::uint8_t* out, CipherSe
     const std::uint8_t* src = ct.data() + (k - r.first) * C;
     const std::uint8_t* entry = entries.data() + (k - r.first) * kChunkOverhead;
     // A hole: ciphertext all zeros (never written, punched, or grown into by a truncation),
-    // whatever the entry holds (entries of chunks cut off or punched stay behind).
-    if (all_zero(src, plen)) {
+    // whatever the entry holds (entries of chunks cut off or punched stay behind), unless the
+    // chunk is shorter than kV2HoleMinBytes: then its entry must be zero too.
+    if (v2_is_hole(all_zero(src, plen), plen, all_zero(entry, kChunkOverhead))) {
       if (seen) seen->hole = true;
       std::memset(dst, 0, plen);
       continue;
@@ -665,7 +667,7 @@ int ContentFile::protect_locked(ChunkRange r, std::uint64_t new_cipher, const Ci
         const std::uint8_t* d = seen->data + (k - run.first) * C;
         const std::uint8_t* e = seen->meta + (k - run.first) * kChunkOverhead;
         std::uint8_t* f = forms.data() + at;
-        if (all_zero(d, len)) {
+        if (v2_is_hole(all_zero(d, len), len, all_zero(e, kChunkOverhead))) {
           std::memset(f, 0, len + kChunkOverhead);
         } else {
           std::memcpy(f, e, kChunkNonceOnDisk);
@@ -870,6 +872,10 @@ int ContentFile::truncate_locked(std::uint64_t new_size) {
   // was resealed above; a file with a fragment ends at a chunk boundary, so none was.)
   if (new_size > size_) {
     if (int rc = drop_fragment_locked(); rc < 0) return rc;
+    // Format 2: a new last chunk shorter than kV2HoleMinBytes is a hole only with a zero entry,
+    // and its entry slot may hold what an earlier, longer file or a torn append left there.
+    const std::uint64_t last = (new_size - 1) / C;
+    if (int rc = zero_short_hole_entry_locked(last, new_size, size_ == 0 || last > (size_ - 1) / C); rc < 0) return rc;
   }
   if (::ftruncate(fd(), static_cast<off_t>(layout_.base_offset() + layout_.cipher_size(new_size))) != 0) {
     const int err = -errno;
@@ -953,6 +959,17 @@ int ContentFile::punch_disk_range_locked(std::uint64_t disk_off, std::uint64_t d
   return 0;
 }
 
+int ContentFile::zero_short_hole_entry_locked(std::uint64_t chunk, std::uint64_t plain_size, bool is_new) {
+  if (!layout_.aligned() || !is_new || layout_.chunk_plain_len(chunk, plain_size) >= kV2HoleMinBytes) return 0;
+  // Beyond the end of the file the slot reads as zeros once the file is extended.
+  struct stat st {};
+  if (::fstat(fd(), &st) != 0) return -errno;
+  if (layout_.nonce_offset(chunk) >= static_cast<std::uint64_t>(st.st_size)) return 0;
+  const std::array<std::uint8_t, kChunkOverhead> zeros{};
+  const ssize_t w = pwrite_full(fd(), zeros.data(), zeros.size(), layout_.nonce_offset(chunk));
+  return w < 0 ? static_cast<int>(w) : 0;
+}
+
 int ContentFile::punch_hole(std::uint64_t off, std::uint64_t len) {
   std::unique_lock lk(size_mu_);
   if (int r = load_size_if_needed_locked(); r < 0) return r;
@@ -974,7 +991,8 @@ int ContentFile::punch_hole(std::uint64_t off, std::uint64_t len) {
     const std::uint64_t zs = std::max(off, cs), ze = std::min(end, ce);
     if (zs == cs && ze == ce) {
       // Whole chunk: all-zero bytes on disk read back as a hole (format 2: its ciphertext; the
-      // entry stays behind and is ignored).
+      // entry stays behind and is ignored, but for a chunk shorter than kV2HoleMinBytes).
+      if (int rc = zero_short_hole_entry_locked(k, size_, true); rc < 0) return rc;
       const std::uint64_t b = layout_.aligned() ? layout_.data_offset(k, size_) : layout_.disk_offset(k);
       if (b != run_end) {
         int rc = flush();

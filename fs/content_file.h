@@ -135,6 +135,9 @@ class ContentFile {
   // uses it and offset and memory are aligned, else (and for a last partial block) buffered.
   ssize_t pread_data(std::uint8_t* buf, std::size_t len, std::size_t room, std::uint64_t off);
   ssize_t pwrite_data(const std::uint8_t* buf, std::size_t len, std::uint64_t off);
+  // Format 2: zeros the entry of chunk k of a file of plain_size bytes when the chunk is a new
+  // hole (is_new) shorter than kV2HoleMinBytes, which reads as a hole only with a zero entry.
+  int zero_short_hole_entry_locked(std::uint64_t chunk, std::uint64_t plain_size, bool is_new);
   // The O_DIRECT descriptor of this file, opened on first use; -1 when there is none.
   int direct_fd();
   // Journals the pre-image of the chunks of r that may hold durable data (a contiguous run at the

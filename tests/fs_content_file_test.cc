@@ -399,6 +399,36 @@ TEST_F(ContentFileTest, FormatTwoPunchedAndGrownChunksAreHolesWhateverTheirEntri
   EXPECT_EQ(b.read_all(b.reopen()), expect);
 }
 
+TEST_F(ContentFileTest, FormatTwoShortChunksWhoseCiphertextIsZeroAreNotHoles) {
+  // One random ciphertext byte is zero once in 256 writes: such a chunk is not a hole (its entry
+  // is not zero), and must read back as written.
+  Backing b(file_path("short2"), 4096, 2, {}, 2);
+  std::mt19937 rng(5);
+  int zero_ciphertext = 0;
+  for (int i = 0; i < 3000; ++i) {
+    const std::uint8_t byte = static_cast<std::uint8_t>(1 + rng() % 255);
+    ASSERT_EQ(b.file->truncate(0), 0);
+    ASSERT_EQ(b.file->write(0, &byte, 1), 1);
+    if (b.raw(128, 1)[0] == 0) ++zero_ciphertext;
+    std::uint8_t back = 0;
+    ASSERT_EQ(b.reopen().read(0, 1, &back), 1) << i;
+    ASSERT_EQ(back, byte) << i;
+  }
+  EXPECT_GT(zero_ciphertext, 0) << "the case never came up: the test proves nothing";
+  // A short last chunk made a hole by growing the file over a stale entry reads as zeros.
+  const Bytes data = pattern(3 * 4096 + 100, 6);
+  ASSERT_EQ(b.file->write(0, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  ASSERT_EQ(b.file->truncate(2 * 4096), 0);
+  ASSERT_EQ(b.file->truncate(3 * 4096 + 5), 0);  // chunk 3: 5 bytes, a hole; its old entry was there
+  Bytes expect(data.begin(), data.begin() + 2 * 4096);
+  expect.resize(3 * 4096 + 5, 0);
+  EXPECT_EQ(b.read_all(b.reopen()), expect);
+  // And a short last chunk punched.
+  ASSERT_EQ(b.file->write(3 * 4096, data.data(), 5), 5);
+  ASSERT_EQ(b.file->punch_hole(3 * 4096, 5), 0);
+  EXPECT_EQ(b.read_all(b.reopen()), expect);
+}
+
 TEST_F(ContentFileTest, FormatTwoDirectWritesBypassThePageCache) {
   // Whole chunks written through O_DIRECT are not in the page cache afterwards; the short last
   // chunk and the metadata blocks are (they go buffered). mincore tells which pages are cached.
