@@ -896,7 +896,20 @@ int ContentFile::truncate_locked(std::uint64_t new_size) {
 
 int ContentFile::truncate(std::uint64_t new_size) {
   std::unique_lock lk(size_mu_);
-  if (int r = load_size_if_needed_locked(); r < 0) return r;
+  if (int r = load_size_if_needed_locked(); r < 0) {
+    // A file whose size is impossible (damage, or a torn write nothing could put back) can still
+    // be emptied: truncating to zero keeps none of its bytes, so nothing is lost by not reading
+    // them, and the file becomes usable again (O_TRUNC, `: > file`).
+    if (r != -EIO || new_size != 0) return r;
+    if (::ftruncate(fd(), static_cast<off_t>(layout_.base_offset())) != 0) return -errno;
+    std::lock_guard hl(header_mu_);
+    header_.reset();
+    size_ = 0;
+    size_valid_ = true;
+    fragment_ = 0;
+    durable_size_.store(0);
+    return 0;
+  }
   return truncate_locked(new_size);
 }
 

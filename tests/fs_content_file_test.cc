@@ -429,6 +429,22 @@ TEST_F(ContentFileTest, FormatTwoShortChunksWhoseCiphertextIsZeroAreNotHoles) {
   EXPECT_EQ(b.read_all(b.reopen()), expect);
 }
 
+TEST_F(ContentFileTest, AFileOfAnImpossibleSizeCanStillBeEmptied) {
+  // Format 2: chunk 0 cut short as the file grew out of its header block, with nothing to put it
+  // back. Reads fail; truncating to zero works, and the file is usable again.
+  Backing b(file_path("impossible2"), 4096, 2, {}, 2);
+  const Bytes data = pattern(5000, 7);
+  ASSERT_EQ(b.file->write(0, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  ASSERT_EQ(::ftruncate(b.fd, 4096 + 1000), 0);
+  ContentFile& f = b.reopen();
+  Bytes out(10);
+  EXPECT_EQ(f.read(0, 10, out.data()), -EIO);
+  EXPECT_EQ(f.truncate(100), -EIO) << "a size other than zero would keep bytes it cannot read";
+  ASSERT_EQ(f.truncate(0), 0);
+  ASSERT_EQ(f.write(0, data.data(), 10), 10);
+  EXPECT_EQ(b.read_all(b.reopen()), Bytes(data.begin(), data.begin() + 10));
+}
+
 TEST_F(ContentFileTest, FormatTwoDirectWritesBypassThePageCache) {
   // Whole chunks written through O_DIRECT are not in the page cache afterwards; the short last
   // chunk and the metadata blocks are (they go buffered). mincore tells which pages are cached.
