@@ -14,6 +14,7 @@
 #include <functional>
 #include <new>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -86,6 +87,14 @@ class HostBuffer {
   bool pinned_ = false;
 };
 
+// Thrown by an engine that could not do a batch because its hardware failed (a GPU fell off the
+// bus, say), with the input of every op left untouched: the batch may be redone elsewhere. The
+// outputs may hold anything. Any other exception means the batch itself was at fault.
+class EngineFailure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class ChunkEngine {
  public:
   virtual ~ChunkEngine() = default;
@@ -105,6 +114,11 @@ class ChunkEngine {
   // straight to and from the GPU instead of through its staging buffers. Any memory stays valid
   // for ops; this is only the fast kind. Safe from many threads; the buffer may outlive the engine.
   virtual HostBuffer allocate_io_buffer(std::size_t bytes) { return HostBuffer::plain(bytes); }
+
+  // True once the engine has lost its hardware for good and does every batch on its fallback
+  // (still correct, but no longer what it was chosen for): a hybrid engine then stops giving it
+  // work. Cheap; called after every part a hybrid engine hands it.
+  virtual bool degraded() const { return false; }
 };
 
 }  // namespace gcfs

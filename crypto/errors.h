@@ -21,4 +21,10 @@ struct CorruptData : UserError {
   using UserError::UserError;
 };
 
+// Another live gpucryptfs process holds the vault's (or container's) write lock: a second
+// read-write mount would write the same files with a cache and a journal of its own.
+struct VaultInUse : UserError {
+  using UserError::UserError;
+};
+
 }  // namespace gcfs

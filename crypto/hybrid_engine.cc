@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <exception>
 #include <numeric>
 #include <stdexcept>
 
@@ -22,7 +21,7 @@ constexpr double kMinSecondsPerByte = 1e-13;  // 10 TB/s: a floor that keeps the
 
 }  // namespace
 
-HybridEngine::HybridEngine(std::vector<Member> members, Options options) : options_(options) {
+HybridEngine::HybridEngine(std::vector<Member> members, Options options) : options_(std::move(options)) {
   if (members.empty()) throw std::invalid_argument("hybrid engine: no member engines");
   if (options_.buffer_member >= members.size()) throw std::invalid_argument("hybrid engine: no such buffer member");
   for (auto& m : members) {
@@ -33,47 +32,70 @@ HybridEngine::HybridEngine(std::vector<Member> members, Options options) : optio
     s.m = std::move(m);
     members_.push_back(std::move(s));
   }
-  // The caller runs one part itself; helpers run the others. Several per extra member, since many
-  // callers may be splitting at once; a helper waiting on a GPU sleeps.
-  if (members_.size() > 1) helpers_ = std::make_unique<ThreadPool>(4 * (members_.size() - 1));
+  options_.min_part_bytes = std::max<std::size_t>(options_.min_part_bytes, 1);
+  options_.max_part_bytes = std::max(options_.max_part_bytes, options_.min_part_bytes);
+  options_.inline_part_bytes = std::max<std::size_t>(options_.inline_part_bytes, 1);
+  const std::size_t fed = members_.size() - 1;
+  if (options_.inline_slots < 0) {
+    const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
+    inline_slots_ = cores > fed + 1 ? cores - fed : 1;
+  } else {
+    inline_slots_ = static_cast<std::size_t>(options_.inline_slots);
+  }
+  free_slots_ = inline_slots_;
+  member_cv_ = std::make_unique<std::condition_variable[]>(members_.size());
+  const int per_member = std::max(1, options_.feeders);
+  for (std::size_t m = 1; m < members_.size(); ++m)
+    for (int f = 0; f < per_member; ++f) feeders_.emplace_back([this, m] { feeder(m); });
 }
 
-HybridEngine::~HybridEngine() = default;
+HybridEngine::~HybridEngine() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  for (std::size_t m = 0; m < members_.size(); ++m) member_cv_[m].notify_all();
+  for (auto& t : feeders_) t.join();
+}
 
 HostBuffer HybridEngine::allocate_io_buffer(std::size_t bytes) {
   return members_[options_.buffer_member].m.engine->allocate_io_buffer(bytes);
 }
 
-std::size_t HybridEngine::first_to_finish_locked(double bytes) const {
-  std::size_t best = 0;
-  double best_end = 0;
-  for (std::size_t i = 0; i < members_.size(); ++i) {
-    const EngineCost& c = members_[i].m.cost;
-    const double end = c.overhead_s + (static_cast<double>(members_[i].backlog) + bytes) * c.seconds_per_byte;
-    if (i == 0 || end < best_end) best = i, best_end = end;
-  }
-  return best;
-}
-
-std::vector<double> HybridEngine::shares_locked(double bytes) const {
+void HybridEngine::shares_locked(double bytes, bool include_first, std::vector<double>& share) const {
+  // Scratch reused per thread: this runs under the lock for every batch a feeder looks at.
+  thread_local std::vector<double> start, cost;
+  thread_local std::vector<char> allowed;
+  thread_local std::vector<std::size_t> order;
   const std::size_t n = members_.size();
-  std::vector<double> start(n), cost(n), share(n, 0.0);
+  start.resize(n), cost.resize(n), allowed.resize(n);
+  share.assign(n, 0.0);
+  std::size_t candidates = 0;
   for (std::size_t i = 0; i < n; ++i) {
     cost[i] = members_[i].m.cost.seconds_per_byte;
     start[i] = members_[i].m.cost.overhead_s + static_cast<double>(members_[i].backlog) * cost[i];
+    allowed[i] = !members_[i].retired && (i > 0 || include_first);
+    candidates += allowed[i] ? 1 : 0;
   }
+  if (candidates == 0) return;
   // A batch too small to cut goes whole to the member that would finish it first.
-  if (n == 1 || bytes < 2.0 * static_cast<double>(options_.min_part_bytes)) {
-    share[first_to_finish_locked(bytes)] = bytes;
-    return share;
+  if (candidates == 1 || bytes < 2.0 * static_cast<double>(options_.min_part_bytes)) {
+    std::size_t best = n;
+    double best_end = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!allowed[i]) continue;
+      const double end = start[i] + bytes * cost[i];
+      if (best == n || end < best_end) best = i, best_end = end;
+    }
+    share[best] = bytes;
+    return;
   }
 
   // Water filling: the members in order of when they could start on it; the finish time T is
   // where the shares (T - start) / cost of the members that can start before T add up to the batch.
   // A member whose share comes out under the minimum part is left out and the rest refilled.
-  std::vector<bool> allowed(n, true);
   for (;;) {
-    std::vector<std::size_t> order;
+    order.clear();
     for (std::size_t i = 0; i < n; ++i)
       if (allowed[i]) order.push_back(i);
     std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return start[a] < start[b]; });
@@ -96,108 +118,318 @@ std::vector<double> HybridEngine::shares_locked(double bytes) const {
       if (share[i] < static_cast<double>(options_.min_part_bytes) && (smallest == n || share[i] < share[smallest]))
         smallest = i;
     }
-    if (smallest == n || nonzero <= 1) return share;
-    allowed[smallest] = false;
+    if (smallest == n || nonzero <= 1) return;
+    allowed[smallest] = 0;
   }
 }
 
 std::vector<std::size_t> HybridEngine::plan(std::size_t bytes) const {
   std::lock_guard lock(mu_);
-  const auto shares = shares_locked(static_cast<double>(bytes));
+  std::vector<double> shares;
+  shares_locked(static_cast<double>(bytes), true, shares);
   std::vector<std::size_t> out;
   for (double s : shares) out.push_back(static_cast<std::size_t>(s + 0.5));
   return out;
 }
 
+bool HybridEngine::any_fed_member_locked() const {
+  for (std::size_t m = 1; m < members_.size(); ++m)
+    if (!members_[m].retired) return true;
+  return false;
+}
+
+std::size_t HybridEngine::want_locked(std::size_t m, const Job& j) const {
+  if (members_[m].retired || j.bytes_left == 0) return 0;
+  // Member 0 is at work on this batch, or will be as soon as its caller runs (a slot is free):
+  // the member takes its share by the model. Otherwise the caller waits for a slot, and the fed
+  // members share what is left between themselves.
+  const bool first_helps = j.caller_working || free_slots_ > 0;
+  thread_local std::vector<double> share;
+  shares_locked(static_cast<double>(j.bytes_left), first_helps, share);
+  return static_cast<std::size_t>(share[m] + 0.5);
+}
+
+bool HybridEngine::work_for_locked(std::size_t m) const {
+  for (const Job* j : queue_)
+    if (want_locked(m, *j) > 0) return true;
+  return false;
+}
+
+HybridEngine::Taken HybridEngine::take_locked(Job& j, std::size_t bytes) {
+  Taken t{&j, j.next, 0, 0};
+  while (j.next < j.ops.size() && (t.count == 0 || t.bytes < bytes)) {
+    t.bytes += j.ops[j.next].len;
+    ++t.count;
+    ++j.next;
+  }
+  // Empty ops at the end come along: with no bytes left, nobody would want them.
+  while (j.next < j.ops.size() && j.ops[j.next].len == 0) ++t.count, ++j.next;
+  j.bytes_left -= t.bytes;
+  if (j.next == j.ops.size()) {
+    auto it = std::find(queue_.begin(), queue_.end(), &j);
+    if (it != queue_.end()) queue_.erase(it);
+  }
+  return t;
+}
+
+void HybridEngine::notify_feeders_locked(const Job* job) {
+  for (std::size_t m = 1; m < members_.size(); ++m)
+    if (members_[m].idle > 0 && (job ? want_locked(m, *job) > 0 : work_for_locked(m))) member_cv_[m].notify_one();
+}
+
 void HybridEngine::run(std::span<ChunkOp> ops, bool seal) {
   if (ops.empty()) return;
+  ChunkEngine& first = *members_[0].m.engine;
+  // Most batches of a mounted vault are small: they go to member 0 at once, touching nothing shared
+  // (a 4 KiB read costs the cpu engine about 2 us; this must stay a sliver of that).
   std::size_t total = 0;
   for (const auto& op : ops) total += op.len;
-  // Only a part that is a rate sample is timed: the clock is a visible share of a 4 KiB op's cost.
-  auto run_part = [&](Part& p) {
-    ChunkEngine& e = *members_[p.member].m.engine;
-    const auto t0 = p.sample ? Clock::now() : Clock::time_point{};
-    auto took = [&] { return p.sample ? std::chrono::duration<double>(Clock::now() - t0).count() : 0.0; };
-    try {
-      seal ? e.seal(p.ops) : e.open(p.ops);
-    } catch (...) {
-      finish_part(p, took());
-      throw;
-    }
-    finish_part(p, took());
+  if (total < options_.inline_bytes || members_.size() == 1) return seal ? first.seal(ops) : first.open(ops);
+
+  Job job;
+  job.ops = ops;
+  job.seal = seal;
+  job.bytes_left = total;
+  std::unique_lock lock(mu_);
+  if (!any_fed_member_locked()) {
+    lock.unlock();
+    return seal ? first.seal(ops) : first.open(ops);
+  }
+  bool holds_slot = false, took_first = false;
+  if (free_slots_ > 0) --free_slots_, holds_slot = job.caller_working = true;
+  queue_.push_back(&job);
+  notify_feeders_locked(&job);
+
+  auto stop_waiting_for_slot = [&] {
+    auto it = std::find(slot_waiters_.begin(), slot_waiters_.end(), &job);
+    if (it != slot_waiters_.end()) slot_waiters_.erase(it);
   };
-
-  // Most batches of a mounted vault are too small to cut: they go whole to one member, with no
-  // allocation on the way (a 4 KiB read costs the cpu engine about 3 us; this must stay a sliver).
-  if (members_.size() == 1 || total < 2 * options_.min_part_bytes) {
-    Part p{0, ops, total};
-    {
-      std::lock_guard lock(mu_);
-      p.member = first_to_finish_locked(static_cast<double>(total));
-      reserve_locked(p);
-    }
-    return run_part(p);
-  }
-
-  // Cut the ops into contiguous parts: op j goes to the member whose cumulative share holds the
-  // middle of op j, so each part's bytes are its share rounded to whole chunks.
-  std::vector<Part> parts;
-  {
-    std::lock_guard lock(mu_);
-    const auto shares = shares_locked(static_cast<double>(total));
-    std::size_t member = 0, first = 0, offset = 0;
-    double bound = shares[0];
-    auto close = [&](std::size_t end) {
-      if (end == first) return;
-      std::size_t bytes = 0;
-      for (std::size_t j = first; j < end; ++j) bytes += ops[j].len;
-      parts.push_back({member, ops.subspan(first, end - first), bytes});
-      first = end;
-    };
-    for (std::size_t j = 0; j < ops.size(); ++j) {
-      const double middle = static_cast<double>(offset) + static_cast<double>(ops[j].len) / 2;
-      while (middle >= bound && member + 1 < shares.size()) {
-        close(j);
-        ++member;
-        bound += shares[member];
+  for (;;) {
+    if (job.next < job.ops.size()) {
+      if (!job.caller_working) {
+        if (free_slots_ > 0) {
+          --free_slots_, holds_slot = job.caller_working = true;
+          stop_waiting_for_slot();
+        } else if (!any_fed_member_locked()) {
+          job.caller_working = true;  // nobody else is left to do it: no slot needed
+          stop_waiting_for_slot();
+        }
       }
-      offset += ops[j].len;
+      if (job.caller_working) {
+        // The caller's first part is member 0's share by the model, so that the fed members find
+        // theirs still queued when their feeders wake (taking everything at once would leave them
+        // nothing whenever the caller holds a slot); after that it takes whatever nobody has taken
+        // yet, a part at a time: a fed member that is slow to come loses its share to the caller
+        // instead of keeping it waiting.
+        std::size_t want = options_.inline_part_bytes;
+        if (!took_first && options_.leave_fed_share) {
+          took_first = true;
+          bool idle_feeder = false;
+          for (std::size_t m = 1; m < members_.size() && !idle_feeder; ++m)
+            idle_feeder = members_[m].idle > 0 && want_locked(m, job) > 0;
+          if (idle_feeder) {
+            // A fed member is ready for its share: the caller takes member 0's (at least one
+            // minimum part, so it never holds a slot idle) and leaves the rest queued for it.
+            thread_local std::vector<double> share;
+            shares_locked(static_cast<double>(job.bytes_left), true, share);
+            want = std::min(want, std::max(static_cast<std::size_t>(share[0] + 0.5), options_.min_part_bytes));
+          }
+          // Otherwise every fed member is busy, and the model does not see what already waits for
+          // them (queued work is nobody's backlog yet): the caller starts on its batch at once.
+        }
+        const Taken t = take_locked(job, want);
+        State& s = members_[0];
+        const std::size_t backlog = s.backlog;
+        s.backlog += t.bytes;
+        const bool sampled = options_.learn && backlog + t.bytes >= kRateSampleMinBytes;
+        lock.unlock();
+        const auto t0 = sampled ? Clock::now() : Clock::time_point{};
+        std::exception_ptr error;
+        try {
+          auto part = ops.subspan(t.first, t.count);
+          seal ? first.seal(part) : first.open(part);
+        } catch (...) {
+          error = std::current_exception();
+        }
+        const double took = sampled ? std::chrono::duration<double>(Clock::now() - t0).count() : 0.0;
+        lock.lock();
+        account_locked(0, t.bytes, backlog, sampled && !error, took);
+        if (error && !job.error) job.error = error;
+        continue;
+      }
+      if (std::find(slot_waiters_.begin(), slot_waiters_.end(), &job) == slot_waiters_.end())
+        slot_waiters_.push_back(&job);
+      job.cv.wait(lock);
+      continue;
     }
-    close(ops.size());
-    for (auto& p : parts) reserve_locked(p);
+    // Every op is taken: the slot goes to the oldest caller that still has work for it.
+    stop_waiting_for_slot();
+    if (holds_slot) {
+      holds_slot = job.caller_working = false;
+      ++free_slots_;
+      while (!slot_waiters_.empty()) {
+        Job* w = slot_waiters_.front();
+        slot_waiters_.pop_front();
+        if (w->next < w->ops.size()) {
+          w->cv.notify_one();
+          break;
+        }
+      }
+    }
+    if (job.in_flight == 0) break;
+    job.cv.wait(lock);
   }
-  if (parts.size() == 1) return run_part(parts[0]);
-  helpers_->parallel_for(parts.size(), [&](std::size_t i) { run_part(parts[i]); });
+  lock.unlock();
+  if (job.error) std::rethrow_exception(job.error);
 }
 
-void HybridEngine::reserve_locked(Part& p) {
-  State& s = members_[p.member];
-  p.backlog = s.backlog;
-  p.sample = options_.learn && p.backlog + p.bytes >= kRateSampleMinBytes;
-  s.backlog += p.bytes;
+void HybridEngine::feeder(std::size_t m) {
+  if (members_[m].m.feeder_setup) members_[m].m.feeder_setup();
+  ChunkEngine& engine = *members_[m].m.engine;
+  ChunkEngine& first = *members_[0].m.engine;
+  std::vector<Taken> taken;
+  std::vector<ChunkOp> gathered;
+  std::unique_lock lock(mu_);
+  for (;;) {
+    ++members_[m].idle;
+    member_cv_[m].wait(lock, [&] { return stop_ || members_[m].retired || work_for_locked(m); });
+    --members_[m].idle;
+    if (stop_ || members_[m].retired) return;
+
+    // Take this member's share of the queued batches, oldest first, of one direction, up to what
+    // one call should carry, and no more than this feeder's share of it while the member's other
+    // feeders are idle: several calls in flight keep a GPU busy while the callers of a finished call
+    // post their next batches (one call carrying every queued batch would leave it idle then).
+    std::size_t wanted = 0;
+    for (const Job* j : queue_) wanted += want_locked(m, *j);
+    const std::size_t limit = std::min(
+        options_.max_part_bytes, std::max(options_.min_part_bytes, (wanted + members_[m].idle) / (members_[m].idle + 1)));
+    taken.clear();
+    std::size_t bytes = 0;
+    bool seal = true;
+    for (std::size_t i = 0; i < queue_.size() && bytes < limit;) {
+      Job& j = *queue_[i];
+      const std::size_t want = std::min(want_locked(m, j), limit - bytes);
+      if (want == 0 || (!taken.empty() && j.seal != seal)) {
+        ++i;
+        continue;
+      }
+      seal = j.seal;
+      taken.push_back(take_locked(j, want));
+      ++j.in_flight;
+      bytes += taken.back().bytes;
+      if (j.next < j.ops.size()) ++i;  // still queued (a batch fully taken has left the queue)
+    }
+    if (taken.empty()) continue;
+    State& s = members_[m];
+    const std::size_t backlog = s.backlog;
+    s.backlog += bytes;
+    if (s.idle > 0 && work_for_locked(m)) member_cv_[m].notify_one();  // more for another feeder
+    const bool sampled = options_.learn && backlog + bytes >= kRateSampleMinBytes;
+    lock.unlock();
+
+    // One call over every part taken: contiguous ops of one batch as they are, parts of several
+    // batches copied into one array (ops are small) and their tags and verdicts copied back.
+    std::span<ChunkOp> ops;
+    if (taken.size() == 1) {
+      ops = taken[0].job->ops.subspan(taken[0].first, taken[0].count);
+    } else {
+      gathered.clear();
+      for (const Taken& t : taken)
+        gathered.insert(gathered.end(), t.job->ops.begin() + static_cast<std::ptrdiff_t>(t.first),
+                        t.job->ops.begin() + static_cast<std::ptrdiff_t>(t.first + t.count));
+      ops = gathered;
+    }
+    const auto t0 = sampled ? Clock::now() : Clock::time_point{};
+    std::string failure;
+    std::exception_ptr error;
+    try {
+      seal ? engine.seal(ops) : engine.open(ops);
+    } catch (const EngineFailure& e) {
+      failure = e.what();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    const double took = sampled ? std::chrono::duration<double>(Clock::now() - t0).count() : 0.0;
+    const bool lost = failure.empty() && !error && engine.degraded();
+    if (!failure.empty()) {  // the inputs are untouched: member 0 redoes the part, here and now
+      try {
+        seal ? first.seal(ops) : first.open(ops);
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    if (taken.size() > 1) {
+      std::size_t k = 0;
+      for (const Taken& t : taken)
+        for (std::size_t i = 0; i < t.count; ++i, ++k) {
+          ChunkOp& op = t.job->ops[t.first + i];
+          op.tag = gathered[k].tag;
+          op.ok = gathered[k].ok;
+        }
+    }
+
+    lock.lock();
+    account_locked(m, bytes, backlog, sampled && failure.empty() && !lost && !error, took);
+    if (!failure.empty()) {  // member 0 did these bytes
+      s.bytes -= bytes, --s.parts;
+      members_[0].bytes += bytes, ++members_[0].parts;
+    }
+    const bool newly_retired = (!failure.empty() || lost) && retire_locked(m);
+    for (const Taken& t : taken) {
+      Job& j = *t.job;
+      if (error && !j.error) j.error = error;
+      if (--j.in_flight == 0 && j.next == j.ops.size()) j.cv.notify_one();
+    }
+    if (newly_retired) {
+      const std::string label = s.m.label;
+      lock.unlock();
+      report(failure.empty() ? "hybrid engine: " + label +
+                                   " lost its device and runs on its fallback; it gets no more work, the other members "
+                                   "take its share"
+                             : "hybrid engine: " + label + " failed (" + failure +
+                                   "); its part was redone on " + members_[0].m.label +
+                                   ", and it gets no more work: the other members take its share");
+      lock.lock();
+    }
+  }
 }
 
-void HybridEngine::finish_part(const Part& p, double took) {
-  std::lock_guard lock(mu_);
-  State& s = members_[p.member];
-  s.backlog -= p.bytes;
-  s.bytes += p.bytes;
+bool HybridEngine::retire_locked(std::size_t m) {
+  if (members_[m].retired) return false;
+  members_[m].retired = true;
+  member_cv_[m].notify_all();  // its other feeders leave
+  // Callers waiting for a slot may now have nobody but themselves; batches may now be wanted by
+  // the other members.
+  if (!any_fed_member_locked())
+    for (Job* w : slot_waiters_) w->cv.notify_one();
+  notify_feeders_locked(nullptr);
+  return true;
+}
+
+void HybridEngine::account_locked(std::size_t m, std::size_t bytes, std::size_t backlog, bool sampled, double took) {
+  State& s = members_[m];
+  s.backlog -= bytes;
+  s.bytes += bytes;
   ++s.parts;
+  if (!sampled) return;
   EngineCost& c = s.m.cost;
-  const std::size_t load = p.backlog + p.bytes;
-  if (p.sample) {
-    // At least a fifth of the time is the rate's: a calibrated overhead larger than this part took
-    // must not make the member look infinitely fast.
-    const double work = std::max(took - c.overhead_s, 0.2 * took);
-    const double sample = std::max(work / static_cast<double>(load), kMinSecondsPerByte);
-    c.seconds_per_byte += kRateWeight * (sample - c.seconds_per_byte);
-  }
+  // At least a fifth of the time is the rate's: a calibrated overhead larger than this part took
+  // must not make the member look infinitely fast.
+  const double work = std::max(took - c.overhead_s, 0.2 * took);
+  const double sample = std::max(work / static_cast<double>(backlog + bytes), kMinSecondsPerByte);
+  c.seconds_per_byte += kRateWeight * (sample - c.seconds_per_byte);
+}
+
+void HybridEngine::report(const std::string& line) const {
+  if (options_.log) options_.log(line);
+  else std::fprintf(stderr, "gpucryptfs: %s\n", line.c_str());
 }
 
 std::vector<HybridEngine::MemberStats> HybridEngine::stats() const {
   std::lock_guard lock(mu_);
   std::vector<MemberStats> out;
-  for (const auto& s : members_) out.push_back({s.m.label, s.m.cost, s.bytes, s.parts});
+  for (const auto& s : members_) out.push_back({s.m.label, s.m.cost, s.bytes, s.parts, s.retired});
   return out;
 }
 
@@ -215,6 +447,7 @@ std::string HybridEngine::describe() const {
       std::snprintf(line, sizeof line, " (%.0f%% of the bytes)", 100.0 * static_cast<double>(s.bytes) / static_cast<double>(total));
       out += line;
     }
+    if (s.retired) out += " (retired)";
   }
   return out;
 }

@@ -1,30 +1,53 @@
 // The engine behind `--engine auto` on a machine with GPUs: several engines at once (the cpu engine
-// and one gpu engine per GPU), each batch cut between them by their measured rates so that every
-// part is predicted to finish at the same moment. Written against ChunkEngine alone: it neither
-// knows nor cares which member is a GPU, so it is tested with cpu engines and slowed-down fakes.
+// and one gpu engine per GPU). Written against ChunkEngine alone: it neither knows nor cares which
+// member is a GPU, so it is tested with cpu engines and slowed-down or failing fakes.
 //
-// The model, per member: a part of x bytes, given to a member that already has b bytes at work,
-// finishes after overhead + (b + x) * seconds_per_byte. The overhead is what a lone small batch
-// costs there (a GPU's launch and PCIe round trip, about 30 us on the H100; next to nothing on the
-// cpu engine); seconds_per_byte is the member's throughput under the load it actually gets. So a
-// small batch on an idle machine stays on the cpu engine (the GPU's overhead alone is longer than
-// the whole batch there), a large one is shared, and under a load that keeps the cpu engine busy
-// even small batches go where the queue is shortest. Both figures start from the factory's short
-// calibration; seconds_per_byte then follows real batches (each part large enough is a sample: the
-// time it took, less the overhead, over its bytes and the bytes it found at work there), so the
-// split follows the rates the members really reach under the load at hand.
+// Members PULL work instead of being handed a predicted split. Member 0 (the cpu engine) runs in
+// the callers' own threads; every other member is fed by a few feeder threads of its own. A caller
+// posts its batch on one shared queue and works on it itself (member 0) while it holds one of a
+// limited number of inline slots; the feeders take parts of the queued batches, oldest first,
+// gathering parts of several callers' batches into one call so that a GPU gets launches large
+// enough to pay. Each part's size follows the members' measured rates: a feeder takes the share
+// of what is left that the model gives its member (see below), or, from a batch whose caller is
+// waiting for a slot, as much as one call should carry. So the split follows the rates the members
+// really reach under the load at hand, with no prediction to go wrong, and a member that fails
+// simply stops pulling.
+//
+// Why inline slots: the cpu engine's work runs in the callers' threads, and with more callers than
+// cores they would take every core, leaving the feeders (which need a core for a few microseconds
+// per launch) waiting in the run queue while the GPU idles. The slots keep one core per fed member
+// free; the callers beyond them wait, and their batches are what the feeders take whole.
+//
+// Small batches (under Options::inline_bytes, which is most of what a mounted vault sends) go
+// straight to member 0 in the caller's thread, touching no shared state: a tiny batch costs what
+// the cpu engine costs, plus one comparison.
+//
+// The model, per member, sizes the parts: a part of x bytes, given to a member that already has b
+// bytes at work, finishes after overhead + (b + x) * seconds_per_byte. The overhead is what a lone
+// small batch costs there (a GPU's launch and PCIe round trip); seconds_per_byte is the member's
+// throughput under the load it actually gets. Both start from the factory's short calibration;
+// seconds_per_byte then follows real parts (each part large enough is a sample: the time it took,
+// less the overhead, over its bytes and the bytes it found at work there).
+//
+// A member that throws EngineFailure (its hardware failed; the ops' inputs are untouched) or that
+// reports degraded() is retired: the log says so once, the part it failed is redone on member 0,
+// and it gets no more work. The result is the same bytes either way.
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
+#include <deque>
+#include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "crypto/chunk_engine.h"
-#include "crypto/thread_pool.h"
 
 namespace gcfs {
 
@@ -39,16 +62,38 @@ class HybridEngine final : public ChunkEngine {
     ChunkEngine* engine = nullptr;  // must outlive the hybrid engine
     std::string label;              // "cpu", "gpu0", ...: for the log and `info`
     EngineCost cost;                // the starting estimate
+    // Run by each of this member's feeder threads as it starts (the factory binds it to the CPUs
+    // nearest the member's GPU). Unused for member 0, which runs in the callers' threads.
+    std::function<void()> feeder_setup = {};
   };
   struct Options {
-    // No member gets a part smaller than this (the batch stays whole when it is smaller): a part
-    // costs a hand-off to a helper thread and, on a GPU, a launch.
+    // Batches smaller than this run whole on member 0 in the caller's thread.
+    std::size_t inline_bytes = 128u << 10;
+    // A fed member takes no part smaller than this from a batch that someone else works on too.
     std::size_t min_part_bytes = 64u << 10;
+    // The most one feeder call carries (gathered over several batches).
+    std::size_t max_part_bytes = 8u << 20;
+    // What a caller takes of its own batch at a time for member 0 (the cpu engine spreads each
+    // such part over its threads).
+    std::size_t inline_part_bytes = 1u << 20;
+    // Callers that may work on member 0 at once (batches of inline_bytes and more): -1 for the
+    // cores less one per fed member (at least one); 0 for none, so that fed members do all of it
+    // while any is left (tests).
+    int inline_slots = -1;
+    // Feeder threads per fed member: enough to keep a GPU's streams busy while one of them is
+    // waiting for its batch.
+    int feeders = 3;
     // The member whose allocate_io_buffer the callers get (a GPU's page-locked memory serves the
     // cpu engine as well as any other memory, and lets the GPU skip its staging copies).
     std::size_t buffer_member = 0;
-    // Follow real batches (false: keep the starting estimates; tests of the split use that).
+    // A caller that holds a slot starts with member 0's share by the model and leaves the rest
+    // queued while a fed member has a feeder idle (false: it takes parts of inline_part_bytes from
+    // the start, and the fed members get what waiting callers leave).
+    bool leave_fed_share = true;
+    // Follow real parts (false: keep the starting estimates; tests of the model use that).
     bool learn = true;
+    // Where a retired member is reported, once. Empty: stderr.
+    std::function<void(const std::string&)> log;
   };
 
   HybridEngine(std::vector<Member> members, Options options);
@@ -60,15 +105,17 @@ class HybridEngine final : public ChunkEngine {
   void open(std::span<ChunkOp> ops) override { run(ops, false); }
   HostBuffer allocate_io_buffer(std::size_t bytes) override;
 
-  // Bytes per member that a batch of `bytes` would get now (the model alone; ops then round it to
-  // whole chunks). For tests and the log.
+  // Bytes per member that a batch of `bytes` would get now by the model alone (the water-filled
+  // split where all parts end together), retired members at zero. Feeders take their member's share
+  // of what is left of a batch; for tests and the log.
   std::vector<std::size_t> plan(std::size_t bytes) const;
 
   struct MemberStats {
     std::string label;
     EngineCost cost;          // the current estimate
-    std::size_t bytes = 0;    // processed so far
+    std::size_t bytes = 0;    // processed so far in shared batches (small inline ones are not counted)
     std::size_t parts = 0;
+    bool retired = false;
   };
   std::vector<MemberStats> stats() const;
   // One line: each member's current estimate and share of the bytes so far.
@@ -80,29 +127,56 @@ class HybridEngine final : public ChunkEngine {
     Member m;
     std::size_t backlog = 0;     // bytes of parts at work there now
     std::size_t bytes = 0, parts = 0;
+    std::size_t idle = 0;        // its feeders waiting for work
+    bool retired = false;
   };
-  struct Part {
-    std::size_t member;
+  // One caller's batch while it is shared. Lives on the caller's stack; guarded by mu_.
+  struct Job {
     std::span<ChunkOp> ops;
-    std::size_t bytes;
-    std::size_t backlog = 0;     // bytes already at work on the member when this part was given to it
-    bool sample = false;         // timed, as a sample of the member's rate
+    bool seal = true;
+    std::size_t next = 0;          // first op nobody has taken yet
+    std::size_t bytes_left = 0;    // bytes of the ops from next on
+    std::size_t in_flight = 0;     // feeder parts taken and not finished
+    bool caller_working = false;   // its caller holds an inline slot
+    std::exception_ptr error;
+    std::condition_variable cv;    // its caller waits here
+  };
+  // A run of one job's ops taken by a feeder.
+  struct Taken {
+    Job* job;
+    std::size_t first, count, bytes;
   };
 
   void run(std::span<ChunkOp> ops, bool seal);
-  // Shares of `bytes` per member under the current estimates and backlogs (lock held).
-  std::vector<double> shares_locked(double bytes) const;
-  // The member that would finish a whole batch of `bytes` first (lock held).
-  std::size_t first_to_finish_locked(double bytes) const;
-  // Counts a part as at work on its member (lock held).
-  void reserve_locked(Part& p);
-  // Counts the part as done; `took` (seconds) is its rate sample when p.sample.
-  void finish_part(const Part& p, double took);
+  void feeder(std::size_t member);
+  // How many bytes member m should take from job j now (0: none), lock held.
+  std::size_t want_locked(std::size_t m, const Job& j) const;
+  // Takes ops from job j for member m up to `bytes` (at least one op), lock held.
+  Taken take_locked(Job& j, std::size_t bytes);
+  bool work_for_locked(std::size_t m) const;
+  bool any_fed_member_locked() const;
+  // Shares of `bytes` per member under the current estimates and backlogs, over the members not
+  // retired (member 0 only when include_first). Lock held.
+  void shares_locked(double bytes, bool include_first, std::vector<double>& share) const;
+  // Wakes a feeder of each member that wants a part of `job` (nullptr: of any queued job). Lock held.
+  void notify_feeders_locked(const Job* job);
+  // Counts a finished part of `bytes` (which found `backlog` at work there); `took` is its rate
+  // sample when sampled. Lock held.
+  void account_locked(std::size_t m, std::size_t bytes, std::size_t backlog, bool sampled, double took);
+  // Retires member m (lock held); returns whether this call did it (then the caller logs).
+  bool retire_locked(std::size_t m);
+  void report(const std::string& line) const;
 
   Options options_;
+  std::size_t inline_slots_ = 1;
   mutable std::mutex mu_;
   std::vector<State> members_;
-  std::unique_ptr<ThreadPool> helpers_;  // runs the parts beyond the caller's own
+  std::deque<Job*> queue_;             // jobs with ops not yet taken, oldest first
+  std::deque<Job*> slot_waiters_;      // callers waiting for an inline slot, oldest first
+  std::size_t free_slots_ = 0;
+  std::unique_ptr<std::condition_variable[]> member_cv_;  // each member's feeders wait here for work
+  bool stop_ = false;
+  std::vector<std::thread> feeders_;
 };
 
 }  // namespace gcfs

@@ -124,16 +124,21 @@ VaultConfig VaultConfig::create(std::string_view password, std::uint32_t chunk_s
   if (format < 1 || format > kMaxFormatVersion || (kind == VaultKind::Volume && format != 1))
     throw UserError("format " + std::to_string(format) + " is not one this gpucryptfs creates" +
                     (kind == VaultKind::Volume ? " for a volume (volumes are format 1)" : ""));
-  VaultConfig c;
-  c.version = format;
-  c.kind = kind;
-  c.chunk_size = chunk_size;
+  VaultConfig c = defaults(chunk_size, kind, format);
   c.scrypt = params;
-  c.features = kFeatures;
   SecretBytes master(kMasterKeyBytes);
   random_bytes(master);
   c.rewrap(master, password);
   if (master_out) *master_out = std::move(master);
+  return c;
+}
+
+VaultConfig VaultConfig::defaults(std::uint32_t chunk_size, VaultKind kind, int format) {
+  VaultConfig c;
+  c.version = format;
+  c.kind = kind;
+  c.chunk_size = chunk_size;
+  c.features = kFeatures;
   return c;
 }
 

@@ -79,6 +79,12 @@ struct VaultConfig {
   static VaultConfig create(std::string_view password, std::uint32_t chunk_size, const ScryptParams& scrypt,
                             VaultKind kind, SecretBytes* master_out = nullptr, int format = kFormatVersion);
 
+  // The parameters a new config of this kind and chunk size has (format version, cipher, features,
+  // the default scrypt cost), without a key: what a mount with the master key and no config file
+  // assumes, and what rewrap() then completes into a config (passwd --masterkey).
+  // format: the content format version (a lost config's is read from the files' headers).
+  static VaultConfig defaults(std::uint32_t chunk_size, VaultKind kind, int format = kFormatVersion);
+
   // Throws WrongPassword when the wrap does not open, and ExpensiveKdf (before running scrypt)
   // when the cost is above what init creates and policy does not allow it.
   SecretBytes unlock(std::string_view password, KdfPolicy policy = KdfPolicy::RefuseAboveInit) const;

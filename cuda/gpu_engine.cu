@@ -26,6 +26,7 @@
 #include "cuda/driver_probe.h"
 #include "cuda/gcm_kernels.h"
 #include "cuda/gpu_engine.h"
+#include "cuda/host_numa.h"
 #include "cuda/host_tables.h"
 
 namespace gcfs {
@@ -113,6 +114,8 @@ std::shared_ptr<PinnedRegistry> shared_pinned_registry() {
 struct DeviceState {
   int device = 0;
   int sm_count = 0;
+  int numa_node = -1;   // of its PCI slot; its slots' pinned buffers are allocated there
+  bool broken = false;  // failed: its slots are out of use (guarded by the engine's mutex)
   DeviceBuffer te0;
   DeviceTables tables;
 };
@@ -234,7 +237,13 @@ class GpuEngine final : public ChunkEngine {
       check_cuda(cudaMemcpy(st->te0.get(), host_te0().data(), 256 * sizeof(std::uint32_t), cudaMemcpyHostToDevice),
                  "uploading the AES tables");
       st->tables.te0 = st->te0.get<std::uint32_t>();
-      for (int s = 0; s < streams; ++s) slots_.push_back(std::make_unique<Slot>(*st, max_data_, upload_wc_));
+      st->numa_node = gpu_numa_node(d);
+      {
+        // The staging buffers on the GPU's own NUMA node: on a host with two sockets, copies between
+        // the GPU and the other socket's memory cross the socket link.
+        numa::ScopedPreferredNode near(st->numa_node);
+        for (int s = 0; s < streams; ++s) slots_.push_back(std::make_unique<Slot>(*st, max_data_, upload_wc_));
+      }
       devices_.push_back(std::move(st));
     }
     for (auto& s : slots_) free_.push_back(s.get());
@@ -251,6 +260,8 @@ class GpuEngine final : public ChunkEngine {
   }
 
   std::string name() const override { return "gpu"; }
+  // Every GPU of this engine has failed: batches run on the fallback.
+  bool degraded() const override { return lost_.load(std::memory_order_relaxed); }
   void seal(std::span<ChunkOp> ops) override { run(ops, true); }
   void open(std::span<ChunkOp> ops) override { run(ops, false); }
 
@@ -447,7 +458,9 @@ class GpuEngine final : public ChunkEngine {
     Slot& s = *b.slot;
     try {
       if (s.broken) throw CudaError("stream unusable after an earlier error", cudaErrorUnknown);
-      if (options_.inject_failure_at_batch > 0 && ++launches_ == options_.inject_failure_at_batch)
+      if (options_.inject_failure_at_batch > 0 &&
+          (options_.inject_failure_on_device < 0 || options_.inject_failure_on_device == s.dev->device) &&
+          ++launches_ == options_.inject_failure_at_batch)
         throw CudaError("injected failure", cudaErrorUnknown);
       ++s.batches;
       b.ops.clear();
@@ -694,33 +707,57 @@ class GpuEngine final : public ChunkEngine {
     });
   }
 
+  // A GPU that fails is taken out of use: its free slots leave the pool, and its batches in flight,
+  // once they fail too, go back to the queue for the GPUs left. When none is left, everything from
+  // here on runs on the fallback. Reported once per GPU.
   void fail(Slot& s, const std::string& what) {
-    s.broken = true;
     bool first;
+    std::string left;
     {
       std::lock_guard lock(mu_);
-      first = !disabled_;
-      disabled_ = true;
-      // Whoever waits with pieces queued must now run them on the fallback.
+      s.broken = true;
+      first = !s.dev->broken;
+      s.dev->broken = true;
+      free_.erase(std::remove_if(free_.begin(), free_.end(), [&](Slot* f) { return f->dev == s.dev; }), free_.end());
+      for (const auto& d : devices_)
+        if (!d->broken) left += (left.empty() ? "" : ", ") + std::to_string(d->device);
+      if (left.empty()) {
+        disabled_ = true;
+        lost_.store(true, std::memory_order_relaxed);
+      }
+      // Whoever waits with pieces queued must now run them elsewhere.
       for (const auto& p : queue_) p.request->cv.notify_one();
     }
     if (first)
-      options_.on_error("GPU " + std::to_string(s.dev->device) + " failed (" + what +
-                        "); this batch and all later ones run on the " + fallback_.name() + " engine");
+      options_.on_error("GPU " + std::to_string(s.dev->device) + " failed (" + what + "); " +
+                        (left.empty() ? "this batch and all later ones run on the " + fallback_.name() + " engine"
+                                      : "its batches go to GPU " + left + " from now on"));
   }
 
   void run_fallback(std::span<ChunkOp> ops, bool seal) { seal ? fallback_.seal(ops) : fallback_.open(ops); }
 
-  // Called with the lock held; releases it while the fallback works.
+  // Called with the lock held; releases it while the fallback works. A batch that failed on one GPU
+  // while others are left goes back to the front of the queue instead (the inputs are untouched:
+  // a direct output never overlaps its input), and one of the other GPUs takes it.
   void finish_on_fallback(std::unique_lock<std::mutex>& lock, Batch& b) {
+    if (b.slot && !disabled_) {
+      for (auto it = b.pieces.rbegin(); it != b.pieces.rend(); ++it) queue_.push_front(*it);
+      finish_slot(b.slot, !b.slot->broken);
+      queue_.front().request->cv.notify_one();
+      return;
+    }
     lock.unlock();
     for (auto& p : b.pieces) run_fallback(p.ops, p.seal);
     lock.lock();
     finish(b, !b.slot || !b.slot->broken);
   }
 
+  void finish_slot(Slot* slot, bool reusable) {
+    if (slot && reusable && !slot->dev->broken) free_.push_back(slot);
+  }
+
   void finish(Batch& b, bool slot_reusable) {
-    if (b.slot && slot_reusable) free_.push_back(b.slot);
+    finish_slot(b.slot, slot_reusable);
     for (auto& p : b.pieces)
       if (--p.request->pending == 0) p.request->cv.notify_one();
   }
@@ -741,7 +778,8 @@ class GpuEngine final : public ChunkEngine {
   std::condition_variable cv_;
   std::deque<Piece> queue_;
   std::deque<Slot*> free_;
-  bool disabled_ = false;
+  bool disabled_ = false;               // every GPU failed
+  std::atomic<bool> lost_{false};       // disabled_, for degraded() without the lock
   std::size_t active_requests_ = 0;  // callers inside run()
   std::atomic<int> launches_{0};
 };
@@ -750,6 +788,20 @@ class GpuEngine final : public ChunkEngine {
 }  // namespace gpu
 
 bool gpu_support_compiled() { return true; }
+
+int gpu_numa_node(int device) {
+  char bus_id[32] = {};
+  if (cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return -1;
+  }
+  return numa::node_of_pci_device(bus_id);
+}
+
+bool bind_thread_near_gpu(int device) {
+  if (numa::online_nodes() < 2) return false;
+  return numa::bind_thread_to_cpus(numa::cpus_of_node(gpu_numa_node(device)));
+}
 
 std::vector<GpuInfo> list_gpus(std::string* why_none) {
   std::vector<GpuInfo> out;
@@ -778,6 +830,9 @@ std::vector<GpuInfo> list_gpus(std::string* why_none) {
     g.cc_major = p.major;
     g.cc_minor = p.minor;
     g.memory_bytes = p.totalGlobalMem;
+    char bus_id[32] = {};
+    if (cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, i) == cudaSuccess) g.pci_bus_id = bus_id;
+    g.numa_node = numa::node_of_pci_device(g.pci_bus_id);
     out.push_back(g);
   }
   if (out.empty() && why_none) *why_none = "no NVIDIA GPU found (the NVIDIA driver is installed but sees none)";

@@ -20,6 +20,8 @@ struct GpuInfo {
   int sm_count = 0;
   int cc_major = 0, cc_minor = 0;
   std::size_t memory_bytes = 0;
+  std::string pci_bus_id;  // "0000:3B:00.0"
+  int numa_node = -1;      // of its PCI slot; -1 where the host does not say
 };
 
 struct GpuOptions {
@@ -49,8 +51,11 @@ struct GpuOptions {
   bool direct = true;
   // Threads that copy large batches into and out of the pinned staging buffers (0: up to 8).
   int copy_threads = 0;
-  // Tests only: the n-th batch (1-based) fails as if the GPU had, to exercise the fallback path.
+  // Tests only: the n-th batch (1-based) fails as if the GPU had, to exercise the fallback path;
+  // with inject_failure_on_device, only batches launched on that GPU count (and it is that GPU that
+  // fails: the engine's other GPUs take its work).
   int inject_failure_at_batch = 0;
+  int inject_failure_on_device = -1;
 };
 
 // True when this binary contains the CUDA kernels.
@@ -59,6 +64,14 @@ bool gpu_support_compiled();
 // The GPUs this process can use. When there are none, *why_none (if given) says why in words a
 // user can act on ("built without CUDA", "no CUDA driver", "no device").
 std::vector<GpuInfo> list_gpus(std::string* why_none = nullptr);
+
+// The NUMA node nearest to a GPU (of its PCI slot), -1 where unknown or without CUDA.
+int gpu_numa_node(int device);
+
+// Binds the calling thread to the CPUs of the GPU's NUMA node, on a host with more than one node;
+// does nothing (and returns false) on one node, where the node is unknown, or without CUDA. The
+// hybrid engine's feeder threads for that GPU call it.
+bool bind_thread_near_gpu(int device);
 
 // Throws UserError naming the GPU problem when no usable GPU is present. Batches that fail on
 // the GPU are logged and redone on `fallback`, which must outlive the engine.

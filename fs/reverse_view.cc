@@ -108,7 +108,7 @@ int ReverseView::listing(const std::string& rel, std::shared_ptr<const Listing>*
     const std::string name = e->d_name;
     if (name == "." || name == ".." || (rel.empty() && name == kReverseConfigName)) continue;
     const DiskName dn = vault_.names().to_disk(name, iv);
-    entries.push_back({ReverseEntry::Kind::Plain, dn.entry, name, "", DTTOIF(e->d_type)});
+    entries.push_back({ReverseEntry::Kind::Plain, dn.entry, name, "", static_cast<mode_t>(DTTOIF(e->d_type))});
     if (dn.is_long) entries.push_back({ReverseEntry::Kind::LongNameFile, dn.name_file(), name, dn.encoded});
     if (e->d_type == DT_LNK || e->d_type == DT_UNKNOWN) {
       std::string target(kMaxSymlinkTargetBytes + 1, '\0');

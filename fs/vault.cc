@@ -36,22 +36,37 @@ void require_empty_dir(const std::string& dir) {
 std::string config_path(const std::string& cipherdir) { return cipherdir + "/" + kConfigFileName; }
 
 void Vault::create(const std::string& cipherdir, std::string_view password, std::uint32_t chunk_size,
-                   const ScryptParams& scrypt, int format) {
+                   const ScryptParams& scrypt, SecretBytes* master_out, const std::string& config_dir,
+                   const std::string& config_name, int format) {
   require_empty_dir(cipherdir);
-  VaultConfig cfg = VaultConfig::create(password, chunk_size, scrypt, VaultKind::Directory, nullptr, format);
+  VaultConfig cfg = VaultConfig::create(password, chunk_size, scrypt, VaultKind::Directory, master_out, format);
   UniqueFd dir(::open(cipherdir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!dir) throw UserError("cannot open " + cipherdir + ": " + std::strerror(errno));
   // The dir IV first: a vault whose config exists is complete.
   if (int rc = create_dir_iv(dir.get(), nullptr); rc < 0)
     throw UserError("cannot write " + cipherdir + "/" + kDirIvFileName + ": " + std::strerror(-rc));
-  write_config_file_at(dir.get(), cipherdir, cfg);
+  if (config_dir.empty()) {
+    write_config_file_at(dir.get(), cipherdir, cfg, config_name);
+    return;
+  }
+  UniqueFd cdir(::open(config_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!cdir) throw UserError("cannot open the config's directory " + config_dir + ": " + std::strerror(errno));
+  write_config_file_at(cdir.get(), config_dir, cfg, config_name);
 }
 
-VaultConfig Vault::load_config(const std::string& cipherdir) {
-  VaultConfig cfg = read_config_file(cipherdir);
+VaultConfig Vault::load_config(const std::string& cipherdir) { return load_config(cipherdir, kConfigFileName); }
+
+VaultConfig Vault::load_config(const std::string& config_dir, const std::string& config_name) {
+  VaultConfig cfg = read_config_file(config_dir, config_name);
   if (cfg.kind != VaultKind::Directory)
-    throw UserError(cipherdir + " holds a volume vault: use 'gpucryptfs volume mount'");
+    throw UserError(config_dir + "/" + config_name + " is a volume's config: use 'gpucryptfs volume mount'");
   return cfg;
+}
+
+std::unique_ptr<Vault> Vault::open_with_master_key(const std::string& cipherdir, const VaultConfig& config,
+                                                   const SecretBytes& master) {
+  if (master.size() != kMasterKeyBytes) throw UserError("a master key is " + std::to_string(kMasterKeyBytes) + " bytes");
+  return std::unique_ptr<Vault>(new Vault(cipherdir, config, master));
 }
 
 std::unique_ptr<Vault> Vault::open(const std::string& cipherdir, const VaultConfig& config, std::string_view password,
@@ -73,11 +88,11 @@ std::size_t Vault::open_journal(ChunkEngine& engine) {
   }
   // Taking the journal's lock first: recovery must never run while another daemon writes.
   auto j = ChunkJournal::open(dir.get(), cipherdir_, keys_, config_.chunk_size, kJournalDefaultSlots, &error, &busy);
+  if (!j && busy) throw VaultInUse(error);  // one read-write mount per vault: the journal's lock is the vault's
   if (!j) {
     log::warning("crash journal: " + error +
-                 (busy ? "; this mount neither recovers nor journals"
-                       : "; the vault is mounted without its crash journal: rewrites of this mount are not protected "
-                         "against the daemon dying (move it out of CIPHERDIR to get the journal back)"));
+                 "; the vault is mounted without its crash journal: rewrites of this mount are not protected "
+                 "against the daemon dying (move it out of CIPHERDIR to get the journal back)");
     return 0;
   }
   const JournalScan scan = j->existing_records();

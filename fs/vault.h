@@ -28,20 +28,32 @@ class Vault {
  public:
   // Writes a new config and the root directory IV into cipherdir, which must exist and be empty.
   // Throws UserError naming the problem.
-  // format: the content format version (1 or 2; docs/FORMAT.md).
+  // master_out: the new master key, for `init` to print once. config_dir and config_name: where the
+  // config goes (init --config FILE); by default CIPHERDIR/gpucryptfs.conf. format: the content
+  // format version (1 or 2; docs/FORMAT.md).
   static void create(const std::string& cipherdir, std::string_view password, std::uint32_t chunk_size,
-                     const ScryptParams& scrypt, int format = kDefaultDirectoryFormat);
+                     const ScryptParams& scrypt, SecretBytes* master_out = nullptr,
+                     const std::string& config_dir = "", const std::string& config_name = kConfigFileName,
+                     int format = kDefaultDirectoryFormat);
 
   // Reads cipherdir's config (fs/config_file.h: beneath CIPHERDIR, never through a link, never
   // blocking, at most a few KiB): NotAVault when it is missing, CorruptData when it is damaged or
   // not a regular file, UserError for a volume config or a newer format.
   static VaultConfig load_config(const std::string& cipherdir);
+  // The same for a config kept outside CIPHERDIR (--config FILE): config_name in config_dir.
+  static VaultConfig load_config(const std::string& config_dir, const std::string& config_name);
 
   // Unlocks config with password: WrongPassword when it does not open, ExpensiveKdf (before any
   // scrypt) when its cost is above what init creates and kdf_policy does not allow it.
   static std::unique_ptr<Vault> open(const std::string& cipherdir, const VaultConfig& config,
                                      std::string_view password,
                                      KdfPolicy kdf_policy = KdfPolicy::RefuseAboveInit);
+
+  // With the master key itself (mount --masterkey): nothing is checked here; the caller checks
+  // the key against the vault's files first (fs/master_key_probe.h). config: the vault's, or
+  // VaultConfig::defaults() with the chunk size the files give when the config is lost.
+  static std::unique_ptr<Vault> open_with_master_key(const std::string& cipherdir, const VaultConfig& config,
+                                                     const SecretBytes& master);
 
   Vault(const Vault&) = delete;
   Vault& operator=(const Vault&) = delete;
@@ -59,8 +71,10 @@ class Vault {
 
   // For a read-write mount: restores the chunks that a daemon killed in the middle of a rewrite
   // left torn (journal_recovery.h), then opens CIPHERDIR/gpucryptfs.journal for the writes of
-  // this mount. When the journal cannot be had (another process holds it, CIPHERDIR refuses the
-  // file), logs a warning and leaves journal() null: the mount then runs unprotected, as before.
+  // this mount. Its lock is the vault's write lock: when another live process holds it (a second
+  // read-write mount), throws VaultInUse before recovering anything. When the file cannot be had
+  // (CIPHERDIR refuses it: a FIFO, a link in its place), logs a warning and leaves journal() null:
+  // the mount then runs unprotected, as before.
   // Returns the number of chunks restored.
   std::size_t open_journal(ChunkEngine& engine);
   // The crash journal that ContentFiles of this vault write their pre-images to; null when not

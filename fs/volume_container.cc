@@ -203,7 +203,7 @@ VolumeContainer::VolumeContainer(const std::string& path, bool writable) : path_
   try {
     if (const int e = flock_with_grace(fd_, writable ? LOCK_EX : LOCK_SH); e != 0) {
       if (e == EWOULDBLOCK)
-        throw UserError(path + " is in use by another gpucryptfs (mounted? unmount it first)");
+        throw VaultInUse(path + " is in use by another gpucryptfs (mounted? unmount it first)");
       throw UserError("cannot lock " + path + ": " + std::strerror(e));
     }
     header_ = read_header_at(fd_, path);

@@ -3,8 +3,11 @@
 #include <exception>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "mount/commands.h"
+#include "mount/exit_status.h"
+#include "mount/fstab_args.h"
 #include "mount/process_hardening.h"
 
 namespace {
@@ -28,6 +31,8 @@ const Entry kCommands[] = {
 void usage(std::ostream& out) {
   out << "usage: gpucryptfs COMMAND [OPTIONS] ...\n\ncommands:\n";
   for (const auto& c : kCommands) out << "  " << c.name << std::string(10 - std::strlen(c.name), ' ') << c.summary << "\n";
+  out << "\nAs a mount helper (mount.fuse3, /etc/fstab type fuse.gpucryptfs, systemd mount units):\n"
+         "  gpucryptfs CIPHERDIR MOUNTPOINT -o passfile=FILE[,OPTIONS]   (see 'man gpucryptfs')\n";
   out << "\n'gpucryptfs COMMAND --help' describes each command's options.\n";
 }
 
@@ -35,6 +40,19 @@ void usage(std::ostream& out) {
 
 int main(int argc, char** argv) {
   gcfs::cli::harden_process();  // before any password or key is in memory
+  // mount.fuse3 runs `gpucryptfs SOURCE MOUNTPOINT -o OPTIONS`; mount(8) runs a mount.* link to us.
+  if (gcfs::cli::is_mount_helper_call(argc, argv)) {
+    gcfs::cli::HelperCommand helper;
+    const int rc = gcfs::cli::run_command("mount", [&] {
+      helper = gcfs::cli::translate_mount_helper_args(std::vector<std::string>(argv + 1, argv + argc));
+      return 0;
+    });
+    if (rc != 0 || helper.fake) return rc;
+    std::vector<char*> args;
+    for (auto& a : helper.mount) args.push_back(a.data());
+    args.push_back(nullptr);
+    return gcfs::cli::cmd_mount(static_cast<int>(args.size() - 1), args.data());
+  }
   if (argc < 2) {
     usage(std::cerr);
     return gcfs::cli::kExitUsage;

@@ -20,6 +20,7 @@
 #include "mount/cli_checks.h"
 #include "mount/cli_options.h"
 #include "mount/commands.h"
+#include "mount/config_option.h"
 #include "mount/exit_status.h"
 #include "mount/password.h"
 
@@ -69,7 +70,7 @@ class ProgressBar {
 int cmd_fsck(int argc, char** argv) {
   return run_command("fsck", [&] {
     PasswordSource pw_src;
-    std::string cipherdir, engine = "auto";
+    std::string cipherdir, engine = "auto", config_option;
     bool repair = false, force = false, allow_expensive_kdf = false;
     po::options_description opts(
         "usage: gpucryptfs fsck [OPTIONS] CIPHERDIR\n\n"
@@ -86,6 +87,7 @@ int cmd_fsck(int argc, char** argv) {
         "killed daemon from the crash journal; nothing is deleted; never while the vault is mounted")(
         "force", po::bool_switch(&force),
         "check a vault that is mounted: files its daemon is writing may show as damaged; never with --repair");
+    add_config_option(opts, &config_option);
     add_allow_expensive_kdf_option(opts, &allow_expensive_kdf);
     if (!parse_command_line(argc, argv, opts, {{"CIPHERDIR", &cipherdir}})) return static_cast<int>(kExitOk);
     while (cipherdir.size() > 1 && cipherdir.back() == '/') cipherdir.pop_back();
@@ -93,7 +95,7 @@ int cmd_fsck(int argc, char** argv) {
     // Every path and option value is checked before the password is asked for.
     require_engine_name(engine);
     require_vault_directory(cipherdir, "fsck");
-    VaultConfig cfg = Vault::load_config(cipherdir);
+    VaultConfig cfg = load_vault_config(config_place(cipherdir, config_option));
     cfg.check_kdf_cost(kdf_policy(allow_expensive_kdf));  // before asking for a password
     require_usable_gpu_for(engine);
     // A live daemon rewrites chunks and moves entries under fsck's feet: reports about them would

@@ -7,6 +7,7 @@
 #include "mount/cli_checks.h"
 #include "mount/cli_options.h"
 #include "mount/commands.h"
+#include "mount/config_option.h"
 #include "mount/exit_status.h"
 
 namespace po = boost::program_options;
@@ -24,23 +25,29 @@ void print_gpus(std::ostream& out) {
   }
   for (const auto& g : gpus)
     out << "GPU " << g.index << ":        " << g.name << ", " << g.sm_count << " SMs, compute capability " << g.cc_major
-        << "." << g.cc_minor << ", " << (g.memory_bytes >> 20) << " MiB\n";
+        << "." << g.cc_minor << ", " << (g.memory_bytes >> 20) << " MiB"
+        << (g.pci_bus_id.empty() ? "" : ", PCI " + g.pci_bus_id)
+        << (g.numa_node >= 0 ? ", NUMA node " + std::to_string(g.numa_node) : "") << "\n";
 }
 
 }  // namespace
 
 int cmd_info(int argc, char** argv) {
   return run_command("info", [&]() -> int {
-    std::string cipherdir;
-    po::options_description opts("usage: gpucryptfs info [CIPHERDIR]\n\n"
-                                 "Shows a vault's format parameters (no password needed) and the GPUs "
-                                 "this build can use; without CIPHERDIR, just the GPUs.\n\noptions");
+    std::string cipherdir, config_option;
+    po::options_description opts("usage: gpucryptfs info [OPTIONS] [CIPHERDIR]\n\n"
+                                 "Shows a vault's format parameters (no password needed, and never the master key) "
+                                 "and the GPUs this build can use; without CIPHERDIR, just the GPUs.\n\noptions");
     opts.add_options()("help,h", "show this help");
+    add_config_option(opts, &config_option);
     if (!parse_command_line(argc, argv, opts, {{"CIPHERDIR", &cipherdir, false}})) return kExitOk;
+    if (!config_option.empty() && cipherdir.empty()) throw po::error("--config needs CIPHERDIR too");
     if (!cipherdir.empty()) {
       require_vault_directory(cipherdir, "info");
-      VaultConfig c = Vault::load_config(cipherdir);
+      const ConfigPlace place = config_place(cipherdir, config_option);
+      VaultConfig c = load_vault_config(place);
       std::cout << "Vault:        " << cipherdir << "\n"
+                << (place.outside ? "Config:       " + place.path() + "\n" : std::string())
                 << "Format:       gpucryptfs version " << c.version
                 << (c.version >= 2 ? " (chunk data 4 KiB-aligned: O_DIRECT)" : "") << ", directory\n"
                 << "Cipher:       " << c.cipher << ", chunk size " << c.chunk_size << " bytes\n"

@@ -21,9 +21,13 @@
 #include "mount/cipherdir_exposure.h"
 #include "mount/cli_options.h"
 #include "mount/commands.h"
+#include "mount/config_option.h"
 #include "mount/encrypted_fs.h"
 #include "mount/exit_status.h"
 #include "mount/fuse_runner.h"
+#include "mount/idle_timer.h"
+#include "mount/master_key_option.h"
+#include "mount/mount_lock.h"
 #include "mount/password.h"
 #include "mount/request_loop.h"
 #include "mount/reverse_mount.h"
@@ -38,7 +42,9 @@ struct RunningVault {
   std::unique_ptr<Vault> vault;
   std::unique_ptr<EngineSet> engines;
   std::unique_ptr<mount::EncryptedFs> fs;
+  std::unique_ptr<mount::IdleWatch> idle;  // first to go: it may unmount
   ~RunningVault() {
+    idle.reset();
     fs.reset();
     engines.reset();
     vault.reset();
@@ -72,14 +78,16 @@ int cmd_mount(int argc, char** argv) {
     EngineOptions engine;
     mount::MountOptions mo;
     mount::FsOptions fso;
-    std::string cipherdir, log_file;
-    bool no_writeback = false, allow_expensive_kdf = false, reverse = false;
+    std::string cipherdir, log_file, config_option, idle_text;
+    bool no_writeback = false, allow_expensive_kdf = false, reverse = false, nonempty = false;
+    MasterKeyOptions master_key;
     std::string gpus, backing_io = "auto";
     int gpu_streams = 4;
     po::options_description opts("usage: gpucryptfs mount [OPTIONS] CIPHERDIR MOUNTPOINT\n"
                                  "       gpucryptfs mount --reverse [OPTIONS] PLAINDIR MOUNTPOINT\n\n"
                                  "Mounts the vault in CIPHERDIR on the empty directory MOUNTPOINT and returns once "
-                                 "the mount is ready.\nWith --reverse, shows a read-only encrypted view of the "
+                                 "the mount is ready.\nOne read-write mount per vault: a second is refused (exit "
+                                 "status 31); --read-only ones may join it.\nWith --reverse, shows a read-only encrypted view of the "
                                  "plaintext folder PLAINDIR instead\n(see 'gpucryptfs init --reverse').\n"
                                  "Unmount with: fusermount3 -u MOUNTPOINT\n\noptions");
     opts.add_options()("help,h", "show this help")("passfile", po::value(&pw_src.passfile),
@@ -88,7 +96,11 @@ int cmd_mount(int argc, char** argv) {
         "engine", po::value(&engine.name)->default_value("auto"),
         "cipher engine: cpu, gpu, or auto (the CPU and every usable GPU at once, sharing the work by measured rate)")(
         "foreground,f", po::bool_switch(&mo.foreground), "stay in the foreground and log to stderr")(
-        "read-only", po::bool_switch(&mo.read_only), "mount read-only")(
+        "read-only", po::bool_switch(&mo.read_only),
+        "mount read-only (allowed beside the vault's read-write mount, whose changes it shows)")(
+        "nonempty", po::bool_switch(&nonempty), "mount even when MOUNTPOINT is not empty (what it holds is hidden while mounted)")(
+        "idle", po::value(&idle_text),
+        "unmount after this long unused (no request and no open file): 90s, 15m, 2h (default: never)")(
         "reverse", po::bool_switch(&reverse), "show the encrypted view of a plaintext folder (read-only, for backups)")(
         "allow-other", po::bool_switch(&mo.allow_other), "let other users use the mount (needs user_allow_other)")(
         "fuse-options,o", po::value(&mo.extra_options)->composing(), "extra FUSE mount options, comma-separated (may repeat)")(
@@ -104,6 +116,8 @@ int cmd_mount(int argc, char** argv) {
         "backing-io", po::value(&backing_io)->default_value(backing_io),
         "how a format 2 vault's chunk data meets CIPHERDIR: direct (O_DIRECT, no page-cache copy), buffered, "
         "or auto (direct where the backing filesystem takes it, else buffered with one log line)");
+    add_config_option(opts, &config_option);
+    add_master_key_options(opts, &master_key);
     add_allow_expensive_kdf_option(opts, &allow_expensive_kdf);
     std::string mountpoint;
     if (!parse_command_line(argc, argv, opts, {{"CIPHERDIR", &cipherdir}, {"MOUNTPOINT", &mountpoint}}))
@@ -114,40 +128,85 @@ int cmd_mount(int argc, char** argv) {
     engine.gpu.devices = parse_gpu_list(gpus);
     if (gpu_streams < 1 || gpu_streams > 64) throw po::error("--gpu-streams must be from 1 to 64");
     engine.gpu.streams_per_gpu = gpu_streams;
-    fso.writeback_cache = !no_writeback;
+    // A read-only mount writes nothing to gather, and with the writeback cache the kernel keeps its
+    // own idea of a file's size: a file that a read-write mount of the vault beside it grew would
+    // read cut at its old length.
+    fso.writeback_cache = !no_writeback && !mo.read_only;
     cipherdir = absolute(cipherdir);
     mo.mountpoint = absolute(mountpoint);
     mo.fsname = cipherdir;
     if (!log_file.empty()) log_file = absolute(log_file);
 
+    std::chrono::milliseconds idle{0};
+    if (!idle_text.empty()) idle = mount::parse_duration("--idle", idle_text);
+    if (master_key.given() && (!pw_src.passfile.empty() || !pw_src.extpass.empty()))
+      throw po::error("--masterkey replaces the password: give no --passfile or --extpass with it");
+    if (!master_key.file.empty()) master_key.use = true;
+    if (!master_key.chunk_size.empty() && !master_key.use) throw po::error("--chunk-size is for --masterkey");
     if (reverse) {
+      if (!config_option.empty() || master_key.use || idle.count() || nonempty)
+        throw po::error("--config, --masterkey, --idle and --nonempty are not for --reverse");
       mo.read_only = true;
       return mount_reverse(cipherdir, mo, engine, pw_src, log_file, allow_expensive_kdf);
     }
     // Every path and option value is checked before the password is asked for.
     require_vault_directory(cipherdir, "mount");
-    const VaultConfig config = Vault::load_config(cipherdir);
-    config.check_kdf_cost(kdf_policy(allow_expensive_kdf));  // before asking for a password
-    if (*backing_mode == BackingIoMode::Direct && config.version < 2)
-      throw UserError("--backing-io direct needs a format 2 vault; " + cipherdir + " is format " +
-                      std::to_string(config.version) + " (use auto or buffered)");
-    mount::check_mountpoint(mo.mountpoint, kExitBadMountpoint);
+    const ConfigPlace place = config_place(cipherdir, config_option);
+    VaultConfig config;
+    // O_DIRECT needs format 2's aligned chunks: refused for a format 1 vault before anything else.
+    const auto require_backing_io_fits = [&](const VaultConfig& c) {
+      if (*backing_mode == BackingIoMode::Direct && c.version < 2)
+        throw UserError("--backing-io direct needs a format 2 vault; " + cipherdir + " is format " +
+                        std::to_string(c.version) + " (use auto or buffered)");
+    };
+    if (!master_key.use) {
+      config = load_vault_config(place);
+      config.check_kdf_cost(kdf_policy(allow_expensive_kdf));  // before asking for a password
+      require_backing_io_fits(config);
+    }
+    mount::check_mountpoint(mo.mountpoint, kExitBadMountpoint, nonempty);
     if (mo.mountpoint == cipherdir || mo.mountpoint.starts_with(cipherdir + "/"))
       throw mount::MountFailure(kExitBadMountpoint, "the mountpoint must not lie inside CIPHERDIR");
+    // One read-write mount per vault (mount/mount_lock.h); read-only ones join, and say so.
+    std::vector<std::string> notes;
+    if (!mo.read_only) {
+      refuse_second_read_write_mount(cipherdir);
+      for (const auto& m : gpucryptfs_mounts_of(cipherdir))
+        if (m.read_only) notes.push_back("the vault is also mounted read-only on " + m.mountpoint);
+    } else if (const LockHolder h = vault_write_lock_holder(cipherdir, std::chrono::milliseconds(0)); h.held) {
+      notes.push_back("mounted read-only beside the vault's read-write mount" +
+                      (h.mountpoint.empty() ? std::string() : " on " + h.mountpoint) +
+                      ": what that mount changes shows here within about a second (in a file, once it is opened again)");
+    }
     require_existing_gpus(engine.gpu.devices);
     require_usable_gpu_for(engine.name);
-    // The parent of a detached mount keeps its copy until it returns: SecretString wipes it on
-    // every way out.
-    SecretString password = read_password(pw_src, "Password: ");
+    // The parent of a detached mount keeps its copy until it returns: SecretString and
+    // SecretBytes wipe them on every way out.
+    SecretString password;
+    SecretBytes master;
+    if (master_key.use) {
+      master = read_master_key(master_key);
+      bool found = false;
+      config = config_for_master_key(cipherdir, place, master, master_key, &notes, &found);
+      if (!found)
+        notes.push_back("mounted with the master key and no config; write a new config with 'gpucryptfs passwd "
+                        "--masterkey " + cipherdir + "'");
+      require_backing_io_fits(config);
+    } else {
+      password = read_password(pw_src, "Password: ");
+    }
 
     auto setup = [&]() -> mount::FuseFilesystem {
       ::umask(0);  // the kernel has applied the caller's umask to every mode we are given
       if (!log_file.empty()) log::to_file(log_file);
       else if (!mo.foreground) mount::announce_detached_log(log::to_syslog_or_state_file());
       if (mo.allow_other) warn_if_others_reach(cipherdir, mo.foreground && !log_file.empty());
+      for (const auto& n : notes) (master_key.use ? log::warning(n) : log::info(n));
       auto rv = std::make_shared<RunningVault>();
-      rv->vault = Vault::open(cipherdir, config, password.view(), kdf_policy(allow_expensive_kdf));
+      if (master_key.use) rv->vault = Vault::open_with_master_key(cipherdir, config, master);
+      else rv->vault = Vault::open(cipherdir, config, password.view(), kdf_policy(allow_expensive_kdf));
       password.clear();
+      secure_wipe(master.data(), master.size());
       rv->vault->set_backing_io(*backing_mode);  // before any content file exists
       int root_fd = ::open(cipherdir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
       if (root_fd < 0) throw UserError("cannot open " + cipherdir + ": " + std::strerror(errno));
@@ -160,10 +219,22 @@ int cmd_mount(int argc, char** argv) {
       log::info(rv->engines->description());
       // Before serving: put back chunks that a killed daemon's torn rewrites left failing, and
       // journal this mount's rewrites. A read-only mount writes nothing, the journal included.
-      if (!mo.read_only) rv->vault->open_journal(rv->engines->engine());
+      if (!mo.read_only) {
+        try {
+          rv->vault->open_journal(rv->engines->engine());
+        } catch (const VaultInUse&) {  // another mount took it since the check above
+          ::close(root_fd);
+          throw mount::MountFailure(kExitVaultInUse, vault_in_use_message(cipherdir, vault_write_lock_holder(
+                                                                                          cipherdir, std::chrono::milliseconds(0))));
+        }
+      }
       rv->fs = std::make_unique<mount::EncryptedFs>(*rv->vault, rv->engines->engine(), root_fd, fso);
       mount::FuseFilesystem f;
       f.ops = &mount::EncryptedFs::operations();
+      if (idle.count()) {
+        f.ops = mount::IdleWatch::counting(f.ops);
+        rv->idle = std::make_unique<mount::IdleWatch>(idle, [mp = mo.mountpoint] { return mount::IdleWatch::unmount(mp); });
+      }
       f.userdata = rv->fs.get();
       f.keep_alive = rv;
       ChunkEngine& engine = rv->engines->engine();

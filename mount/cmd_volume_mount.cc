@@ -13,6 +13,7 @@
 #include "mount/cli_checks.h"
 #include "mount/cli_options.h"
 #include "mount/exit_status.h"
+#include "mount/mount_lock.h"
 #include "mount/volume_daemon.h"
 
 namespace po = boost::program_options;
@@ -50,6 +51,7 @@ int cmd_volume_mount(int argc, char** argv) {
   // Every path and option value is checked before the password is asked for.
   require_volume_container(container, "mount");
   mount::check_mountpoint(mountdir, kExitBadMountpoint);
+  refuse_mounted_volume(std::filesystem::absolute(container).string(), read_only);
   // The header is read here, before the password prompt and the fork: a FIFO, device or
   // directory is refused at once, and so are a damaged header and a scrypt cost above what
   // 'volume create' makes. Nothing is acted on: the daemon opens it again and authenticates it.

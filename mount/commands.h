@@ -22,9 +22,11 @@ enum ExitCode : int {
   kExitBadCipherDir = 6,   // CIPHERDIR/CONTAINER missing or of the wrong type; init: not empty
   kExitBadMountpoint = 10, // missing or not empty
   kExitWrongPassword = 12,
+  kExitBadMasterKey = 14,  // a master key that is malformed or does not open the vault (as gocryptfs)
   kExitEmptyPassword = 22, // an empty password file, answer or program output
   kExitBadConfig = 23,     // missing or corrupt config, not a vault, or a vault of the other kind
   kExitFsckProblems = 26,  // fsck found damage
+  kExitVaultInUse = 31,    // a live read-write mount holds the vault (not a gocryptfs code: it allows two)
 };
 
 }  // namespace gcfs::cli

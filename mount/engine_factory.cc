@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <thread>
 
 #include "crypto/cpu_engine.h"
 #include "crypto/errors.h"
@@ -49,33 +50,72 @@ std::string describe_gpus(const GpuOptions& o) {
 EngineSet::EngineSet(const EngineOptions& o) {
   if (o.name != "cpu" && o.name != "gpu" && o.name != "auto")
     throw UserError("unknown engine '" + o.name + "': choose cpu, gpu or auto");
-  auto cpu = std::make_unique<CpuEngine>(o.cpu_threads);
-  const std::size_t threads = cpu->threads();
-  cpu_ = std::move(cpu);
   if (o.name == "cpu") {
+    auto cpu = std::make_unique<CpuEngine>(o.cpu_threads);
+    const std::size_t threads = cpu->threads();
+    cpu_ = std::move(cpu);
     active_ = cpu_.get();
     description_ = "cpu engine (OpenSSL, " + std::to_string(threads) + " threads)";
     return;
   }
   GpuOptions gpu_options = o.gpu;
   if (!gpu_options.on_error) gpu_options.on_error = [](const std::string& m) { log::error(m); };
-  if (o.name == "gpu") {
+  std::string why;
+  const auto gpus = list_gpus(&why);
+  std::vector<int> devices = o.gpu.devices;
+  if (devices.empty())
+    for (const auto& g : gpus) devices.push_back(g.index);
+  // With the hybrid engine, one core per GPU is left to the threads that feed it (see
+  // crypto/hybrid_engine.h): the cpu engine's own threads would otherwise take it.
+  std::size_t cpu_threads = o.cpu_threads;
+  if (o.name == "auto" && !gpus.empty() && cpu_threads == 0) {
+    const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
+    cpu_threads = cores > devices.size() + 1 ? cores - devices.size() : 1;
+  }
+  cpu_ = std::make_unique<CpuEngine>(cpu_threads);
+  const std::size_t threads = static_cast<CpuEngine&>(*cpu_).threads();
+  if (o.name == "gpu" && !o.gpu_feeders) {
     gpus_.push_back(make_gpu_engine(gpu_options, *cpu_));  // throws with the GPU problem named
     active_ = gpus_.back().get();
     description_ = "gpu engine (" + describe_gpus(o.gpu) + "), cpu engine as fallback";
     return;
   }
-  std::string why;
-  const auto gpus = list_gpus(&why);
+  if (o.name == "gpu") {
+    // The trial variant: one gpu engine per GPU behind the hybrid engine's queue, every batch taken
+    // by the GPUs' feeder threads (none runs in the caller: no inline slot, no small-batch
+    // shortcut), the cpu engine only for GPUs that fail.
+    for (int d : devices) {
+      GpuOptions one = gpu_options;
+      one.devices = {d};
+      gpus_.push_back(make_gpu_engine(one, *cpu_));  // throws with the GPU problem named
+    }
+    std::string how;
+    std::vector<HybridEngine::Member> members;
+    members.push_back({cpu_.get(), "cpu", {2e-6, 1e-9}});
+    for (std::size_t i = 0; i < gpus_.size(); ++i) {
+      const std::string label = "gpu" + std::to_string(devices[i]);
+      const int device = devices[i];
+      members.push_back({gpus_[i].get(), label, calibrate(*gpus_[i], label, &how),
+                         [device] { bind_thread_near_gpu(device); }});
+    }
+    HybridEngine::Options ho;
+    ho.buffer_member = 1;
+    ho.inline_slots = 0;
+    ho.inline_bytes = 0;
+    ho.log = [](const std::string& m) { log::error(m); };
+    hybrid_ = std::make_unique<HybridEngine>(std::move(members), ho);
+    active_ = hybrid_.get();
+    description_ = "gpu engine (" + describe_gpus(o.gpu) + ") fed from one queue by threads per GPU (measured at start: " +
+                   how + "), cpu engine as fallback";
+    return;
+  }
   if (gpus.empty()) {
     active_ = cpu_.get();
     description_ = "auto: no usable GPU (" + why + "), using the cpu engine (" + std::to_string(threads) + " threads)";
     return;
   }
-  // One gpu engine per GPU, so that each has its own measured rate and share of the work.
-  std::vector<int> devices = o.gpu.devices;
-  if (devices.empty())
-    for (const auto& g : gpus) devices.push_back(g.index);
+  // One gpu engine per GPU, so that each has its own measured rate, feeder threads and share of
+  // the work, and a GPU that fails is retired alone.
   try {
     for (int d : devices) {
       GpuOptions one = gpu_options;
@@ -93,10 +133,13 @@ EngineSet::EngineSet(const EngineOptions& o) {
   members.push_back({cpu_.get(), "cpu", calibrate(*cpu_, "cpu", &how)});
   for (std::size_t i = 0; i < gpus_.size(); ++i) {
     const std::string label = "gpu" + std::to_string(devices[i]);
-    members.push_back({gpus_[i].get(), label, calibrate(*gpus_[i], label, &how)});
+    const int device = devices[i];
+    members.push_back({gpus_[i].get(), label, calibrate(*gpus_[i], label, &how),
+                       [device] { bind_thread_near_gpu(device); }});
   }
   HybridEngine::Options ho;
   ho.buffer_member = 1;  // the first GPU's page-locked memory: the GPUs then skip their staging copies
+  ho.log = [](const std::string& m) { log::error(m); };
   hybrid_ = std::make_unique<HybridEngine>(std::move(members), ho);
   active_ = hybrid_.get();
   description_ = "auto: the cpu engine (" + std::to_string(threads) + " threads) and " +

@@ -20,6 +20,10 @@ struct EngineOptions {
   std::string name = "auto";          // cpu | gpu | auto
   std::size_t cpu_threads = 0;        // 0: all cores
   GpuOptions gpu;
+  // "gpu" only, on trial (gpu_engine_bench --shapes measures it beside the plain gpu engine): one
+  // gpu engine per GPU behind the hybrid engine's queue, so that every batch is gathered and
+  // launched by feeder threads instead of by the callers.
+  bool gpu_feeders = false;
 };
 
 // Owns the engines it builds; engine() is what the filesystem talks to.

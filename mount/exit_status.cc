@@ -14,6 +14,7 @@ int exit_code_for(const std::exception& e) {
   if (auto* m = dynamic_cast<const mount::MountFailure*>(&e)) return m->exit_code;
   if (auto* c = dynamic_cast<const CodedError*>(&e)) return c->exit_code;
   if (dynamic_cast<const WrongPassword*>(&e)) return kExitWrongPassword;
+  if (dynamic_cast<const VaultInUse*>(&e)) return kExitVaultInUse;
   if (dynamic_cast<const NotAVault*>(&e) || dynamic_cast<const CorruptData*>(&e)) return kExitBadConfig;
   if (dynamic_cast<const boost::program_options::error*>(&e)) return kExitUsage;
   return kExitError;

@@ -214,7 +214,7 @@ int wait_for_child(pid_t child, int read_fd) {
 
 }  // namespace
 
-void check_mountpoint(const std::string& path, int code) {
+void check_mountpoint(const std::string& path, int code, bool allow_nonempty) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0)
     throw MountFailure(code, "mountpoint " + path + ": " + std::strerror(errno) + " (create it with mkdir first)");
@@ -229,7 +229,9 @@ void check_mountpoint(const std::string& path, int code) {
     }
   }
   ::closedir(d);
-  if (!empty) throw MountFailure(code, "mountpoint " + path + " is not empty (mount on an empty directory)");
+  if (!empty && !allow_nonempty)
+    throw MountFailure(code, "mountpoint " + path + " is not empty (mount on an empty directory, or give --nonempty "
+                             "to hide what it holds while mounted)");
 }
 
 int run_fuse_mount(const MountOptions& o, const std::function<FuseFilesystem()>& setup,

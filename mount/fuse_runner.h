@@ -56,8 +56,9 @@ struct MountFailure : UserError {
   int exit_code;
 };
 
-// A missing, non-directory or non-empty mountpoint. Throws MountFailure with bad_mountpoint_code.
-void check_mountpoint(const std::string& path, int bad_mountpoint_code);
+// A missing, non-directory or non-empty mountpoint (non-empty is allowed with allow_nonempty:
+// mount --nonempty). Throws MountFailure with bad_mountpoint_code.
+void check_mountpoint(const std::string& path, int bad_mountpoint_code, bool allow_nonempty = false);
 
 // Runs setup (in the child when detaching), mounts, serves until unmounted, and returns the exit
 // code for a mount that ran (0 when it was unmounted cleanly). A parent that detached returns 0

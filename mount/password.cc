@@ -138,9 +138,9 @@ bool stdin_holds_password() {
   return ::fcntl(STDIN_FILENO, F_GETFD) != -1 && ::isatty(STDIN_FILENO) == 0;
 }
 
-SecretString from_stdin() {
+SecretString from_stdin(const char* what = "password") {
   // Said on stderr, so that a script that meant a prompt sees where the password came from.
-  write_text(STDERR_FILENO, "Reading password from stdin\n");
+  write_text(STDERR_FILENO, std::string("Reading ") + what + " from stdin\n");
   return read_line(STDIN_FILENO, "standard input");
 }
 
@@ -161,6 +161,15 @@ SecretString read_password(const PasswordSource& src, const std::string& prompt,
     throw CodedError(kExitEmptyPassword,
                      "the password is empty; refusing (an empty password file, answer, program output or standard input)");
   return pw;
+}
+
+SecretString read_master_key_text(const std::string& file) {
+  SecretString text;
+  if (!file.empty()) text = from_file(file);
+  else if (stdin_holds_password()) text = from_stdin("master key");
+  else text = from_terminal("Master key: ");
+  if (text.empty()) throw CodedError(kExitBadMasterKey, "the master key is empty");
+  return text;
 }
 
 }  // namespace gcfs::cli

@@ -21,4 +21,9 @@ struct PasswordSource {
 // nothing holds it in a std::string.
 SecretString read_password(const PasswordSource& src, const std::string& prompt, bool confirm = false);
 
+// The text of a master key (mount and passwd --masterkey): the first line of file when given,
+// else standard input when it is not a terminal, else the terminal with echo off. Never a
+// command-line argument. Empty: CodedError(kExitBadMasterKey).
+SecretString read_master_key_text(const std::string& file);
+
 }  // namespace gcfs::cli

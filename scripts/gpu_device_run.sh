@@ -1,215 +1,295 @@
 #!/usr/bin/env bash
 # Runs ON the GPU device machine, from the repository root, with the binaries that
-# scripts/build_for_device.sh left in build-device/carry (carry that folder with the run).
-# Runs the GPU tests, the mounted-vault integration suites with the gpu engine (in parallel with
-# the GPU tests, before any timing), the benchmarks, and a real mount with the gpu and cpu engines
-# (write, read, verify, daemon CPU time per GB). Everything goes under $OUT (at most 8 files come
-# back: env, sass, tests, integration, bench, mount, summary, and the bench folder's files); a
-# short table is printed last. Timeouts keep the whole run under the device's 10-minute limit.
+# scripts/build_for_device.sh left in build-device/carry (carry that folder with the run). One call
+# of under 10 minutes, on one GPU or on several (nvidia-h100-x2: each figure is then taken with GPU
+# 0 alone and with every GPU):
+#   1. tests: the GPU tests, the hybrid engine's tests, and the mounted-vault suites with --engine
+#      $TEST_ENGINE (default auto) in parallel with them, before any timing;
+#   2. engine rows: gpu_engine_bench --shapes (8 x 16 MiB, 32 x 128 KiB, 4 x 16 MiB, 16 x 1 MiB; seal
+#      and open) for the cpu engine, the gpu engine and auto (the hybrid), once with
+#      CUDA_VISIBLE_DEVICES=0 and once with every GPU (--gpus 0,1,...);
+#   3. mount rows: 8 streams writing and reading through a mounted vault (backing in /dev/shm) with
+#      --engine cpu, gpu --gpus 0, gpu --gpus all, auto --gpus 0, auto --gpus all, daemon CPU per GB;
+#   4. small files through the mount (untar, read the tree, rm -rf) with cpu and auto;
+#   5. with EXTRA=1 (a call of its own: it does not fit beside the rest), the older sections: the
+#      full gpu_engine_bench, `gpucryptfs bench --quick`, 1 GiB dd and the ext4 volume.
+# Every step runs under `timeout`, and steps are skipped (saying so) once the run nears DEADLINE
+# seconds (default 540), so the call always ends inside the device's 10-minute limit with its
+# files. Everything goes under $OUT in at most 5 files (summary.txt, run.log, engine.csv, mount.txt,
+# tests.txt); a short summary is printed last.
 #
-#   usage: scripts/gpu_device_run.sh [--quick]
-#   BENCH_ARGS: arguments for `gpucryptfs bench` (default --quick, which fits the time limit)
-#   BENCH_TIMEOUT: seconds allowed to `gpucryptfs bench` (default 120)
-#   BENCH_ONLY=1: the environment and the benchmarks only; with BENCH_ARGS= BENCH_TIMEOUT=540 this
-#     is the full sweep of docs/EXPERIMENTS.md, which needs a call of its own
+#   usage: scripts/gpu_device_run.sh
+#   env: BIN (default build-device/carry), OUT, DEADLINE (s), TEST_ENGINE (auto|gpu), STREAM_MIB
+#        (per stream, default 128), CHUNK (vault chunk size, default the directory default),
+#        SKIP_TESTS=1, SKIP_SMALL=1, EXTRA=1
 set -uo pipefail
 BIN=${BIN:-build-device/carry}
+[ -d "$BIN" ] || { echo "no $BIN: build it with scripts/build_for_device.sh and carry it" >&2; exit 2; }
+BIN=$(cd "$BIN" && pwd)
 OUT=${OUT:-$PWD/gpu-run-out}
-QUICK=${1:-}
+DEADLINE=${DEADLINE:-540}
+TEST_ENGINE=${TEST_ENGINE:-auto}
+STREAM_MIB=${STREAM_MIB:-128}
+STREAMS=8
 mkdir -p "$OUT"
 export PATH="$PATH:/usr/local/cuda/bin"
+# The test programs built against shared GoogleTest find it in carry/lib (scripts/build_for_device.sh).
+export LD_LIBRARY_PATH="$BIN/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# Keep NVLink multicast off in anything started from here (the device's rule; we never use it).
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+START=$SECONDS
+LOG="$OUT/run.log"
+: > "$LOG"
 
-section() { echo; echo "== $*"; }
+section() { printf '\n== %s (%ds)\n' "$*" $((SECONDS - START)) | tee -a "$LOG"; }
+# Seconds left before DEADLINE, never below 1.
+left() { local l=$((DEADLINE - (SECONDS - START))); echo $((l > 1 ? l : 1)); }
+# limit WANTED: the smaller of WANTED and what is left.
+limit() { local l; l=$(left); echo $(($1 < l ? $1 : l)); }
+# enough SECONDS: whether a step that needs about SECONDS still fits (else it says so and is skipped).
+enough() {
+  if (($(left) < $1)); then
+    echo "skipped: $(left) s left before the deadline, the step needs about $1 s" | tee -a "$LOG"
+    return 1
+  fi
+}
+have() { [ -x "$BIN/$1" ]; }
+
+if command -v nvidia-smi > /dev/null; then NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true); fi
+NGPU=${NGPU:-0}
+ALL_GPUS=$(seq -s, 0 $((NGPU > 0 ? NGPU - 1 : 0)))
 
 section "environment"
 {
   echo "date: $(date -u +%FT%TZ)"
-  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.sm,temperature.gpu,power.draw --format=csv 2>&1
+  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  if command -v nvidia-smi > /dev/null; then
+    nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,clocks.max.sm,temperature.gpu,power.draw --format=csv 2>&1
+    nvidia-smi topo -m 2>&1 | head -12
+  else
+    echo "nvidia-smi: not found"
+  fi
+  echo "GPUs: $NGPU (all: $ALL_GPUS)"
   echo "cpus: $(nproc), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
+  echo "NUMA nodes online: $(cat /sys/devices/system/node/online 2>/dev/null || echo unknown)"
+  for n in /sys/devices/system/node/node*; do [ -e "$n/cpulist" ] && echo "  $(basename "$n"): cpus $(cat "$n/cpulist")"; done
   echo "kernel: $(uname -r)"
   if [ -e /dev/fuse ]; then echo "/dev/fuse: present"; else echo "/dev/fuse: ABSENT"; fi
-  ls "$BIN"
-} > "$OUT/env.txt" 2>&1
-cat "$OUT/env.txt"
+  echo "carried: $(ls "$BIN" | tr '\n' ' ')"
+} 2>&1 | tee -a "$LOG"
 
-if [[ ${BENCH_ONLY:-0} != 1 ]]; then
-section "SASS of the kernels (instruction counts; local memory must be zero)"
-if command -v cuobjdump >/dev/null; then
-  cuobjdump -sass "$BIN/gpu_engine_bench" > /tmp/sass_all.txt 2>&1
-  awk '/Function :/ { if (name) printf "%-60s LDS=%d PRMT=%d LOP3=%d SHFL=%d LDG=%d STG=%d LDL=%d STL=%d\n", name, lds, prmt, lop, shfl, ldg, stg, ldl, stl;
-                      name=$3; lds=prmt=lop=shfl=ldg=stg=ldl=stl=0; next }
-       / LDS/ {lds++} / PRMT/ {prmt++} / LOP3/ {lop++} / SHFL/ {shfl++} / LDG/ {ldg++} / STG/ {stg++} / LDL/ {ldl++} / STL/ {stl++}
-       END { if (name) printf "%-60s LDS=%d PRMT=%d LOP3=%d SHFL=%d LDG=%d STG=%d LDL=%d STL=%d\n", name, lds, prmt, lop, shfl, ldg, stg, ldl, stl }' \
-      /tmp/sass_all.txt > "$OUT/sass.txt"
-  # One round of the coarse kernel for the record: the lookups should read LDS [R+imm].
-  grep -m1 -A400 'ctr_coarseILi4' /tmp/sass_all.txt | grep -m40 -E 'LDS|PRMT' >> "$OUT/sass.txt"
-  cat "$OUT/sass.txt" | head -20
+# ---------------------------------------------------------------------------------------------
+section "tests (GPU tests and the hybrid engine's; mount suites with --engine $TEST_ENGINE alongside)"
+: > "$OUT/tests.txt"
+if [[ ${SKIP_TESTS:-0} != 1 ]] && enough 120; then
+  integ_dir=/tmp/gcfs-integration; rm -rf "$integ_dir"; mkdir -p "$integ_dir"
+  integ_pids=()
+  if [ -e /dev/fuse ]; then
+    for t in "$BIN"/integration_*_test "$BIN"/volume_mount_test; do
+      [ -x "$t" ] || continue
+      ( GPUCRYPTFS_TEST_ENGINE=$TEST_ENGINE GPUCRYPTFS_TEST_BIN="$BIN/gpucryptfs" \
+          timeout "$(limit 200)" "$t" > "$integ_dir/$(basename "$t").log" 2>&1; echo "exit $?" >> "$integ_dir/$(basename "$t").log" ) &
+      integ_pids+=($!)
+    done
+  fi
+  for t in gpu_math_test crypto_hybrid_engine_test gpu_engine_test gpu_buffers_test; do
+    have "$t" || { echo "== $t: not carried" >> "$OUT/tests.txt"; continue; }
+    echo "== $t" >> "$OUT/tests.txt"
+    timeout "$(limit 200)" "$BIN/$t" >> "$OUT/tests.txt" 2>&1
+    echo "== $t exit $?" >> "$OUT/tests.txt"
+  done
+  for p in "${integ_pids[@]}"; do wait "$p"; done
+  {
+    for f in "$integ_dir"/*.log; do
+      [ -e "$f" ] || { echo "no integration suites ran (no /dev/fuse, or none carried)"; break; }
+      echo "== $(basename "$f" .log) (--engine $TEST_ENGINE): $(grep -E '^\[  (PASSED|FAILED) ' "$f" | tr '\n' ' ') $(tail -1 "$f")"
+      grep -E '^\[  FAILED  \]' "$f" | head -20
+    done
+    for f in "$integ_dir"/*.log; do
+      [ -e "$f" ] && grep -q -E '^\[  FAILED|exit [1-9]' "$f" && { echo; echo "#### $(basename "$f")"; grep -v -E '^\[ +(OK|RUN) ' "$f" | tail -60; }
+    done
+  } >> "$OUT/tests.txt" 2>&1
+  grep -E '^== .*(exit|engine)|^\[  (PASSED|FAILED) |^\[  FAILED  \]' "$OUT/tests.txt" | tee -a "$LOG"
+fi
+
+# ---------------------------------------------------------------------------------------------
+section "engine rows: cpu, gpu and auto, one GPU beside all of them"
+: > "$OUT/engine.csv"
+shapes_run() {  # cuda_visible_devices gpus_argument
+  local visible=$1 gpus=$2 args=(--shapes --quick)
+  [ -n "$gpus" ] && args+=(--gpus "$gpus")
+  echo "-- CUDA_VISIBLE_DEVICES=$visible gpu_engine_bench ${args[*]}" | tee -a "$LOG"
+  CUDA_VISIBLE_DEVICES=$visible timeout "$(limit 90)" "$BIN/gpu_engine_bench" "${args[@]}" > /tmp/gcfs-shapes.txt 2>&1
+  echo "exit $?" >> /tmp/gcfs-shapes.txt
+  grep -v '^csv,' /tmp/gcfs-shapes.txt | grep -v -E '^(throughput_|what )' | tee -a "$LOG"
+  grep '^csv,throughput' /tmp/gcfs-shapes.txt >> "$OUT/engine.csv"
+}
+if have gpu_engine_bench && ((NGPU > 0)); then
+  enough 45 && shapes_run 0 0
+  ((NGPU > 1)) && enough 45 && shapes_run "$ALL_GPUS" "$ALL_GPUS"
 else
-  echo "cuobjdump not found" | tee "$OUT/sass.txt"
+  echo "no GPU or no gpu_engine_bench: engine rows skipped" | tee -a "$LOG"
 fi
 
-section "tests (GPU tests, and the mount suites with --engine gpu alongside)"
-# The integration suites drive a real mount through tests/support/mounted_vault.h, which reads
-# GPUCRYPTFS_TEST_ENGINE and GPUCRYPTFS_TEST_BIN; they run in parallel (each in its own temporary
-# folders), while the GPU tests run, so they cost no extra wall time. No timing happens meanwhile.
-integ_dir=/tmp/gcfs-integration; rm -rf "$integ_dir"; mkdir -p "$integ_dir"
-integ_pids=()
-if [ -e /dev/fuse ]; then
-  for t in "$BIN"/integration_*_test "$BIN"/volume_mount_test; do
-    [ -x "$t" ] || continue
-    ( GPUCRYPTFS_TEST_ENGINE=gpu GPUCRYPTFS_TEST_BIN="$PWD/$BIN/gpucryptfs" LD_LIBRARY_PATH="$PWD/$BIN/lib" \
-        timeout 170 "$t" > "$integ_dir/$(basename "$t").log" 2>&1; echo "exit $?" >> "$integ_dir/$(basename "$t").log" ) &
-    integ_pids+=($!)
-  done
-fi
-{
-  timeout 60 "$BIN/gpu_math_test" 2>&1 | tail -5
-  timeout 170 "$BIN/gpu_engine_test" 2>&1
-  # Freed device buffers hold no key or plaintext (docs/SECURITY.md, "Key material in memory").
-  [ -x "$BIN/gpu_buffers_test" ] && timeout 60 "$BIN/gpu_buffers_test" 2>&1
-} > "$OUT/tests.txt"
-grep -E '^\[  (PASSED|FAILED|SKIPPED) |FAILED|tests ran' "$OUT/tests.txt"
-for p in "${integ_pids[@]}"; do wait "$p"; done
-{
-  echo "fusermount3: $(command -v fusermount3 || echo "absent (the fixture unmounts with umount)")"
-  for f in "$integ_dir"/*.log; do
-    [ -e "$f" ] || { echo "no integration suites ran (no /dev/fuse, or none carried)"; break; }
-    echo "== $(basename "$f" .log): $(grep -E '^\[  (PASSED|FAILED) ' "$f" | tr '\n' ' ') $(tail -1 "$f")"
-    grep -E '^\[  FAILED  \]' "$f" | head -20
-  done
-  for f in "$integ_dir"/*.log; do [ -e "$f" ] && { echo; echo "#### $(basename "$f")"; grep -v -E '^\[ +(OK|RUN) ' "$f" | tail -60; }; done
-} > "$OUT/integration.txt" 2>&1
-grep -E '^== |^fusermount3|^no integration' "$OUT/integration.txt"
-
-fi
-
-section "benchmarks"
-timeout 170 "$BIN/gpu_engine_bench" $QUICK > "$OUT/bench.txt" 2>&1
-echo "bench exit: $?"
-mkdir -p "$OUT/bench"; timeout "${BENCH_TIMEOUT:-120}" "$BIN/gpucryptfs" bench ${BENCH_ARGS---quick} --out "$OUT/bench" > "$OUT/bench/table.txt" 2> "$OUT/bench/progress.txt"; echo "gpucryptfs bench exit: $? (table, CSV, bench.gp in \$OUT/bench)"
-
-if [[ ${BENCH_ONLY:-0} != 1 ]]; then
-section "mount with the gpu and cpu engines"
-mount_run() {  # engine size_mib
-  local engine=$1 mib=$2 work=/tmp/gcfs-$1
+# ---------------------------------------------------------------------------------------------
+section "mount: $STREAMS streams of $STREAM_MIB MiB, write then read, daemon CPU per GB"
+: > "$OUT/mount.txt"
+hz=$(getconf CLK_TCK)
+daemon_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# mount_vault WORK ENGINE GPUS: init a vault in WORK/cipher and mount it on WORK/plain; prints the
+# daemon's pid. The backing folder is in /dev/shm, so the disk does not set the pace.
+mount_vault() {
+  local work=$1 engine=$2 gpus=$3 args=()
   rm -rf "$work"; mkdir -p "$work/cipher" "$work/plain"
   echo "device-run-password" > "$work/pass"
-  "$BIN/gpucryptfs" init --passfile "$work/pass" --scrypt-logn 12 "$work/cipher" >/dev/null || { echo "$engine: init failed"; return; }
-  "$BIN/gpucryptfs" mount --passfile "$work/pass" --engine "$engine" --log "$work/daemon.log" "$work/cipher" "$work/plain" \
-    || { echo "$engine: mount failed"; tail -5 "$work/daemon.log"; return; }
-  local pid; pid=$(pgrep -n -x gpucryptfs)
-  head -c $((mib << 20)) /dev/urandom > "$work/src"
-  # utime and stime of the daemon (all its threads), in clock ticks
-  cpu_ticks() { awk '{print $14, $15}' "/proc/$pid/stat"; }
-  # The same per thread name (request workers, engine pool, CUDA's own threads), to see who spends it
-  thread_ticks() {
-    for t in /proc/"$pid"/task/*; do
-      printf '%s %s\n' "$(tr ' ' '_' < "$t/comm")" "$(awk '{print $14 + $15}' "$t/stat")"
-    done | awk '{sum[$1] += $2; n[$1]++} END {for (k in sum) printf "%s(%d)=%d ", k, n[k], sum[k]; print ""}'
-  }
-  local hz; hz=$(getconf CLK_TCK)
-  local u0 s0 u1 s1 u1b s1b u2 s2 t0 t1 t1b t2
-  read -r u0 s0 < <(cpu_ticks); t0=$(date +%s.%N)
-  dd if="$work/src" of="$work/plain/file" bs=1M conv=fsync status=none
-  t1=$(date +%s.%N); read -r u1 s1 < <(cpu_ticks)
-  local threads_after_write; threads_after_write=$(thread_ticks)
-  sync; echo 3 > /proc/sys/vm/drop_caches
-  t1b=$(date +%s.%N); read -r u1b s1b < <(cpu_ticks)
-  dd if="$work/plain/file" of=/dev/null bs=1M status=none
-  t2=$(date +%s.%N); read -r u2 s2 < <(cpu_ticks)
-  local verdict=MISMATCH
-  sync; echo 3 > /proc/sys/vm/drop_caches
-  cmp -s "$work/src" "$work/plain/file" && verdict=verified
-  awk -v e="$engine" -v mib="$mib" -v w0="$t0" -v w1="$t1" -v r0="$t1b" -v r1="$t2" -v hz="$hz" -v v="$verdict" \
-      -v uw=$((u1 - u0)) -v sw=$((s1 - s0)) -v ur=$((u2 - u1b)) -v sr=$((s2 - s1b)) \
-    'BEGIN { gb = mib * 1048576 / 1e9;
-             printf "mount_%s write %d MiB: %.2f GB/s, daemon cpu %.3f s/GB (user %.3f, sys %.3f) | read: %.2f GB/s, daemon cpu %.3f s/GB (user %.3f, sys %.3f) | %s\n",
-                    e, mib, gb / (w1 - w0), (uw + sw) / hz / gb, uw / hz / gb, sw / hz / gb,
-                    gb / (r1 - r0), (ur + sr) / hz / gb, ur / hz / gb, sr / hz / gb, v }'
-  echo "  [$engine] CPU ticks per thread name (hz $hz), after the write: $threads_after_write"
-  echo "  [$engine] and after the read: $(thread_ticks)"
-  grep -m3 -i -E 'engine|gpu' "$work/daemon.log" | sed "s/^/  [$engine log] /"
-  umount "$work/plain" 2>/dev/null || fusermount3 -u "$work/plain" 2>/dev/null
-  sleep 1
+  local init=(init --passfile "$work/pass" --scrypt-logn 12)
+  [ -n "${CHUNK:-}" ] && init+=(--chunk-size "$CHUNK")
+  timeout 30 "$BIN/gpucryptfs" "${init[@]}" "$work/cipher" > /dev/null || { echo "init failed" >&2; return 1; }
+  [ -n "$gpus" ] && args+=(--gpus "$gpus")
+  timeout 60 "$BIN/gpucryptfs" mount --passfile "$work/pass" --engine "$engine" "${args[@]}" --log "$work/daemon.log" \
+    "$work/cipher" "$work/plain" >&2 || { echo "mount failed: $(tail -3 "$work/daemon.log" 2>/dev/null)" >&2; return 1; }
+  # The daemon is the process whose command line names this vault (other mounts may be running).
+  pgrep -n -f -- "mount .*$work/cipher"
+}
+unmount_vault() {
+  local work=$1
+  timeout 30 umount "$work/plain" 2>/dev/null || timeout 30 fusermount3 -u "$work/plain" 2>/dev/null ||
+    umount -l "$work/plain" 2>/dev/null
+  sleep 0.5
   rm -rf "$work"
 }
-{
-  if [ -e /dev/fuse ]; then
-    mount_run gpu 1024
-    mount_run cpu 1024
-  else
-    echo "no /dev/fuse on this machine: the mount test cannot run"
-  fi
-} > "$OUT/mount.txt" 2>&1
-cat "$OUT/mount.txt"
-
-section "volume with the gpu and cpu engines (ext4 on a direct-I/O loop device)"
-# The disk-volume experiment of docs/EXPERIMENTS.md: ext4 on volume.img through a loop device with
-# direct I/O, four writers at once (the loop device then sends the daemon concurrent requests),
-# then the same data read back with the caches dropped, e2fsck, and the daemon's CPU per GB.
-volume_run() {  # engine mib_per_writer
-  local engine=$1 mib=$2 work=/tmp/gcfs-vol-$1 writers=4
-  rm -rf "$work"; mkdir -p "$work/mnt" "$work/fs"
-  echo "device-run-password" > "$work/pass"
-  "$BIN/gpucryptfs" volume create --scrypt-logn 12 --size 16G --passfile "$work/pass" "$work/vol.gcv" >/dev/null \
-    || { echo "vol_$engine: create failed"; return; }
-  "$BIN/gpucryptfs" volume mount --engine "$engine" --passfile "$work/pass" --log "$work/daemon.log" "$work/vol.gcv" "$work/mnt" \
-    || { echo "vol_$engine: mount failed"; tail -5 "$work/daemon.log"; return; }
-  local pid; pid=$(pgrep -n -x gpucryptfs)
-  mkfs.ext4 -q -F "$work/mnt/volume.img" || { echo "vol_$engine: mkfs failed"; fusermount3 -u "$work/mnt" 2>/dev/null || umount "$work/mnt"; return; }
-  local loop; loop=$(losetup --direct-io=on -f --show "$work/mnt/volume.img")
-  mount "$loop" "$work/fs"
-  local i hz; hz=$(getconf CLK_TCK)
-  for i in $(seq 1 $writers); do head -c $((mib << 20)) /dev/urandom > "/dev/shm/gcfs-src$i"; done
-  local u0 s0 u1 s1 u2 s2 t0 t1 t2
-  read -r u0 s0 < <(awk '{print $14, $15}' "/proc/$pid/stat"); t0=$(date +%s.%N)
-  for i in $(seq 1 $writers); do dd if="/dev/shm/gcfs-src$i" of="$work/fs/f$i" bs=1M oflag=direct conv=fsync status=none & done; wait
-  t1=$(date +%s.%N); read -r u1 s1 < <(awk '{print $14, $15}' "/proc/$pid/stat")
-  for i in $(seq 1 $writers); do dd if="$work/fs/f$i" of=/dev/null bs=1M iflag=direct status=none & done; wait
-  t2=$(date +%s.%N); read -r u2 s2 < <(awk '{print $14, $15}' "/proc/$pid/stat")
-  local verdict=verified
-  for i in $(seq 1 $writers); do cmp -s "/dev/shm/gcfs-src$i" "$work/fs/f$i" || verdict=MISMATCH; done
-  umount "$work/fs"
-  e2fsck -f -n "$loop" >/dev/null 2>&1 && verdict="$verdict, e2fsck clean" || verdict="$verdict, E2FSCK FAILED"
-  losetup -d "$loop"
-  awk -v e="$engine" -v n=$writers -v mib="$mib" -v w0="$t0" -v w1="$t1" -v r1="$t2" -v hz="$hz" -v v="$verdict" \
-      -v cw=$((u1 - u0 + s1 - s0)) -v cr=$((u2 - u1 + s2 - s1)) \
+stream_run() {  # label engine gpus
+  local label=$1 engine=$2 gpus=$3 work=/dev/shm/gcfs-m-$1 pid i
+  pid=$(mount_vault "$work" "$engine" "$gpus") || { echo "stream8 $label: $(mount_vault_error)"; return; }
+  local c0 c1 c2 t0 t1 t1b t2 verdict=verified
+  c0=$(daemon_ticks "$pid"); t0=$(date +%s.%N)
+  for i in $(seq 1 $STREAMS); do
+    timeout "$(limit 60)" dd if="/dev/shm/gcfs-src$i" of="$work/plain/f$i" bs=1M conv=fsync status=none &
+  done
+  wait
+  t1=$(date +%s.%N); c1=$(daemon_ticks "$pid")
+  timeout 60 sync; echo 3 > /proc/sys/vm/drop_caches
+  t1b=$(date +%s.%N); c1=$(daemon_ticks "$pid")
+  for i in $(seq 1 $STREAMS); do timeout "$(limit 60)" dd if="$work/plain/f$i" of=/dev/null bs=1M status=none & done
+  wait
+  t2=$(date +%s.%N); c2=$(daemon_ticks "$pid")
+  local cw=$((c1 - c0)) cr=$((c2 - c1))
+  for i in $(seq 1 $STREAMS); do timeout 60 cmp -s "/dev/shm/gcfs-src$i" "$work/plain/f$i" || verdict=MISMATCH; done
+  awk -v l="$label" -v n=$STREAMS -v mib="$STREAM_MIB" -v w0="$t0" -v w1="$t1" -v r0="$t1b" -v r1="$t2" -v hz="$hz" \
+      -v cw="$cw" -v cr="$cr" -v v="$verdict" \
     'BEGIN { gb = n * mib * 1048576 / 1e9;
-             printf "vol_%s %d writers x %d MiB, O_DIRECT through ext4 and loop: write %.2f GB/s, daemon cpu %.3f s/GB | read %.2f GB/s, daemon cpu %.3f s/GB | %s\n",
-                    e, n, mib, gb / (w1 - w0), cw / hz / gb, gb / (r1 - w1), cr / hz / gb, v }'
-  umount "$work/mnt" 2>/dev/null || fusermount3 -u "$work/mnt" 2>/dev/null
-  sleep 1
-  rm -rf "$work" /dev/shm/gcfs-src*
+             printf "stream8 %-10s write %6.2f GB/s at %.3f daemon CPU s/GB | read %6.2f GB/s at %.3f s/GB | %s\n",
+                    l, gb / (w1 - w0), cw / hz / gb, gb / (r1 - r0), cr / hz / gb, v }'
+  grep -m2 -i -E 'engine|failed|retired' "$work/daemon.log" | sed "s/^/  [$label log] /"
+  unmount_vault "$work"
 }
-{
-  if [ -e /dev/fuse ] && command -v losetup >/dev/null && command -v mkfs.ext4 >/dev/null; then
-    volume_run gpu 512
-    volume_run cpu 512
-  else
-    echo "no /dev/fuse, losetup or mkfs.ext4 on this machine: the volume run cannot run"
+mount_vault_error() { echo "could not init or mount (see the lines above)"; }
+if [ -e /dev/fuse ] && have gpucryptfs; then
+  if enough 60; then
+    for i in $(seq 1 $STREAMS); do head -c $((STREAM_MIB << 20)) /dev/urandom > "/dev/shm/gcfs-src$i"; done
+    runs=("cpu cpu -")
+    if ((NGPU > 0)); then runs+=("gpu[0] gpu 0" "auto[0] auto 0"); fi
+    if ((NGPU > 1)); then runs+=("gpu[all] gpu $ALL_GPUS" "auto[all] auto $ALL_GPUS"); fi
+    for r in "${runs[@]}"; do
+      read -r label engine gpus <<< "$r"
+      [ "$gpus" = - ] && gpus=
+      enough 30 || break
+      stream_run "$label" "$engine" "$gpus" 2>&1 | tee -a "$OUT/mount.txt"
+    done
+    rm -f /dev/shm/gcfs-src*
   fi
-} > "$OUT/volume.txt" 2>&1
-cat "$OUT/volume.txt"
-
+else
+  echo "no /dev/fuse or no gpucryptfs: mount rows skipped" | tee -a "$OUT/mount.txt"
 fi
 
+# ---------------------------------------------------------------------------------------------
+section "mount: small files (untar, read the tree, rm -rf), cpu beside auto"
+small_run() {  # label engine gpus tarball
+  local label=$1 engine=$2 gpus=$3 tarball=$4 work=/dev/shm/gcfs-s-$1 pid
+  pid=$(mount_vault "$work" "$engine" "$gpus") || { echo "small $label: $(mount_vault_error)"; return; }
+  local c0 c1 c2 c3 t0 t1 t2 t3 bytes
+  c0=$(daemon_ticks "$pid"); t0=$(date +%s.%N)
+  timeout "$(limit 90)" tar -C "$work/plain" -xf "$tarball"
+  timeout 60 sync; t1=$(date +%s.%N); c1=$(daemon_ticks "$pid")
+  echo 3 > /proc/sys/vm/drop_caches
+  t1=$(date +%s.%N); c1=$(daemon_ticks "$pid")
+  bytes=$(timeout "$(limit 90)" tar -C "$work/plain" -cf - . | wc -c)
+  t2=$(date +%s.%N); c2=$(daemon_ticks "$pid")
+  timeout "$(limit 90)" rm -rf "$work/plain/tree"
+  t3=$(date +%s.%N); c3=$(daemon_ticks "$pid")
+  awk -v l="$label" -v a="$t0" -v b="$t1" -v c="$t2" -v d="$t3" -v hz="$hz" -v x=$((c1 - c0)) -v y=$((c2 - c1)) \
+      -v z=$((c3 - c2)) -v n="$bytes" \
+    'BEGIN { printf "small   %-10s untar %6.2f s (daemon CPU %.2f s) | read tree %6.2f s (%.2f, %d bytes) | rm -rf %6.2f s (%.2f)\n",
+                    l, b - a, x / hz, c - b, y / hz, n, d - c, z / hz }'
+  unmount_vault "$work"
+}
+if [[ ${SKIP_SMALL:-0} != 1 ]] && [ -e /dev/fuse ] && have gpucryptfs && enough 60; then
+  tree_src=
+  for d in /usr/include /usr/local/cuda/include /usr/share/doc; do
+    [ -d "$d" ] && [ "$(find "$d" -type f 2>/dev/null | head -3000 | wc -l)" -ge 3000 ] && { tree_src=$d; break; }
+  done
+  if [ -n "$tree_src" ]; then
+    rm -rf /dev/shm/gcfs-tree-src; mkdir -p /dev/shm/gcfs-tree-src
+    timeout "$(limit 60)" cp -a "$tree_src" /dev/shm/gcfs-tree-src/tree 2>/dev/null
+    timeout "$(limit 60)" tar -C /dev/shm/gcfs-tree-src -cf /dev/shm/gcfs-tree.tar tree
+    echo "tree: $tree_src, $(find /dev/shm/gcfs-tree-src/tree | wc -l) entries, $(du -sh /dev/shm/gcfs-tree-src/tree | cut -f1)" | tee -a "$OUT/mount.txt"
+    rm -rf /dev/shm/gcfs-tree-src
+    for r in "cpu cpu -" "auto[all] auto $ALL_GPUS" "cpu/again cpu -" "auto/again auto $ALL_GPUS"; do
+      read -r label engine gpus <<< "$r"
+      [ "$gpus" = - ] && gpus=
+      ((NGPU == 0)) && [ "$engine" = auto ] && continue
+      enough 40 || break
+      small_run "$label" "$engine" "$gpus" /dev/shm/gcfs-tree.tar 2>&1 | tee -a "$OUT/mount.txt"
+    done
+    rm -f /dev/shm/gcfs-tree.tar
+  else
+    echo "no folder of at least 3000 files to untar: small-file rows skipped" | tee -a "$OUT/mount.txt"
+  fi
+fi
+
+# ---------------------------------------------------------------------------------------------
+if [[ ${EXTRA:-0} == 1 ]]; then
+  section "EXTRA: full gpu_engine_bench --quick and gpucryptfs bench --quick"
+  if enough 120; then timeout "$(limit 170)" "$BIN/gpu_engine_bench" --quick >> "$LOG" 2>&1; echo "bench exit: $?" | tee -a "$LOG"; fi
+  if enough 60; then
+    mkdir -p /tmp/gcfs-bench
+    timeout "$(limit 120)" "$BIN/gpucryptfs" bench --quick --out /tmp/gcfs-bench >> "$LOG" 2>&1
+    echo "gpucryptfs bench exit: $?" | tee -a "$LOG"
+  fi
+fi
+
+# ---------------------------------------------------------------------------------------------
 section "summary"
 {
-  head -3 "$OUT/env.txt"
-  grep -E '^\[  (PASSED|FAILED) ' "$OUT/tests.txt"
-  grep -E '^== ' "$OUT/integration.txt"
-  sed -n '/^what /,$p' "$OUT/bench.txt"
-  grep '^mount_' "$OUT/mount.txt"
-  grep '^vol_' "$OUT/volume.txt"
-} > "$OUT/summary.txt" 2>/dev/null  # BENCH_ONLY runs lack the test and mount files
-cat "$OUT/summary.txt"
-
-# At most 8 files come back from the device machine: one log with every section, the summary, and
-# the bench folder's table, CSV, plot script and (where gnuplot exists) its two PNGs.
-for f in env sass tests integration bench mount volume; do
-  [ -e "$OUT/$f.txt" ] && { echo "######## $f.txt"; cat "$OUT/$f.txt"; }
-done > "$OUT/run.log"
-[ -e "$OUT/bench/progress.txt" ] && { echo "######## bench/progress.txt"; cat "$OUT/bench/progress.txt"; } >> "$OUT/run.log"
-rm -f "$OUT"/env.txt "$OUT"/sass.txt "$OUT"/tests.txt "$OUT"/integration.txt "$OUT"/bench.txt "$OUT"/mount.txt "$OUT"/volume.txt \
-      "$OUT"/bench/progress.txt
-ls -R "$OUT"
+  echo "device run of $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $NGPU GPU(s), $(nproc) cpus, $(( SECONDS - START )) s"
+  command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=index,name,pci.bus_id --format=csv,noheader 2>/dev/null | sed 's/^/  gpu /'
+  echo "tests:"
+  grep -E '^== .* exit |^\[  (PASSED|FAILED) |^\[  FAILED  \]|^== .*--engine' "$OUT/tests.txt" 2>/dev/null | sed 's/^/  /' | head -60
+  echo "engine rows, GB/s (CPU s/GB); [0] = GPU 0 alone (CUDA_VISIBLE_DEVICES=0), [${ALL_GPUS//,/+}] = every GPU:"
+  awk -F, '
+    { key = $2 " " $4; eng = $3; if (!(key in seen)) { seen[key] = 1; keys[++nk] = key }
+      if (!((key, eng) in val)) { val[key, eng] = sprintf("%.1f (%.3f)", $5, $7); gbs[key, eng] = $5 }
+      if (!(eng in seen_eng)) { seen_eng[eng] = 1; engs[++ne] = eng } }
+    END {
+      for (k = 1; k <= nk; k++) {
+        key = keys[k]; line = sprintf("  %-52s", key)
+        for (e = 1; e <= ne; e++) if ((key, engs[e]) in val) line = line sprintf(" %s %s", engs[e], val[key, engs[e]])
+        print line
+        c = gbs[key, "cpu"]
+        for (e = 1; e <= ne; e++) {
+          split(engs[e], part, "["); one = part[1] "[0]"
+          if (engs[e] ~ /\+/ && gbs[key, one] > 0) printf "      %s / %s = %.2fx\n", engs[e], one, gbs[key, engs[e]] / gbs[key, one]
+          if (engs[e] ~ /^auto\[/) {
+            n = substr(engs[e], 5); g = gbs[key, "gpu" n]; best = (g > c ? g : c)
+            if (best > 0) printf "      %s / best of cpu and gpu%s = %.2fx\n", engs[e], n, gbs[key, engs[e]] / best
+          }
+        }
+      }
+    }' "$OUT/engine.csv" 2>/dev/null
+  grep -h 'after the runs' "$LOG" | sed 's/^/  /'
+  echo "mount rows:"
+  grep -E '^(stream8|small|tree:)' "$OUT/mount.txt" 2>/dev/null | sed 's/^/  /'
+} > "$OUT/summary.txt" 2>&1
+tee -a "$LOG" < "$OUT/summary.txt"
+rm -rf /tmp/gcfs-integration /tmp/gcfs-shapes.txt
+ls -l "$OUT"

@@ -11,6 +11,8 @@ build=${BUILD_DIR:-$root/build}
 summary=$(mktemp)
 trap 'rm -f "$summary"' EXIT
 (cd "$build" && ctest --output-on-failure --timeout 600 -j2) | tee "$summary"
+# The .deb built, installed with dpkg -i and used (root only; it removes the package again).
+"$root/scripts/test_package.sh"
 if [[ ${GPUCRYPTFS_QUICK_TESTS:-0} != 1 ]]; then
   [[ -x "$root/scripts/sanitize.sh" ]] && "$root/scripts/sanitize.sh"
   [[ -x "$root/scripts/fuzz.sh" ]] && "$root/scripts/fuzz.sh"

@@ -92,6 +92,34 @@ class SlowEngine final : public ChunkEngine {
   std::size_t bytes_ = 0;
 };
 
+// A member that works like the cpu engine for its first `good_calls` calls and then fails as a GPU
+// that fell off the bus: it scribbles over the outputs (a failed batch may leave anything there)
+// and throws EngineFailure, or, with `degrade`, does the batch correctly (on its own fallback, as
+// the gpu engine does) and reports degraded() from then on.
+class FlakyEngine final : public ChunkEngine {
+ public:
+  FlakyEngine(int good_calls, bool degrade = false) : good_calls_(good_calls), degrade_(degrade) {}
+  std::string name() const override { return "flaky"; }
+  void seal(std::span<ChunkOp> ops) override { run(ops, true); }
+  void open(std::span<ChunkOp> ops) override { run(ops, false); }
+  bool degraded() const override { return degrade_ && calls_.load() > good_calls_; }
+  int calls() const { return calls_.load(); }
+
+ private:
+  void run(std::span<ChunkOp> ops, bool seal) {
+    if (++calls_ > good_calls_ && !degrade_) {
+      for (auto& op : ops)
+        if (op.len) std::memset(op.out, 0x5A, op.len);
+      throw EngineFailure("fake device fell off the bus");
+    }
+    seal ? cpu_.seal(ops) : cpu_.open(ops);
+  }
+  CpuEngine cpu_{1};
+  std::atomic<int> calls_{0};
+  int good_calls_;
+  bool degrade_;
+};
+
 // A member that holds every batch until released: keeps a backlog there for as long as a test needs.
 class GatedEngine final : public ChunkEngine {
  public:
@@ -140,7 +168,7 @@ void expect_same_as_cpu(const Batch& ref, const Batch& got) {
   }
 }
 
-// The split itself: every member gets a part of a large batch, and the result is the cpu engine's,
+// The split itself: every member gets parts of large batches, and the result is the cpu engine's,
 // bit for bit, sealing and opening, a tampered chunk included.
 TEST(HybridEngine, SplitBatchSealsAndOpensLikeTheCpuEngine) {
   CpuEngine cpu(2), reference(1);
@@ -148,30 +176,58 @@ TEST(HybridEngine, SplitBatchSealsAndOpensLikeTheCpuEngine) {
   CpuEngine third(1);
   HybridEngine::Options o;
   o.learn = false;
+  o.inline_bytes = 16u << 10;
   o.min_part_bytes = 16u << 10;
+  o.inline_part_bytes = 16u << 10;  // the caller takes small bites, so the feeders find work left
   HybridEngine hybrid({{&cpu, "cpu", {2e-6, kGBps / 2}}, {&slow, "slow", {20e-6, kGBps / 10}},
                        {&third, "third", {1e-6, kGBps}}},
                       o);
   const auto lens = chunk_lengths(60, 16u << 10);
-  Batch ref(11, lens, 3), got(11, lens, 3);
-  reference.seal(ref.ops);
-  hybrid.seal(got.ops);
-  expect_same_as_cpu(ref, got);
-  for (const auto& s : hybrid.stats()) EXPECT_GT(s.bytes, 0u) << s.label << " got no part of a 1 MiB batch";
-
-  const std::vector<Bytes> plain = got.ins;
-  got.prepare_open();
-  got.ops[30].tag[0] ^= 1;  // one chunk's tag no longer matches
-  hybrid.open(got.ops);
-  for (std::size_t i = 0; i < got.ops.size(); ++i) {
-    if (i == 30) {
-      EXPECT_FALSE(got.ops[i].ok);
-      EXPECT_EQ(got.outs[i], Bytes(got.outs[i].size(), 0)) << "unauthenticated plaintext released";
-    } else {
-      EXPECT_TRUE(got.ops[i].ok) << i;
-      EXPECT_EQ(got.outs[i], plain[i]) << i;
+  // Who gets a part depends on when the feeders wake: repeat until each member has had one.
+  for (int round = 0; round < 200; ++round) {
+    Batch ref(11 + round, lens, 3), got(11 + round, lens, 3);
+    reference.seal(ref.ops);
+    hybrid.seal(got.ops);
+    expect_same_as_cpu(ref, got);
+    if (round == 0) {
+      const std::vector<Bytes> plain = got.ins;
+      got.prepare_open();
+      got.ops[30].tag[0] ^= 1;  // one chunk's tag no longer matches
+      hybrid.open(got.ops);
+      for (std::size_t i = 0; i < got.ops.size(); ++i) {
+        if (i == 30) {
+          EXPECT_FALSE(got.ops[i].ok);
+          EXPECT_EQ(got.outs[i], Bytes(got.outs[i].size(), 0)) << "unauthenticated plaintext released";
+        } else {
+          EXPECT_TRUE(got.ops[i].ok) << i;
+          EXPECT_EQ(got.outs[i], plain[i]) << i;
+        }
+      }
     }
+    bool all = true;
+    for (const auto& s : hybrid.stats()) all = all && s.bytes > 0;
+    if (all) break;
   }
+  for (const auto& s : hybrid.stats()) EXPECT_GT(s.bytes, 0u) << s.label << " got no part: " << hybrid.describe();
+}
+
+// A batch under inline_bytes runs on member 0 in the caller's thread: no other member sees it, and
+// nothing shared is counted (that is what keeps a 4 KiB request as cheap as on the cpu engine).
+TEST(HybridEngine, SmallBatchesRunOnTheFirstMemberAlone) {
+  CpuEngine cpu(1), reference(1);
+  SlowEngine slow(1, 1);
+  HybridEngine::Options o;
+  o.inline_bytes = 128u << 10;
+  HybridEngine hybrid({{&cpu, "cpu", {2e-6, kGBps}}, {&slow, "fast-looking", {1e-6, kGBps / 100}}}, o);
+  for (int i = 0; i < 50; ++i) {
+    const auto lens = chunk_lengths(3, 4096);  // 12 KiB and a bit
+    Batch ref(i, lens, 1), got(i, lens, 1);
+    reference.seal(ref.ops);
+    hybrid.seal(got.ops);
+    expect_same_as_cpu(ref, got);
+  }
+  EXPECT_EQ(slow.bytes(), 0u) << "a small batch left the caller's thread";
+  for (const auto& s : hybrid.stats()) EXPECT_EQ(s.parts, 0u) << s.label;
 }
 
 // The model's split: a small batch stays whole on the member that finishes it first (the one with
@@ -199,36 +255,39 @@ TEST(HybridEngine, SmallBatchesStayWholeLargeOnesFinishTogether) {
   EXPECT_LT(std::max(t0, t1), 0.85 * alone);
 }
 
-// Under load a member's queue counts: while one member holds a large backlog, batches it would
-// otherwise take go to the other, and come back once the backlog is gone.
+// Under load a member's queue counts: while a fed member holds a large part, the model gives new
+// work to the other, and gives it back once that part is done. With no inline slot the caller
+// leaves its whole batch to the fed member.
 TEST(HybridEngine, BusyMemberGetsLessUntilItsBacklogClears) {
   GatedEngine gated;
   CpuEngine cpu(1);
   HybridEngine::Options o;
   o.learn = false;
-  o.min_part_bytes = 4u << 20;  // the held batch goes whole to the gated member
+  o.inline_slots = 0;
+  o.max_part_bytes = 32u << 20;  // the held batch goes to the gated member in one part
   // The gated member looks ten times faster, so it would take most of anything.
-  HybridEngine hybrid({{&gated, "fast", {1e-6, kGBps / 20}}, {&cpu, "cpu", {1e-6, kGBps / 2}}}, o);
-  EXPECT_GT(hybrid.plan(256u << 10)[0], 200u << 10);
+  HybridEngine hybrid({{&cpu, "cpu", {1e-6, kGBps / 2}}, {&gated, "fast", {1e-6, kGBps / 20}}}, o);
+  EXPECT_GT(hybrid.plan(256u << 10)[1], 200u << 10);
 
   Batch held(5, std::vector<std::size_t>(256, 64u << 10), 1);  // 16 MiB, all of it to the fast one
   std::thread caller([&] { hybrid.seal(held.ops); });
   gated.wait_for_caller();
   const auto during = hybrid.plan(256u << 10);
-  EXPECT_EQ(during[0], 0u) << "a member with 16 MiB queued still took new work";
-  EXPECT_EQ(during[1], 256u << 10);
+  EXPECT_EQ(during[1], 0u) << "a member with 16 MiB at work still took new work";
+  EXPECT_EQ(during[0], 256u << 10);
   gated.release();
   caller.join();
-  EXPECT_GT(hybrid.plan(256u << 10)[0], 200u << 10);
+  EXPECT_GT(hybrid.plan(256u << 10)[1], 200u << 10);
+  EXPECT_EQ(hybrid.stats()[1].bytes, 16u << 20);
 
   Batch ref(5, std::vector<std::size_t>(256, 64u << 10), 1);
   CpuEngine(1).seal(ref.ops);
   expect_same_as_cpu(ref, held);
 }
 
-// The estimates follow real batches: a member that starts out credited with 100 GB/s but does
-// about 0.5 GB/s is found out within a few batches and then given little; without learning it
-// would keep the largest share.
+// The estimates follow real parts: a member that starts out credited with 100 GB/s but does about
+// 0.5 GB/s is found out within a few batches and then given little; without learning it would
+// keep the largest share.
 TEST(HybridEngine, LearnsAMemberSlowerThanItsStartingEstimate) {
   for (bool learn : {false, true}) {
     SCOPED_TRACE(learn ? "learning" : "fixed estimates");
@@ -238,13 +297,16 @@ TEST(HybridEngine, LearnsAMemberSlowerThanItsStartingEstimate) {
     o.learn = learn;
     HybridEngine hybrid({{&cpu, "cpu", {2e-6, kGBps / 1}}, {&slow, "slow", {10e-6, kGBps / 100}}}, o);
     const std::size_t batch = 4u << 20;
-    EXPECT_GT(hybrid.plan(batch)[1], batch / 2) << "the starting estimate favours the slow member";
+    const std::size_t before = hybrid.plan(batch)[1];
+    EXPECT_GT(before, batch / 2) << "the starting estimate favours the slow member";
     Batch b(9, std::vector<std::size_t>(64, 64u << 10), 2);
-    for (int i = 0; i < 8; ++i) hybrid.seal(b.ops);
+    for (int i = 0; i < 12; ++i) hybrid.seal(b.ops);
     const auto after = hybrid.plan(batch);
     if (learn) {
-      EXPECT_LT(after[1], batch / 3) << hybrid.describe();
+      // Its estimate falls from 100 GB/s to near what it does; its share falls with it (how far
+      // depends on what the cpu member reaches on this machine, so only clearly, not to a figure).
       EXPECT_LT(1e-9 / hybrid.stats()[1].cost.seconds_per_byte, 5.0) << hybrid.describe();
+      EXPECT_LT(after[1], before * 85 / 100) << hybrid.describe();
     } else {
       EXPECT_GT(after[1], batch / 2) << hybrid.describe();
     }
@@ -256,7 +318,9 @@ TEST(HybridEngine, ConcurrentCallersGetCpuIdenticalResults) {
   CpuEngine cpu(2), other(1), reference(1);
   SlowEngine slow(5, 50);
   HybridEngine::Options o;
+  o.inline_bytes = 8u << 10;
   o.min_part_bytes = 8u << 10;
+  o.inline_part_bytes = 32u << 10;
   HybridEngine hybrid({{&cpu, "cpu", {2e-6, kGBps / 2}}, {&slow, "slow", {5e-6, kGBps / 20}},
                        {&other, "other", {1e-6, kGBps}}},
                       o);
@@ -285,6 +349,106 @@ TEST(HybridEngine, ConcurrentCallersGetCpuIdenticalResults) {
   std::size_t members_used = 0;
   for (const auto& s : hybrid.stats()) members_used += s.bytes > 0;
   EXPECT_GE(members_used, 2u) << hybrid.describe();
+}
+
+// Seals and opens `rounds` batches on each of `callers` threads at once and counts every chunk that
+// differs from the cpu engine's result (or fails to open back to its plaintext).
+int mismatches_under_load(ChunkEngine& engine, int callers, int rounds, std::uint32_t seed) {
+  CpuEngine reference(1);
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < callers; ++t)
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < rounds; ++r) {
+        const auto lens = chunk_lengths(4 + (t * 5 + r * 3) % 24, 8u << 10);
+        Batch ref(seed + 100 * t + r, lens, 2), got(seed + 100 * t + r, lens, 2);
+        reference.seal(ref.ops);
+        engine.seal(got.ops);
+        for (std::size_t i = 0; i < lens.size(); ++i)
+          if (ref.outs[i] != got.outs[i] || ref.ops[i].tag != got.ops[i].tag) ++bad;
+        const auto plain = got.ins;
+        got.prepare_open();
+        engine.open(got.ops);
+        for (std::size_t i = 0; i < lens.size(); ++i)
+          if (!got.ops[i].ok || got.outs[i] != plain[i]) ++bad;
+      }
+    });
+  for (auto& th : threads) th.join();
+  return bad.load();
+}
+
+// A member whose device fails mid-run (EngineFailure, its outputs scribbled over) is retired: the
+// part it failed is redone, the log says so once, it is never called again, the member beside it
+// keeps working, and every result stays bit-identical to the cpu engine's.
+TEST(HybridEngine, AFailingMemberIsRetiredAndItsWorkGoesToTheOthers) {
+  CpuEngine cpu(2);
+  FlakyEngine flaky(3);
+  SlowEngine other(5, 100);
+  std::vector<std::string> log;
+  std::mutex log_mu;
+  HybridEngine::Options o;
+  o.inline_bytes = 8u << 10;
+  o.min_part_bytes = 8u << 10;
+  o.inline_slots = 0;  // the fed members do everything while any is left
+  o.log = [&](const std::string& m) {
+    std::lock_guard lock(log_mu);
+    log.push_back(m);
+  };
+  HybridEngine hybrid({{&cpu, "cpu", {2e-6, kGBps / 2}}, {&flaky, "gpu1", {5e-6, kGBps / 40}},
+                       {&other, "gpu2", {5e-6, kGBps / 10}}},
+                      o);
+  EXPECT_EQ(mismatches_under_load(hybrid, 4, 12, 1000), 0);
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_NE(log[0].find("gpu1 failed (fake device fell off the bus)"), std::string::npos) << log[0];
+  const auto st = hybrid.stats();
+  EXPECT_TRUE(st[1].retired) << hybrid.describe();
+  EXPECT_FALSE(st[2].retired) << hybrid.describe();
+  EXPECT_LE(flaky.calls(), 3 + o.feeders) << "only the calls already under way when it failed";
+
+  // Afterwards the failed member gets nothing; the other one still gets work.
+  const int calls = flaky.calls();
+  const std::size_t other_before = other.bytes();
+  EXPECT_EQ(mismatches_under_load(hybrid, 2, 6, 2000), 0);
+  EXPECT_EQ(flaky.calls(), calls);
+  EXPECT_GT(other.bytes(), other_before);
+  EXPECT_EQ(hybrid.plan(64u << 20)[1], 0u);
+  EXPECT_EQ(log.size(), 1u);
+}
+
+// A member that does its batches on a fallback after losing its device (degraded(), as the gpu
+// engine reports) is retired the same way, with its results kept (they are right).
+TEST(HybridEngine, ADegradedMemberIsRetired) {
+  CpuEngine cpu(2);
+  FlakyEngine flaky(2, /*degrade=*/true);
+  std::vector<std::string> log;
+  HybridEngine::Options o;
+  o.inline_bytes = 8u << 10;
+  o.min_part_bytes = 8u << 10;
+  o.inline_slots = 0;
+  o.feeders = 1;
+  o.log = [&](const std::string& m) { log.push_back(m); };  // one feeder: no lock needed
+  HybridEngine hybrid({{&cpu, "cpu", {2e-6, kGBps / 2}}, {&flaky, "gpu0", {5e-6, kGBps / 40}}}, o);
+  EXPECT_EQ(mismatches_under_load(hybrid, 3, 8, 3000), 0);
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_NE(log[0].find("gpu0 lost its device"), std::string::npos) << log[0];
+  EXPECT_TRUE(hybrid.stats()[1].retired);
+  EXPECT_EQ(flaky.calls(), 3) << "called again after it said it was degraded";
+}
+
+// When every fed member has failed, callers that were waiting for an inline slot (there are none
+// here) do the work themselves: nothing hangs, nothing is lost.
+TEST(HybridEngine, WhenEveryFedMemberFailsTheCallersCarryOn) {
+  CpuEngine cpu(1);
+  FlakyEngine flaky(0);
+  HybridEngine::Options o;
+  o.inline_bytes = 8u << 10;
+  o.min_part_bytes = 8u << 10;
+  o.inline_slots = 0;
+  o.log = [](const std::string&) {};
+  HybridEngine hybrid({{&cpu, "cpu", {2e-6, kGBps / 2}}, {&flaky, "gpu0", {5e-6, kGBps / 40}}}, o);
+  EXPECT_EQ(mismatches_under_load(hybrid, 4, 6, 4000), 0);
+  EXPECT_TRUE(hybrid.stats()[1].retired);
+  EXPECT_GT(hybrid.stats()[0].bytes, 0u);
 }
 
 }  // namespace

@@ -116,7 +116,7 @@ class TestVault {
       const char* f = std::getenv("GPUCRYPTFS_TEST_FORMAT");
       format = f && *f ? std::atoi(f) : kDefaultDirectoryFormat;
     }
-    Vault::create(dir_, kPassword, kChunk, ScryptParams{10, 8, 1}, format);
+    Vault::create(dir_, kPassword, kChunk, ScryptParams{10, 8, 1}, nullptr, "", kConfigFileName, format);
     vault_ = Vault::open(dir_, Vault::load_config(dir_), kPassword);
   }
 

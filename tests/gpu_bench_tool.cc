@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -67,13 +69,178 @@ void latency(ChunkEngine& e, const std::string& label, std::size_t request, std:
   emit({"latency_seal", label, "req=" + kib(request) + " chunk=" + kib(c.chunk_size), r.median_us, "us median", 0});
 }
 
+void print_table() {
+  std::printf("\n%-16s %-16s %-40s %12s %-10s %10s\n", "what", "engine", "detail", "value", "unit", "cpu s/GB");
+  for (const auto& r : g_rows)
+    std::printf("%-16s %-16s %-40s %12.2f %-10s %10.4f\n", r.what.c_str(), r.engine.c_str(), r.detail.c_str(), r.value,
+                r.unit.c_str(), r.cpu_s_per_gb);
+}
+
+std::vector<int> parse_gpu_list(const std::string& text) {
+  std::vector<int> out;
+  std::size_t at = 0;
+  while (at <= text.size()) {
+    const std::size_t comma = text.find(',', at);
+    const std::string item = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    if (!item.empty()) out.push_back(std::atoi(item.c_str()));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  return out;
+}
+
+// --shapes: the throughput shapes of issues 16 and 17 only, for the cpu engine alone, the gpu engine
+// over the GPUs given (one engine, batches spread over them: "all GPUs"), and --engine auto over the
+// same GPUs (the hybrid: every GPU and the cpu engine), built as the mount builds them. Labels name
+// the GPUs, so runs with one and with two can be told apart in one log.
+int run_shapes(const std::vector<int>& devices, double secs) {
+  std::string why;
+  const auto gpus = list_gpus(&why);
+  std::string tag = "[";
+  // "+" between GPU numbers: the label is a CSV field.
+  for (std::size_t i = 0; i < devices.size(); ++i) tag += (i ? "+" : "") + std::to_string(devices[i]);
+  tag += devices.empty() ? "all]" : "]";
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  std::printf("shapes over GPUs %s of %zu visible, %u cores\n", tag.c_str(), gpus.size(), cores);
+  for (const auto& g : gpus)
+    std::printf("gpu %d: %s, PCI %s, NUMA node %d\n", g.index, g.name.c_str(), g.pci_bus_id.c_str(), g.numa_node);
+  CpuEngine cpu_all(0);
+  std::unique_ptr<EngineSet> gpu_set, fed_set, auto_set;
+  if (!gpus.empty()) {
+    EngineOptions go;
+    go.name = "gpu";
+    go.gpu.devices = devices;
+    gpu_set = std::make_unique<EngineSet>(go);
+    std::printf("%s\n", gpu_set->description().c_str());
+    verify_engine_against_cpu(gpu_set->engine(), 65536);
+    EngineOptions fo = go;
+    fo.gpu_feeders = true;  // the trial variant: batches launched by feeder threads, not by callers
+    fed_set = std::make_unique<EngineSet>(fo);
+    std::printf("%s\n", fed_set->description().c_str());
+    verify_engine_against_cpu(fed_set->engine(), 65536);
+    EngineOptions ao = go;
+    ao.name = "auto";
+    auto_set = std::make_unique<EngineSet>(ao);
+    std::printf("%s\n", auto_set->description().c_str());
+    verify_engine_against_cpu(auto_set->engine(), 65536);
+  } else {
+    std::printf("no GPU: %s\n", why.c_str());
+  }
+  struct Shape {
+    std::size_t chunk, request;
+    int callers;
+  };
+  for (const Shape& sh : {Shape{65536, 16u << 20, 8}, Shape{65536, 128u << 10, 32}, Shape{65536, 16u << 20, 4},
+                          Shape{65536, 1u << 20, 16}}) {
+    for (BenchOp op : {BenchOp::Seal, BenchOp::Open}) {
+      throughput(cpu_all, "cpu", sh.chunk, sh.request, sh.callers, op, secs);
+      if (gpu_set) throughput(gpu_set->engine(), "gpu" + tag, sh.chunk, sh.request, sh.callers, op, secs);
+      if (fed_set) throughput(fed_set->engine(), "gpufed" + tag, sh.chunk, sh.request, sh.callers, op, secs);
+      if (auto_set) throughput(auto_set->engine(), "auto" + tag, sh.chunk, sh.request, sh.callers, op, secs);
+    }
+  }
+  if (auto_set)
+    if (auto* h = dynamic_cast<HybridEngine*>(&auto_set->engine()))
+      std::printf("auto%s after the runs: %s\n", tag.c_str(), h->describe().c_str());
+  if (fed_set)
+    if (auto* h = dynamic_cast<HybridEngine*>(&fed_set->engine()))
+      std::printf("gpufed%s after the runs: %s\n", tag.c_str(), h->describe().c_str());
+  print_table();
+  return 0;
+}
+
+// A stand-in for a GPU on machines without one, for timing the hybrid engine only: it takes as
+// long as a device of `gb_per_s` with a fixed round trip would (the caller sleeps, as it does on a
+// real GPU's blocking sync), uses no CPU for the data, and leaves the outputs as they are (never
+// use it where results matter). Concurrent calls overlap, as batches on a GPU's streams do, up to
+// the device's rate: each call waits for its turn on a shared timeline.
+class FakeGpu final : public ChunkEngine {
+ public:
+  FakeGpu(double gb_per_s, double overhead_us) : seconds_per_byte_(1e-9 / gb_per_s), overhead_(overhead_us * 1e-6) {}
+  std::string name() const override { return "fake-gpu"; }
+  void seal(std::span<ChunkOp> ops) override { run(ops); }
+  void open(std::span<ChunkOp> ops) override {
+    for (auto& op : ops) op.ok = true;
+    run(ops);
+  }
+
+ private:
+  void run(std::span<ChunkOp> ops) {
+    std::size_t bytes = 0;
+    for (const auto& op : ops) bytes += op.len;
+    using Clock = std::chrono::steady_clock;
+    Clock::time_point done;
+    {
+      std::lock_guard lock(mu_);
+      const auto now = Clock::now();
+      if (busy_until_ < now) busy_until_ = now;
+      busy_until_ += std::chrono::duration_cast<Clock::duration>(
+          std::chrono::duration<double>(static_cast<double>(bytes) * seconds_per_byte_));
+      done = busy_until_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(overhead_));
+    }
+    std::this_thread::sleep_until(done);
+  }
+  double seconds_per_byte_, overhead_;
+  std::mutex mu_;
+  std::chrono::steady_clock::time_point busy_until_{};
+};
+
+// --fake-gpu GBPS: the hybrid engine (cpu engine + FakeGpu) beside the cpu engine and the fake
+// alone, the shapes of --shapes and a 4 KiB one, with the hybrid's per-member figures after each
+// shape: what can be profiled of the hybrid on a machine without a GPU (perf record this).
+int run_fake_gpu(double gb_per_s, double secs, int threads) {
+  CpuEngine cpu(threads > 0 ? static_cast<std::size_t>(threads) : 0);
+  FakeGpu fake(gb_per_s, 30);
+  HybridEngine::Options ho;
+  HybridEngine hybrid({{&cpu, "cpu", {2e-6, 1e-9 / 2}}, {&fake, "fake-gpu", {30e-6, 1e-9 / gb_per_s}}}, ho);
+  // The same without leaving the fed member its share of a slot holder's batch, run alternately
+  // with the default in one process (A/B on a machine whose load moves).
+  HybridEngine::Options hb = ho;
+  hb.leave_fed_share = false;
+  FakeGpu fake_b(gb_per_s, 30);
+  HybridEngine hybrid_b({{&cpu, "cpu", {2e-6, 1e-9 / 2}}, {&fake_b, "fake-gpu", {30e-6, 1e-9 / gb_per_s}}}, hb);
+  std::printf("fake GPU of %.1f GB/s and 30 us per call; cpu engine of %zu threads\n", gb_per_s, cpu.threads());
+  struct Shape {
+    std::size_t chunk, request;
+    int callers;
+  };
+  for (const Shape& sh : {Shape{65536, 16u << 20, 8}, Shape{65536, 128u << 10, 32}, Shape{65536, 16u << 20, 4},
+                          Shape{65536, 1u << 20, 16}, Shape{65536, 1u << 20, 1}, Shape{4096, 4096, 1}, Shape{4096, 4096, 8}}) {
+    throughput(cpu, "cpu", sh.chunk, sh.request, sh.callers, BenchOp::Seal, secs);
+    throughput(fake, "fake-gpu", sh.chunk, sh.request, sh.callers, BenchOp::Seal, secs);
+    for (int round = 0; round < 2; ++round) {
+      throughput(hybrid, "auto", sh.chunk, sh.request, sh.callers, BenchOp::Seal, secs);
+      throughput(hybrid_b, "auto/takeall", sh.chunk, sh.request, sh.callers, BenchOp::Seal, secs);
+    }
+    std::printf("  auto: %s\n  auto/takeall: %s\n", hybrid.describe().c_str(), hybrid_b.describe().c_str());
+  }
+  print_table();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  bool quick = false, shapes = false;
+  double fake_gpu = 0;
+  int cpu_threads = 0;
+  std::vector<int> devices;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+    else if (std::strcmp(argv[i], "--shapes") == 0) shapes = true;
+    else if (std::strcmp(argv[i], "--fake-gpu") == 0 && i + 1 < argc) fake_gpu = std::atof(argv[++i]);
+    else if (std::strcmp(argv[i], "--cpu-threads") == 0 && i + 1 < argc) cpu_threads = std::atoi(argv[++i]);
+    else if (std::strcmp(argv[i], "--gpus") == 0 && i + 1 < argc) devices = parse_gpu_list(argv[++i]);
+    else {
+      std::fprintf(stderr, "usage: gpu_engine_bench [--quick] [--shapes [--gpus LIST] | --fake-gpu GBPS [--cpu-threads N]]\n");
+      return 2;
+    }
+  }
   const double secs = quick ? 0.3 : 1.0;
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   std::printf("csv,what,engine,detail,value,unit,cpu_s_per_gb\n");
+  if (shapes) return run_shapes(devices, secs);
+  if (fake_gpu > 0) return run_fake_gpu(fake_gpu, secs, cpu_threads);
 
   std::string why;
   const auto gpus = list_gpus(&why);
@@ -202,9 +369,6 @@ int main(int argc, char** argv) {
     }
   }
 
-  std::printf("\n%-16s %-16s %-40s %12s %-10s %10s\n", "what", "engine", "detail", "value", "unit", "cpu s/GB");
-  for (const auto& r : g_rows)
-    std::printf("%-16s %-16s %-40s %12.2f %-10s %10.4f\n", r.what.c_str(), r.engine.c_str(), r.detail.c_str(), r.value,
-                r.unit.c_str(), r.cpu_s_per_gb);
+  print_table();
   return 0;
 }

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <thread>
 #include <vector>
@@ -556,6 +557,88 @@ TEST(GpuEngineFallback, FailedBatchIsRedoneOnTheFallbackAndReported) {
   }
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_NE(errors[0].find("injected failure"), std::string::npos) << errors[0];
+  EXPECT_TRUE(gpu->degraded()) << "its only GPU failed: a hybrid engine must stop feeding it";
+}
+
+// Seals and opens batches from several callers at once (pinned buffers and ordinary memory, 64 KiB
+// and odd lengths) and counts the chunks that differ from the cpu engine or do not open back.
+int mismatches_from_callers(ChunkEngine& engine, int callers, int rounds) {
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < callers; ++t)
+    threads.emplace_back([&, t] {
+      CpuEngine reference(1);
+      for (int r = 0; r < rounds; ++r) {
+        std::vector<std::size_t> lens(8 + (t + r) % 24, 65536);
+        lens.push_back(4097);
+        Batch b(lens, 2);
+        reference.seal(b.ref_ops);
+        engine.seal(b.ops);
+        for (std::size_t i = 0; i < b.ops.size(); ++i)
+          if (b.ref[i] != b.out[i] || b.ref_ops[i].tag != b.ops[i].tag) ++bad;
+        auto back = b.prepare_open();
+        engine.open(b.ops);
+        for (std::size_t i = 0; i < b.ops.size(); ++i)
+          if (!b.ops[i].ok || back[i] != b.plain[i]) ++bad;
+      }
+    });
+  for (auto& th : threads) th.join();
+  return bad.load();
+}
+
+// Issue 17: one engine over two GPUs, and GPU 1 fails mid-run. Its batch goes back to the queue and
+// GPU 0 takes it and every later one; the log says so once; nothing falls to the cpu engine for good.
+TEST(GpuEngineFailover, WhenOneOfTwoGpusFailsTheOtherTakesItsBatches) {
+  std::string why;
+  if (list_gpus(&why).size() < 2) GTEST_SKIP() << "needs two GPUs";
+  CpuEngine cpu(1);
+  std::vector<std::string> errors;
+  std::mutex mu;
+  GpuOptions o;
+  o.devices = {0, 1};
+  o.inject_failure_at_batch = 2;  // GPU 1's second batch: 8 callers keep both GPUs' streams busy
+  o.inject_failure_on_device = 1;
+  o.on_error = [&](const std::string& m) {
+    std::lock_guard lock(mu);
+    errors.push_back(m);
+  };
+  auto gpu = make_gpu_engine(o, cpu);
+  EXPECT_EQ(mismatches_from_callers(*gpu, 8, 6), 0);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].find("GPU 1 failed (injected failure"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find("go to GPU 0"), std::string::npos) << errors[0];
+  EXPECT_FALSE(gpu->degraded()) << "GPU 0 is still there";
+  EXPECT_EQ(mismatches_from_callers(*gpu, 4, 4), 0);
+  EXPECT_EQ(errors.size(), 1u);
+}
+
+// The hybrid engine over a real GPU that fails: the gpu engine redoes its batch on its fallback and
+// reports degraded(), the hybrid retires it (saying so once), and every result stays the cpu
+// engine's. With no inline slot the GPU gets everything until it fails.
+TEST(GpuEngineFailover, TheHybridEngineRetiresAGpuThatFails) {
+  std::string why;
+  if (list_gpus(&why).empty()) GTEST_SKIP() << "no GPU: " << why;
+  CpuEngine cpu(2);
+  GpuOptions o;
+  o.devices = {0};
+  o.inject_failure_at_batch = 4;
+  o.on_error = [](const std::string&) {};
+  auto gpu = make_gpu_engine(o, cpu);
+  std::vector<std::string> log;
+  std::mutex mu;
+  HybridEngine::Options ho;
+  ho.inline_slots = 0;
+  ho.buffer_member = 1;
+  ho.log = [&](const std::string& m) {
+    std::lock_guard lock(mu);
+    log.push_back(m);
+  };
+  HybridEngine hybrid({{&cpu, "cpu", {2e-6, 1e-9 / 10}}, {gpu.get(), "gpu0", {30e-6, 1e-9 / 40}}}, ho);
+  EXPECT_EQ(mismatches_from_callers(hybrid, 6, 6), 0);
+  ASSERT_EQ(log.size(), 1u) << hybrid.describe();
+  EXPECT_NE(log[0].find("gpu0 lost its device"), std::string::npos) << log[0];
+  EXPECT_TRUE(hybrid.stats()[1].retired);
+  EXPECT_GT(hybrid.stats()[0].bytes, 0u) << hybrid.describe();
 }
 
 TEST(GpuEngineFallback, OversizedChunksGoToTheFallback) {
@@ -655,6 +738,30 @@ TEST(EngineFactory, AutoSharesLargeBatchesAndMatchesTheCpuEngine) {
   ASSERT_GE(stats.size(), 2u);
   EXPECT_GT(stats[0].bytes, 0u) << "the cpu engine got no share: " << hybrid->describe();
   EXPECT_GT(stats[1].bytes, 0u) << "the GPU got no share: " << hybrid->describe();
+}
+
+// The trial variant of --engine gpu (EngineOptions::gpu_feeders: every batch launched by the GPUs'
+// feeder threads from the hybrid engine's queue) seals and opens like the cpu engine, small batches
+// included, and the GPUs do the work: the cpu engine is only there for GPUs that fail.
+TEST(EngineFactory, GpuFedFromTheQueueMatchesTheCpuEngine) {
+  std::string why;
+  if (list_gpus(&why).empty()) GTEST_SKIP() << "no GPU: " << why;
+  EngineOptions o;
+  o.name = "gpu";
+  o.gpu_feeders = true;
+  EngineSet set(o);
+  auto* hybrid = dynamic_cast<HybridEngine*>(&set.engine());
+  ASSERT_NE(hybrid, nullptr) << set.description();
+  EXPECT_EQ(mismatches_from_callers(set.engine(), 6, 4), 0);
+  Batch small({4096, 17}, 1);
+  CpuEngine(1).seal(small.ref_ops);
+  set.engine().seal(small.ops);
+  small.expect_same_seal();
+  const auto stats = hybrid->stats();
+  EXPECT_EQ(stats[0].bytes, 0u) << "the cpu engine did work while the GPU was fine: " << hybrid->describe();
+  std::size_t gpu_bytes = 0;
+  for (std::size_t i = 1; i < stats.size(); ++i) gpu_bytes += stats[i].bytes;
+  EXPECT_GT(gpu_bytes, 0u) << hybrid->describe();
 }
 
 TEST(EngineFactory, WithoutAGpuGpuRefusesAndAutoFallsBack) {

@@ -132,7 +132,7 @@ TEST(CliPrompt, PathsAndOptionValuesAreCheckedBeforeThePrompt) {
   }
 }
 
-// The README's table, code by code (0, 1, 2, 6, 10, 12, 22, 23, 26), including a volume container
+// The README's table, code by code (0, 1, 2, 6, 10, 12, 14, 22, 23, 26, 31), including a volume container
 // given to each directory command.
 TEST(CliPrompt, EveryExitCodeOfTheReadme) {
   Scratch s;
@@ -146,6 +146,7 @@ TEST(CliPrompt, EveryExitCodeOfTheReadme) {
   write_file(s.path("wrong"), "wrong\n");
   EXPECT_EQ(run_shell(bin() + " fsck --passfile " + s.q("wrong") + " " + v).status, 12);
   EXPECT_EQ(run_shell(bin() + " fsck --passfile " + s.q("empty") + " " + v).status, 22);
+  EXPECT_EQ(run_shell("echo 0123-not-a-key | " + bin() + " mount --masterkey " + v + " " + s.q("mnt")).status, 14);
   EXPECT_EQ(run_shell(bin() + " info " + s.q("mnt")).status, 23);
   for (const auto& [cmd, hint] : std::map<std::string, std::string>{{"info", "volume info"},
                                                                     {"passwd" + pw, "volume passwd"},
@@ -173,6 +174,13 @@ TEST(CliPrompt, EveryExitCodeOfTheReadme) {
     f.close();
     const auto r = run_shell(bin() + " fsck --passfile " + shell_quote(m.passfile()) + " " + shell_quote(m.cipherdir()));
     EXPECT_EQ(r.status, 26) << r.output;
+  }
+  // 31: a second read-write mount of a mounted vault.
+  {
+    MountedVault m;
+    const auto r = run_shell(bin() + " mount --passfile " + shell_quote(m.passfile()) + " " + shell_quote(m.cipherdir()) +
+                             " " + s.q("mnt"));
+    EXPECT_EQ(r.status, 31) << r.output;
   }
 }
 
@@ -370,6 +378,36 @@ TEST(CliPrompt, ReadmeUsageBlockMatchesEachHelp) {
       if (!in_help.count(pw_option)) continue;
       EXPECT_NE(text.find(pw_option), std::string::npos)
           << "'gpucryptfs " << c << "' takes " << pw_option << ", README's usage block does not show it";
+    }
+  }
+}
+
+// The man page (packaging/gpucryptfs.1) describes every option of every command's --help, in
+// that command's section, so neither can grow an option the other does not know.
+TEST(CliPrompt, ManPageDescribesEveryOptionOfEachHelp) {
+  std::ifstream in(std::string(GCFS_SOURCE_DIR) + "/packaging/gpucryptfs.1");
+  ASSERT_TRUE(in) << "packaging/gpucryptfs.1 not found";
+  std::map<std::string, std::string> sections;  // ".SS" title's first word(s) -> its text, "\-" as "-"
+  std::string line, current;
+  while (std::getline(in, line)) {
+    if (line.starts_with(".SS \"")) {
+      current = line.substr(5, line.find_first_of(" \"", 5) - 5);
+      continue;
+    }
+    for (std::size_t p; (p = line.find("\\-")) != std::string::npos;) line.replace(p, 2, "-");
+    if (!current.empty()) sections[current] += line + "\n";
+  }
+  for (const auto& c : help_commands()) {
+    const std::string section = c.starts_with("volume") ? "volume" : c;
+    ASSERT_TRUE(sections.count(section)) << "the man page has no section for '" << c << "'";
+    const auto help = run_shell("COLUMNS=2000 " + bin() + " " + c + " --help");
+    ASSERT_EQ(help.status, 0) << c;
+    const std::regex opt("(^|[ \\[])(--[a-z][a-z0-9-]*)\\b");
+    const std::string& text = sections[section];
+    for (std::sregex_iterator it(help.output.begin(), help.output.end(), opt), end; it != end; ++it) {
+      const std::string o = (*it)[2];
+      if (o == "--help") continue;
+      EXPECT_NE(text.find(o), std::string::npos) << "'gpucryptfs " << c << "' takes " << o << ", which its man page section does not describe";
     }
   }
 }

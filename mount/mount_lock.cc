@@ -1,0 +1,142 @@
+#include "mount/mount_lock.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "fs/chunk_journal.h"
+#include "fs/file_lock.h"
+#include "fs/safe_open.h"
+#include "fs/unique_fd.h"
+#include "mount/commands.h"
+#include "mount/exit_status.h"
+
+namespace gcfs::cli {
+namespace {
+
+// /proc/self/mountinfo escapes space, tab, newline and backslash as \ooo.
+std::string unescape(const std::string& s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 3 < s.size() && std::isdigit(static_cast<unsigned char>(s[i + 1]))) {
+      out += static_cast<char>(std::strtol(s.substr(i + 1, 3).c_str(), nullptr, 8));
+      i += 3;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+std::string real_path(const std::string& path) {
+  char buf[PATH_MAX];
+  return ::realpath(path.c_str(), buf) ? std::string(buf) : path;
+}
+
+// The pid that holds an flock on the file (dev, ino), from /proc/locks; 0 when none is listed.
+// Lines read "1: FLOCK  ADVISORY  WRITE 1234 00:2d:5678 0 EOF"; a waiter's line has "->".
+pid_t flock_holder(dev_t dev, ino_t ino) {
+  char want[64];
+  std::snprintf(want, sizeof want, "%02x:%02x:%lu", major(dev), minor(dev), static_cast<unsigned long>(ino));
+  std::ifstream in("/proc/locks");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::string num, kind, advisory, mode, pid, id;
+    if (!(f >> num >> kind) || kind == "->" || kind != "FLOCK") continue;
+    if (!(f >> advisory >> mode >> pid >> id) || id != want) continue;
+    return static_cast<pid_t>(std::atol(pid.c_str()));
+  }
+  return 0;
+}
+
+// Whether someone else holds the journal's lock now (LOCK_SH fails only against an exclusive
+// holder, and two checks at once never fail each other). fd: the journal, opened O_RDONLY.
+bool held_now(int fd, std::chrono::milliseconds grace) {
+  if (flock_with_grace(fd, LOCK_SH, grace) == EWOULDBLOCK) return true;
+  ::flock(fd, LOCK_UN);
+  return false;
+}
+
+}  // namespace
+
+std::vector<ListedMount> gpucryptfs_mounts_of(const std::string& path) {
+  const std::string want = real_path(path);
+  std::vector<ListedMount> out;
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    // id parent major:minor root MOUNTPOINT options [optional fields] - FSTYPE SOURCE superoptions
+    const auto dash = line.find(" - ");
+    if (dash == std::string::npos) continue;
+    std::istringstream head(line.substr(0, dash)), tail(line.substr(dash + 3));
+    std::string id, parent, dev, root, mountpoint, options, fstype, source;
+    if (!(head >> id >> parent >> dev >> root >> mountpoint >> options) || !(tail >> fstype >> source)) continue;
+    if (fstype != "fuse.gpucryptfs" || unescape(source) != want) continue;
+    out.push_back({unescape(mountpoint), options == "ro" || options.starts_with("ro,")});
+  }
+  return out;
+}
+
+LockHolder vault_write_lock_holder(const std::string& cipherdir, std::chrono::milliseconds grace) {
+  LockHolder h;
+  UniqueFd dir(::open(cipherdir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!dir) return h;  // the checks that follow name the problem
+  // A journal that is not a regular file of CIPHERDIR holds no lock (the daemon reports it).
+  OpenResult j = open_beneath(dir.get(), kJournalFileName, FileType::Regular, O_RDONLY);
+  if (!j) return h;
+  const auto rw_mountpoint = [&] {
+    std::string mp;
+    for (const auto& m : gpucryptfs_mounts_of(cipherdir))
+      if (!m.read_only) mp = m.mountpoint;  // the newest
+    return mp;
+  };
+  if (!held_now(j.fd.get(), std::chrono::milliseconds(0))) return h;
+  h.mountpoint = rw_mountpoint();
+  // Held, and no mount to show for it: most often a daemon still exiting after its unmount.
+  if (h.mountpoint.empty() && !held_now(j.fd.get(), grace)) return h;
+  h.held = true;
+  struct stat st {};
+  if (::fstat(j.fd.get(), &st) == 0) h.pid = flock_holder(st.st_dev, st.st_ino);
+  return h;
+}
+
+std::string vault_in_use_message(const std::string& cipherdir, const LockHolder& h) {
+  const std::string pid = h.pid > 0 ? " (pid " + std::to_string(h.pid) + ")" : "";
+  if (!h.mountpoint.empty())
+    return cipherdir + " is already mounted read-write on " + h.mountpoint +
+           " (one read-write mount per vault: unmount it with 'fusermount3 -u " + h.mountpoint +
+           "', or add --read-only to mount it beside)";
+  return cipherdir + " is in use by another gpucryptfs process" + pid +
+         " that holds its crash journal, mounted where this machine does not list it (another mount namespace "
+         "or machine); one read-write mount per vault: add --read-only to mount it beside";
+}
+
+void refuse_second_read_write_mount(const std::string& cipherdir) {
+  const LockHolder h = vault_write_lock_holder(cipherdir, kLockGrace);
+  if (h.held) throw CodedError(kExitVaultInUse, vault_in_use_message(cipherdir, h));
+}
+
+void refuse_mounted_volume(const std::string& container, bool read_only) {
+  const OpenResult c = open_regular(container, O_RDONLY);
+  if (!c) return;  // the checks that follow name the problem
+  const int e = flock_with_grace(c.fd.get(), read_only ? LOCK_SH : LOCK_EX, std::chrono::milliseconds(0));
+  if (e != EWOULDBLOCK) return;  // free (released again when c closes), or no flock here: the daemon says
+  const auto mounts = gpucryptfs_mounts_of(container);
+  if (mounts.empty()) return;  // a daemon still exiting: the new one waits for it
+  const std::string& mp = mounts.back().mountpoint;
+  throw CodedError(kExitVaultInUse, container + " is already mounted on " + mp +
+                                        " (a volume is mounted once at a time; unmount it with 'fusermount3 -u " + mp + "')");
+}
+
+}  // namespace gcfs::cli
