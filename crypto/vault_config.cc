@@ -118,10 +118,13 @@ bool valid_chunk_size(std::uint64_t n) {
 std::string VaultConfig::authenticated_fields() const { return public_fields(*this).dump(); }
 
 VaultConfig VaultConfig::create(std::string_view password, std::uint32_t chunk_size, const ScryptParams& params,
-                                VaultKind kind, SecretBytes* master_out) {
+                                VaultKind kind, SecretBytes* master_out, int format) {
   if (!valid_chunk_size(chunk_size))
     throw UserError("chunk size must be a power of two from 4096 to 1048576 bytes, got " + std::to_string(chunk_size));
-  VaultConfig c = defaults(chunk_size, kind);
+  if (format < 1 || format > kMaxFormatVersion || (kind == VaultKind::Volume && format != 1))
+    throw UserError("format " + std::to_string(format) + " is not one this gpucryptfs creates" +
+                    (kind == VaultKind::Volume ? " for a volume (volumes are format 1)" : ""));
+  VaultConfig c = defaults(chunk_size, kind, format);
   c.scrypt = params;
   SecretBytes master(kMasterKeyBytes);
   random_bytes(master);
@@ -130,8 +133,9 @@ VaultConfig VaultConfig::create(std::string_view password, std::uint32_t chunk_s
   return c;
 }
 
-VaultConfig VaultConfig::defaults(std::uint32_t chunk_size, VaultKind kind) {
+VaultConfig VaultConfig::defaults(std::uint32_t chunk_size, VaultKind kind, int format) {
   VaultConfig c;
+  c.version = format;
   c.kind = kind;
   c.chunk_size = chunk_size;
   c.features = kFeatures;
@@ -182,12 +186,16 @@ VaultConfig VaultConfig::from_json(std::string_view text) {
   try {
     if (j.value("format", "") != "gpucryptfs") throw CorruptData("the config file is not a gpucryptfs config");
     const std::int64_t version = integer_field(j, "version");
-    if (version != kFormatVersion)
-      throw UserError("the config has format version " + std::to_string(version) + "; this gpucryptfs reads version " +
-                      std::to_string(kFormatVersion) + " only (a newer gpucryptfs may be needed)");
+    if (version < 1 || version > kMaxFormatVersion)
+      throw UserError("the config has format version " + std::to_string(version) + "; this gpucryptfs reads versions 1 to " +
+                      std::to_string(kMaxFormatVersion) + " only (a newer gpucryptfs may be needed)");
+    c.version = static_cast<int>(version);
     const std::string kind = string_field(j, "kind");
     if (kind == "volume") c.kind = VaultKind::Volume;
     else if (kind != "directory") throw CorruptData("config field 'kind' is '" + kind + "'");
+    if (c.kind == VaultKind::Volume && c.version != 1)
+      throw UserError("the config is a format " + std::to_string(c.version) +
+                      " volume; volumes are format 1 only (a newer gpucryptfs may be needed)");
     c.cipher = string_field(j, "cipher");
     if (c.cipher != "AES-256-GCM") throw CorruptData("unsupported cipher '" + c.cipher + "' in config");
     const std::int64_t chunk = integer_field(j, "chunk_size");

@@ -17,7 +17,13 @@
 
 namespace gcfs {
 
+// Format versions (docs/FORMAT.md); every version from 1 to kMaxFormatVersion is read. Version 2
+// (directory vaults only) stores chunk data at 4 KiB-aligned offsets; its config is the same JSON
+// with "version": 2. kFormatVersion is version 1: volumes, reverse views and every vault made
+// before version 2 existed. `init` makes kDefaultDirectoryFormat unless told otherwise.
 constexpr int kFormatVersion = 1;
+constexpr int kDefaultDirectoryFormat = 2;
+constexpr int kMaxFormatVersion = 2;
 // Volumes: one key for the whole container, whose nonce budget counts chunk writes (FORMAT.md).
 constexpr std::uint32_t kDefaultChunkSize = 64 * 1024;
 // Directory vaults: what `init` chooses. 4 KiB, the page size, by measurement (docs/BENCHMARKS.md,
@@ -71,12 +77,13 @@ struct VaultConfig {
   // A new config with a fresh random master key, wrapped under password. Returns the master key
   // too, so the caller can go on without running scrypt a second time.
   static VaultConfig create(std::string_view password, std::uint32_t chunk_size, const ScryptParams& scrypt,
-                            VaultKind kind, SecretBytes* master_out = nullptr);
+                            VaultKind kind, SecretBytes* master_out = nullptr, int format = kFormatVersion);
 
   // The parameters a new config of this kind and chunk size has (format version, cipher, features,
   // the default scrypt cost), without a key: what a mount with the master key and no config file
   // assumes, and what rewrap() then completes into a config (passwd --masterkey).
-  static VaultConfig defaults(std::uint32_t chunk_size, VaultKind kind);
+  // format: the content format version (a lost config's is read from the files' headers).
+  static VaultConfig defaults(std::uint32_t chunk_size, VaultKind kind, int format = kFormatVersion);
 
   // Throws WrongPassword when the wrap does not open, and ExpensiveKdf (before running scrypt)
   // when the cost is above what init creates and policy does not allow it.

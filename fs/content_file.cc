@@ -5,12 +5,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <vector>
 
 #include "crypto/random.h"
 #include "fs/chunk_auth.h"
+#include "fs/chunk_io.h"
 #include "fs/log.h"
 
 namespace gcfs {
@@ -27,7 +29,7 @@ HostBuffer& scratch(ChunkEngine& engine, int which, std::size_t n) {
     const ChunkEngine* owner = nullptr;
     HostBuffer buf;
   };
-  thread_local Slot bufs[3];
+  thread_local Slot bufs[3];  // 0: ciphertext read, 1: plaintext, 2: ciphertext sealed
   auto& s = bufs[which];
   if (s.owner != &engine || s.buf.size() < n) {
     std::size_t size = std::size_t{64} << 10;
@@ -76,8 +78,77 @@ ssize_t pwrite_full(int fd, const void* buf, std::size_t len, std::uint64_t off)
 }
 
 ContentFile::ContentFile(int fd, const ChunkLayout& layout, ChunkEngine& engine, const KeyRing& keys, std::string label,
-                         ChunkJournal* journal)
-    : fd_(fd), layout_(layout), engine_(engine), keys_(keys), label_(std::move(label)), journal_(journal) {}
+                         ChunkJournal* journal, BackingIo* io)
+    : fd_(fd),
+      io_(layout.aligned() ? io : nullptr),  // format 1's chunks are not aligned: always buffered
+      layout_(layout),
+      engine_(engine),
+      keys_(keys),
+      label_(std::move(label)),
+      journal_(journal) {}
+
+ContentFile::~ContentFile() {
+  for (int d : direct_fds_) ::close(d);
+}
+
+void ContentFile::set_fd(int fd) {
+  std::lock_guard lk(direct_mu_);
+  fd_.store(fd);
+  direct_fd_.store(-2);  // reopened from the new descriptor, with its access mode, when next used
+}
+
+int ContentFile::direct_fd() {
+  if (!io_ || !io_->want_direct()) return -1;
+  const int d = direct_fd_.load(std::memory_order_acquire);
+  if (d != -2) return d;
+  std::lock_guard lk(direct_mu_);
+  if (direct_fd_.load() == -2) {
+    const int nd = io_->open_direct(fd_.load(), label_);
+    if (nd >= 0) direct_fds_.push_back(nd);
+    direct_fd_.store(nd < 0 ? -1 : nd, std::memory_order_release);
+  }
+  return direct_fd_.load();
+}
+
+namespace {
+constexpr std::uint64_t kDirectAlign = kV2BlockBytes;
+bool direct_aligned(const void* p, std::uint64_t off) {
+  return reinterpret_cast<std::uintptr_t>(p) % kDirectAlign == 0 && off % kDirectAlign == 0;
+}
+}  // namespace
+
+ssize_t ContentFile::pread_data(std::uint8_t* buf, std::size_t len, std::size_t room, std::uint64_t off) {
+  const std::size_t rounded = (len + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
+  if (const int d = direct_fd(); d >= 0 && rounded <= room && direct_aligned(buf, off)) {
+    // The last block may be partial: reading it whole stops at the end of the file.
+    const ssize_t n = pread_full(d, buf, rounded, off);
+    if (n >= 0) return std::min<ssize_t>(n, static_cast<ssize_t>(len));
+    if (n != -EINVAL) return n;
+    io_->fall_back(label_ + ": an O_DIRECT read failed with EINVAL");
+  }
+  return pread_full(fd(), buf, len, off);
+}
+
+ssize_t ContentFile::pwrite_data(const std::uint8_t* buf, std::size_t len, std::uint64_t off) {
+  std::size_t whole = 0;
+  if (const int d = direct_fd(); d >= 0 && direct_aligned(buf, off)) {
+    // Whole blocks with O_DIRECT; a partial last block (the file's short last chunk) cannot be
+    // written so without padding the file past its size, so it goes through the page cache.
+    whole = len / kDirectAlign * kDirectAlign;
+    if (whole > 0) {
+      const ssize_t w = pwrite_full(d, buf, whole, off);
+      if (w == -EINVAL) {
+        io_->fall_back(label_ + ": an O_DIRECT write failed with EINVAL");
+        whole = 0;
+      } else if (w < 0) {
+        return w;
+      }
+    }
+  }
+  if (whole == len) return static_cast<ssize_t>(len);
+  const ssize_t w = pwrite_full(fd(), buf + whole, len - whole, off + whole);
+  return w < 0 ? w : static_cast<ssize_t>(len);
+}
 
 void ContentFile::mark_durable() {
   std::shared_lock lk(size_mu_);
@@ -153,7 +224,7 @@ int ContentFile::ensure_header_locked(bool create) {
   // (and so its key and chunk AADs), which the gocryptfs audit calls file ID poisoning.
   if (create && (n == 0 || (size_valid_ && size_ == 0))) {
     FileHeader h = FileHeader::random();
-    auto enc = h.encode();
+    auto enc = h.encode(static_cast<std::uint16_t>(layout_.format()));
     ssize_t w = pwrite_full(fd(), enc.data(), enc.size(), layout_.base_offset());
     if (w < 0) {
       (void)::ftruncate(fd(), static_cast<off_t>(layout_.base_offset()));  // an empty stream, never a torn header
@@ -162,8 +233,10 @@ int ContentFile::ensure_header_locked(bool create) {
     header_ = h;
   } else {
     if (static_cast<std::size_t>(n) < raw.size()) return corrupt("file header is truncated");
-    auto h = FileHeader::decode(raw);
-    if (!h) return corrupt("file header is not a gpucryptfs header (wrong magic or version)");
+    auto h = FileHeader::decode(raw, static_cast<std::uint16_t>(layout_.format()));
+    if (!h)
+      return corrupt("file header is not a gpucryptfs version " + std::to_string(layout_.format()) +
+                     " header (wrong magic or version)");
     header_ = *h;
   }
   key_ = keys_.content_key(header_->id);
@@ -171,6 +244,7 @@ int ContentFile::ensure_header_locked(bool create) {
 }
 
 int ContentFile::open_chunks_locked(ChunkRange r, std::uint8_t* out, CipherSeen* seen) {
+  if (layout_.aligned()) return open_chunks_v2_locked(r, out, seen);
   const std::uint64_t C = layout_.chunk_size();
   const std::uint64_t D = layout_.disk_chunk_size();
   const std::uint64_t disk_begin = layout_.disk_offset(r.first);
@@ -269,6 +343,7 @@ int ContentFile::seal_and_write_locked(ChunkRange r, const std::uint8_t* plain, 
 
 int ContentFile::seal_and_write_locked(ChunkRange r, const std::uint8_t* const* plains, std::uint64_t new_size,
                                        const CipherSeen* seen) {
+  if (layout_.aligned()) return seal_and_write_v2_locked(r, plains, new_size, seen);
   const std::uint64_t D = layout_.disk_chunk_size();
   int hr = ensure_header_locked(true);
   if (hr < 0) return hr;
@@ -353,6 +428,203 @@ int ContentFile::seal_and_write_locked(ChunkRange r, const std::uint8_t* const* 
   return 0;
 }
 
+int ContentFile::read_v2_locked(ChunkRange r, std::uint8_t* data, std::size_t room, std::uint8_t* meta) {
+  const std::uint64_t C = layout_.chunk_size();
+  if (layout_.is_inline(size_)) {
+    // One chunk, its entry and its ciphertext in the header block: one read.
+    std::array<std::uint8_t, kV2BlockBytes> block;
+    const std::uint64_t from = layout_.nonce_offset(0), to = layout_.data_offset(0, size_) + size_;
+    const ssize_t n = pread_full(fd(), block.data(), to - from, from);
+    if (n < 0) return static_cast<int>(n);
+    if (static_cast<std::uint64_t>(n) != to - from)
+      return corrupt("file is shorter than its size says (truncated underneath the mount?)");
+    std::memcpy(meta, block.data(), kChunkOverhead);
+    std::memcpy(data, block.data() + (to - from - size_), size_);
+    return 0;
+  }
+  for (std::uint64_t a = r.first; a <= r.last;) {
+    // A group at a time: its entries in one read, its chunks' ciphertext in another.
+    const std::uint64_t b = std::min(r.last, (layout_.group_of(a) + 1) * kV2ChunksPerGroup - 1);
+    const std::uint64_t n = b - a + 1;
+    ssize_t got = pread_full(fd(), meta + (a - r.first) * kChunkOverhead, n * kChunkOverhead, layout_.nonce_offset(a));
+    if (got < 0) return static_cast<int>(got);
+    if (static_cast<std::uint64_t>(got) != n * kChunkOverhead)
+      return corrupt("file is shorter than its size says (truncated underneath the mount?)");
+    const std::uint64_t len = (n - 1) * C + layout_.chunk_plain_len(b, size_);
+    const std::size_t at = (a - r.first) * C;
+    got = pread_data(data + at, len, room - at, layout_.data_offset(a, size_));
+    if (got < 0) return static_cast<int>(got);
+    if (static_cast<std::uint64_t>(got) != len)
+      return corrupt("file is shorter than its size says (truncated underneath the mount?)");
+    a = b + 1;
+  }
+  return 0;
+}
+
+int ContentFile::open_chunks_v2_locked(ChunkRange r, std::uint8_t* out, CipherSeen* seen) {
+  const std::uint64_t C = layout_.chunk_size();
+  if (r.last >= layout_.chunk_count(size_)) return corrupt("internal: read past the end of the file");
+  auto& ct = scratch(engine_, 0, r.count() * C);
+  thread_local std::vector<std::uint8_t> entries;  // valid, like ct, until this thread's next open
+  entries.resize(r.count() * kChunkOverhead);
+  if (int rc = read_v2_locked(r, ct.data(), ct.size(), entries.data()); rc < 0) return rc;
+  const std::uint64_t data_len = (r.count() - 1) * C + layout_.chunk_plain_len(r.last, size_);
+  if (seen) *seen = CipherSeen{r, ct.data(), data_len, false, entries.data()};
+
+  int hr = ensure_header_locked(false);
+  if (hr < 0) return hr;
+
+  std::vector<ChunkOp> ops;
+  std::vector<std::array<std::uint8_t, kChunkAadBytes>> aads;
+  ops.reserve(r.count());
+  aads.reserve(r.count());
+  for (std::uint64_t k = r.first; k <= r.last; ++k) {
+    const std::uint64_t plen = layout_.chunk_plain_len(k, size_);
+    std::uint8_t* dst = out + (k - r.first) * C;
+    const std::uint8_t* src = ct.data() + (k - r.first) * C;
+    const std::uint8_t* entry = entries.data() + (k - r.first) * kChunkOverhead;
+    // A hole: ciphertext all zeros (never written, punched, or grown into by a truncation),
+    // whatever the entry holds (entries of chunks cut off or punched stay behind), unless the
+    // chunk is shorter than kV2HoleMinBytes: then its entry must be zero too.
+    if (v2_is_hole(all_zero(src, plen), plen, all_zero(entry, kChunkOverhead))) {
+      if (seen) seen->hole = true;
+      std::memset(dst, 0, plen);
+      continue;
+    }
+    aads.push_back(chunk_aad(header_->id, k));
+    ChunkOp op;
+    op.key = &key_;
+    std::copy(entry, entry + kChunkNonceOnDisk, op.nonce.begin());
+    op.aad = aads.back().data();
+    op.aad_len = kChunkAadBytes;
+    op.in = src;
+    op.out = dst;
+    op.len = plen;
+    std::copy(entry + kChunkNonceOnDisk, entry + kChunkOverhead, op.tag.begin());
+    ops.push_back(op);
+  }
+  if (!ops.empty()) engine_.open(ops);
+  int result = 0;
+  for (const auto& op : ops) {
+    if (!op.ok) {
+      const std::uint64_t k = r.first + static_cast<std::uint64_t>(op.out - out) / C;
+      result = corrupt("chunk " + std::to_string(k) + " (plaintext bytes " + std::to_string(k * C) + ".." +
+                       std::to_string(k * C + op.len) + ") failed authentication: tampered or damaged");
+    }
+  }
+  return result;
+}
+
+int ContentFile::seal_and_write_v2_locked(ChunkRange r, const std::uint8_t* const* plains, std::uint64_t new_size,
+                                          const CipherSeen* seen) {
+  const std::uint64_t C = layout_.chunk_size();
+  int hr = ensure_header_locked(true);
+  if (hr < 0) return hr;
+
+  const std::uint64_t n = r.count();
+  auto& ct = scratch(engine_, 2, n * C);
+  thread_local std::vector<std::uint8_t> entries;
+  entries.resize(n * kChunkOverhead);
+  std::vector<ChunkOp> ops(n);
+  std::vector<std::array<std::uint8_t, kChunkAadBytes>> aads(n);
+  std::vector<std::uint8_t> nonces(n * kChunkNonceOnDisk);
+  random_bytes(nonces);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const std::uint64_t k = r.first + i;
+    aads[i] = chunk_aad(header_->id, k);
+    ChunkOp& op = ops[i];
+    op.key = &key_;
+    std::copy_n(nonces.data() + i * kChunkNonceOnDisk, kChunkNonceOnDisk, op.nonce.begin());
+    op.aad = aads[i].data();
+    op.aad_len = kChunkAadBytes;
+    op.in = plains[i];
+    op.len = layout_.chunk_plain_len(k, new_size);
+    op.out = ct.data() + i * C;  // each chunk's ciphertext where an aligned write takes it from
+  }
+  engine_.seal(ops);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    std::uint8_t* e = entries.data() + i * kChunkOverhead;
+    std::copy(ops[i].nonce.begin(), ops[i].nonce.end(), e);
+    std::copy(ops[i].tag.begin(), ops[i].tag.end(), e + kChunkNonceOnDisk);
+  }
+
+  const std::uint64_t old_cipher = layout_.base_offset() + layout_.cipher_size(size_);
+  const std::uint64_t last_len = layout_.chunk_plain_len(r.last, new_size);
+  const std::uint64_t write_end = layout_.data_offset(r.last, new_size) + last_len;
+  const bool extends = write_end > old_cipher;
+  // Nothing that exists is touched: every chunk written lies past the old last chunk. (Chunk 0
+  // of an inline file moving to its aligned place is not such a write: its entry is rewritten.)
+  const bool pure_append = r.first >= layout_.chunk_count(size_);
+  ChunkJournal::Pending pending;
+  const std::uint8_t* pre_image = nullptr;
+  std::size_t pre_len = 0;
+  std::uint64_t pre_first = 0;
+  if (int prc = protect_locked(r, std::max(old_cipher, write_end), seen, &pending, &pre_image, &pre_len, &pre_first);
+      prc < 0)
+    return prc;
+  const bool inside_old = write_end <= old_cipher && !(layout_.is_inline(size_) != layout_.is_inline(new_size));
+  const bool seen_whole = seen && !seen->hole && seen->range.first == r.first && seen->range.last == r.last;
+  const bool journaled_whole = pre_image && pre_first == r.first &&
+                               pre_len == chunk_forms_bytes(layout_, r.first, r.last, new_size) &&
+                               !any_chunk_is_hole(pre_image, pre_len, C + kChunkOverhead);
+  // The groups the write touches, each as [a, b]: its entries are one run in its metadata block,
+  // its ciphertext one run of aligned blocks (an inline file: entry and ciphertext in block 0).
+  struct Part {
+    std::uint64_t a, b;
+  };
+  std::vector<Part> parts;
+  for (std::uint64_t a = r.first; a <= r.last;) {
+    const std::uint64_t b = std::min(r.last, (layout_.group_of(a) + 1) * kV2ChunksPerGroup - 1);
+    parts.push_back({a, b});
+    a = b + 1;
+  }
+  const auto data_len = [&](const Part& p) { return (p.b - p.a) * C + layout_.chunk_plain_len(p.b, new_size); };
+  if (!pure_append && !(inside_old && (seen_whole || journaled_whole))) {
+    // Reserve first, as format 1 does (see there): a full disk fails here, before anything changed.
+    for (const Part& p : parts) {
+      const std::uint64_t eo = layout_.nonce_offset(p.a), el = (p.b - p.a + 1) * kChunkOverhead;
+      const std::uint64_t d0 = layout_.data_offset(p.a, new_size);
+      if ((::fallocate(fd(), FALLOC_FL_KEEP_SIZE, static_cast<off_t>(eo), static_cast<off_t>(el)) != 0 ||
+           ::fallocate(fd(), FALLOC_FL_KEEP_SIZE, static_cast<off_t>(d0), static_cast<off_t>(data_len(p))) != 0) &&
+          (errno == ENOSPC || errno == EDQUOT || errno == EFBIG)) {
+        const int err = errno;
+        log::warning(label_ + (err == EFBIG ? ": write refused: file too large" : ": write refused: disk full"));
+        return -err;
+      }
+    }
+  }
+  // Entries first, then ciphertext: a growing write cut short between them leaves the file
+  // ending where it did (or inside a new metadata block, which reads as the whole chunks before
+  // it), never with new chunks whose entries are missing. A rewrite cut short fails
+  // authentication either way; the crash journal holds its pre-image.
+  ssize_t w = 0;
+  if (layout_.is_inline(new_size)) {
+    // One write: entry, the gap before the inline offset (zeros), ciphertext.
+    std::array<std::uint8_t, kV2BlockBytes> block{};
+    const std::uint64_t from = layout_.nonce_offset(0), data_at = layout_.data_offset(0, new_size) - from;
+    std::memcpy(block.data(), entries.data(), kChunkOverhead);
+    std::memcpy(block.data() + data_at, ct.data(), last_len);
+    w = pwrite_full(fd(), block.data(), data_at + last_len, from);
+  } else {
+    for (const Part& p : parts) {
+      w = pwrite_full(fd(), entries.data() + (p.a - r.first) * kChunkOverhead, (p.b - p.a + 1) * kChunkOverhead,
+                      layout_.nonce_offset(p.a));
+      if (w < 0) break;
+    }
+    for (std::size_t i = 0; w >= 0 && i < parts.size(); ++i)
+      w = pwrite_data(ct.data() + (parts[i].a - r.first) * C, data_len(parts[i]), layout_.data_offset(parts[i].a, new_size));
+  }
+  if (w < 0) {
+    // Part of the write may have landed: put back the chunks it protected, at their old places.
+    if (pre_image) (void)write_chunk_forms(fd(), layout_, pre_first, size_, pre_image, pre_len);
+    if (extends)
+      (void)::ftruncate(fd(), static_cast<off_t>(std::max(old_cipher, layout_.base_offset() + kFileHeaderBytes)));
+    if (w == -ENOSPC || w == -EDQUOT) log::warning(label_ + ": write failed: disk full");
+    return static_cast<int>(w);
+  }
+  return 0;
+}
+
 std::string ContentFile::path_hint() {
   const std::uint64_t epoch = journal_->names_epoch();  // before reading the link: a rename after it bumps
   {
@@ -378,10 +650,40 @@ int ContentFile::protect_locked(ChunkRange r, std::uint64_t new_cipher, const Ci
   const std::uint64_t limit = std::min(durable_size_.load(), size_);
   if (r.first * C >= limit) return 0;
   const ChunkRange run{r.first, std::min(r.last, (limit - 1) / C)};
-  const std::uint64_t begin = layout_.disk_offset(run.first);
-  const std::uint64_t end = layout_.disk_offset(run.last) + layout_.chunk_plain_len(run.last, size_) + kChunkOverhead;
+  const std::uint64_t begin = layout_.aligned() ? 0 : layout_.disk_offset(run.first);
+  const std::uint64_t end = layout_.aligned() ? chunk_forms_bytes(layout_, run.first, run.last, size_)
+                                              : layout_.disk_offset(run.last) +
+                                                    layout_.chunk_plain_len(run.last, size_) + kChunkOverhead;
   const std::uint8_t* bytes;
-  if (seen && seen->range.first == run.first && seen->range.last == run.last && seen->len == end - begin) {
+  if (layout_.aligned()) {
+    // The journal holds chunk forms (nonce | ciphertext | tag): gathered from what the caller
+    // just read when it read exactly these chunks, else from the file.
+    thread_local std::vector<std::uint8_t> forms;
+    forms.resize(end);
+    if (seen && seen->meta && seen->range.first == run.first && seen->range.last == run.last) {
+      std::uint64_t at = 0;
+      for (std::uint64_t k = run.first; k <= run.last; ++k) {
+        const std::uint64_t len = layout_.chunk_plain_len(k, size_);
+        const std::uint8_t* d = seen->data + (k - run.first) * C;
+        const std::uint8_t* e = seen->meta + (k - run.first) * kChunkOverhead;
+        std::uint8_t* f = forms.data() + at;
+        if (v2_is_hole(all_zero(d, len), len, all_zero(e, kChunkOverhead))) {
+          std::memset(f, 0, len + kChunkOverhead);
+        } else {
+          std::memcpy(f, e, kChunkNonceOnDisk);
+          std::memcpy(f + kChunkNonceOnDisk, d, len);
+          std::memcpy(f + kChunkNonceOnDisk + len, e + kChunkNonceOnDisk, kChunkTagOnDisk);
+        }
+        at += len + kChunkOverhead;
+      }
+    } else {
+      const ssize_t n = read_chunk_forms(fd(), layout_, run.first, run.last, size_, forms.data());
+      if (n < 0) return static_cast<int>(n);
+      if (static_cast<std::uint64_t>(n) != end)
+        return corrupt("file is shorter than its size says (truncated underneath the mount?)");
+    }
+    bytes = forms.data();
+  } else if (seen && seen->range.first == run.first && seen->range.last == run.last && seen->len == end - begin) {
     // The caller read these very bytes under the locks it still holds (a rewrite of part of a
     // chunk opens it first): they are what is on disk now.
     bytes = seen->data;
@@ -533,6 +835,12 @@ int ContentFile::truncate_locked(std::uint64_t new_size) {
     durable_size_.store(0);
     return 0;
   }
+  if (layout_.is_inline(new_size) && size_ > C) {
+    // Format 2, shrinking into an inline file: cut to chunk 0 alone first, so that the inline
+    // ciphertext, which lies where the entries of chunks 3 and up do, overwrites no entry of a
+    // chunk that is still there should the daemon die in between.
+    if (int rc = truncate_locked(C); rc < 0) return rc;
+  }
   auto& plain = scratch(engine_, 1, C);
   std::optional<std::uint64_t> resealed;  // the chunk already rewritten for the new size
   if (new_size < size_) {
@@ -564,6 +872,10 @@ int ContentFile::truncate_locked(std::uint64_t new_size) {
   // was resealed above; a file with a fragment ends at a chunk boundary, so none was.)
   if (new_size > size_) {
     if (int rc = drop_fragment_locked(); rc < 0) return rc;
+    // Format 2: a new last chunk shorter than kV2HoleMinBytes is a hole only with a zero entry,
+    // and its entry slot may hold what an earlier, longer file or a torn append left there.
+    const std::uint64_t last = (new_size - 1) / C;
+    if (int rc = zero_short_hole_entry_locked(last, new_size, size_ == 0 || last > (size_ - 1) / C); rc < 0) return rc;
   }
   if (::ftruncate(fd(), static_cast<off_t>(layout_.base_offset() + layout_.cipher_size(new_size))) != 0) {
     const int err = -errno;
@@ -584,7 +896,20 @@ int ContentFile::truncate_locked(std::uint64_t new_size) {
 
 int ContentFile::truncate(std::uint64_t new_size) {
   std::unique_lock lk(size_mu_);
-  if (int r = load_size_if_needed_locked(); r < 0) return r;
+  if (int r = load_size_if_needed_locked(); r < 0) {
+    // A file whose size is impossible (damage, or a torn write nothing could put back) can still
+    // be emptied: truncating to zero keeps none of its bytes, so nothing is lost by not reading
+    // them, and the file becomes usable again (O_TRUNC, `: > file`).
+    if (r != -EIO || new_size != 0) return r;
+    if (::ftruncate(fd(), static_cast<off_t>(layout_.base_offset())) != 0) return -errno;
+    std::lock_guard hl(header_mu_);
+    header_.reset();
+    size_ = 0;
+    size_valid_ = true;
+    fragment_ = 0;
+    durable_size_.store(0);
+    return 0;
+  }
   return truncate_locked(new_size);
 }
 
@@ -601,8 +926,17 @@ int ContentFile::allocate(std::uint64_t off, std::uint64_t len, bool keep_size) 
   // whole chunks, however few bytes it brings. The backing filesystem's reserved blocks read as
   // zeros, which is how a hole chunk reads.
   const ChunkRange r = layout_.chunks_for(off, len);
-  const std::uint64_t begin = r.first == 0 ? layout_.base_offset() : layout_.disk_offset(r.first);
-  const std::uint64_t end = layout_.disk_offset(r.last) + layout_.disk_chunk_size();
+  std::uint64_t begin, end;
+  if (layout_.aligned()) {
+    // Format 2: from the metadata block of the first chunk's group to the last chunk's aligned
+    // data block (an inline file's chunk too, should it grow out of block 0), in one range; it
+    // may reserve some chunks before the first of its group, which then read as holes still.
+    begin = layout_.meta_block_offset(layout_.group_of(r.first));
+    end = layout_.data_offset(r.last, ~std::uint64_t{0}) + layout_.chunk_size();
+  } else {
+    begin = r.first == 0 ? layout_.base_offset() : layout_.disk_offset(r.first);
+    end = layout_.disk_offset(r.last) + layout_.disk_chunk_size();
+  }
   if (::fallocate(fd(), FALLOC_FL_KEEP_SIZE, static_cast<off_t>(begin), static_cast<off_t>(end - begin)) != 0) {
     const int err = errno;
     if (err == ENOSPC || err == EDQUOT) {
@@ -638,6 +972,17 @@ int ContentFile::punch_disk_range_locked(std::uint64_t disk_off, std::uint64_t d
   return 0;
 }
 
+int ContentFile::zero_short_hole_entry_locked(std::uint64_t chunk, std::uint64_t plain_size, bool is_new) {
+  if (!layout_.aligned() || !is_new || layout_.chunk_plain_len(chunk, plain_size) >= kV2HoleMinBytes) return 0;
+  // Beyond the end of the file the slot reads as zeros once the file is extended.
+  struct stat st {};
+  if (::fstat(fd(), &st) != 0) return -errno;
+  if (layout_.nonce_offset(chunk) >= static_cast<std::uint64_t>(st.st_size)) return 0;
+  const std::array<std::uint8_t, kChunkOverhead> zeros{};
+  const ssize_t w = pwrite_full(fd(), zeros.data(), zeros.size(), layout_.nonce_offset(chunk));
+  return w < 0 ? static_cast<int>(w) : 0;
+}
+
 int ContentFile::punch_hole(std::uint64_t off, std::uint64_t len) {
   std::unique_lock lk(size_mu_);
   if (int r = load_size_if_needed_locked(); r < 0) return r;
@@ -658,14 +1003,16 @@ int ContentFile::punch_hole(std::uint64_t off, std::uint64_t len) {
     const std::uint64_t cs = k * C, ce = std::min(size_, cs + C);
     const std::uint64_t zs = std::max(off, cs), ze = std::min(end, ce);
     if (zs == cs && ze == ce) {
-      // Whole chunk: all-zero bytes on disk read back as a hole.
-      const std::uint64_t b = layout_.disk_offset(k);
+      // Whole chunk: all-zero bytes on disk read back as a hole (format 2: its ciphertext; the
+      // entry stays behind and is ignored, but for a chunk shorter than kV2HoleMinBytes).
+      if (int rc = zero_short_hole_entry_locked(k, size_, true); rc < 0) return rc;
+      const std::uint64_t b = layout_.aligned() ? layout_.data_offset(k, size_) : layout_.disk_offset(k);
       if (b != run_end) {
         int rc = flush();
         if (rc < 0) return rc;
         run_begin = b;
       }
-      run_end = b + (ce - cs) + kChunkOverhead;
+      run_end = b + (ce - cs) + (layout_.aligned() ? 0 : kChunkOverhead);
       continue;
     }
     int rc = flush();

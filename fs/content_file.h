@@ -20,6 +20,7 @@
 
 #include "crypto/chunk_engine.h"
 #include "crypto/key_ring.h"
+#include "fs/backing_io.h"
 #include "fs/chunk_journal.h"
 #include "fs/chunk_layout.h"
 #include "fs/file_header.h"
@@ -33,14 +34,18 @@ class ContentFile {
   // owned. label: how the log names this file (its ciphertext path).
   // journal: where rewrites of chunks that may hold durable data write their pre-images first
   // (chunk_journal.h); null leaves rewrites unprotected against the daemon dying (volumes).
+  // io: whether chunk data goes through O_DIRECT (format 2 only; backing_io.h); null: buffered.
   ContentFile(int fd, const ChunkLayout& layout, ChunkEngine& engine, const KeyRing& keys, std::string label,
-              ChunkJournal* journal = nullptr);
+              ChunkJournal* journal = nullptr, BackingIo* io = nullptr);
+  ~ContentFile();
+  ContentFile(const ContentFile&) = delete;
+  ContentFile& operator=(const ContentFile&) = delete;
 
   // Re-reads the ciphertext size; call after the file was changed other than through this object.
   // Returns -EIO (logged) for an impossible size.
   int reload();
   // Swaps in another descriptor for the same file (a reopen with more access rights).
-  void set_fd(int fd) { fd_.store(fd); }
+  void set_fd(int fd);
   int fd() const { return fd_.load(); }
 
   // Negative errno on failure. -EIO if the file's size or header is corrupt.
@@ -94,6 +99,9 @@ class ContentFile {
     const std::uint8_t* data = nullptr;
     std::size_t len = 0;
     bool hole = false;  // some chunk of it read as a hole (all zeros: no blocks, or punched)
+    // Format 2: data holds the chunks' ciphertext (chunk i at i * C, len bytes in all), meta
+    // their entries (nonce | tag, 28 bytes each).
+    const std::uint8_t* meta = nullptr;
   };
   // Opens chunks [first, last] of the current size into out (chunk-aligned, count * C bytes);
   // *seen (optional) says where their ciphertext lies until the next open_chunks_locked.
@@ -116,6 +124,22 @@ class ContentFile {
   // Makes a disk range read as zeros, by punching it or, where that is unsupported, writing zeros.
   int punch_disk_range_locked(std::uint64_t disk_off, std::uint64_t disk_len);
   int corrupt(const std::string& what);
+  // Format 2's halves of open_chunks_locked and seal_and_write_locked.
+  int open_chunks_v2_locked(ChunkRange r, std::uint8_t* out, CipherSeen* seen);
+  int seal_and_write_v2_locked(ChunkRange r, const std::uint8_t* const* plains, std::uint64_t new_size,
+                               const CipherSeen* seen);
+  // Format 2: reads chunks r of the current size, ciphertext to data (chunk i at i * C; room:
+  // the bytes data has, for O_DIRECT's rounding) and entries to meta (28 bytes each).
+  int read_v2_locked(ChunkRange r, std::uint8_t* data, std::size_t room, std::uint8_t* meta);
+  // Chunk data to and from the backing file: with O_DIRECT for the whole blocks when the vault
+  // uses it and offset and memory are aligned, else (and for a last partial block) buffered.
+  ssize_t pread_data(std::uint8_t* buf, std::size_t len, std::size_t room, std::uint64_t off);
+  ssize_t pwrite_data(const std::uint8_t* buf, std::size_t len, std::uint64_t off);
+  // Format 2: zeros the entry of chunk k of a file of plain_size bytes when the chunk is a new
+  // hole (is_new) shorter than kV2HoleMinBytes, which reads as a hole only with a zero entry.
+  int zero_short_hole_entry_locked(std::uint64_t chunk, std::uint64_t plain_size, bool is_new);
+  // The O_DIRECT descriptor of this file, opened on first use; -1 when there is none.
+  int direct_fd();
   // Journals the pre-image of the chunks of r that may hold durable data (a contiguous run at the
   // start of r) before seal_and_write_locked overwrites them. 0, or -errno from reading them;
   // a journal that cannot take the record leaves the write unprotected (logged).
@@ -132,6 +156,12 @@ class ContentFile {
   std::uint64_t hint_epoch_ = ~std::uint64_t{0};
 
   std::atomic<int> fd_;
+  BackingIo* io_;
+  // -2: not opened yet (or fd_ changed since); -1: none. Descriptors are closed with the object
+  // only, since a request may still be using one when set_fd replaces it.
+  std::atomic<int> direct_fd_{-2};
+  std::mutex direct_mu_;
+  std::vector<int> direct_fds_;
   const ChunkLayout& layout_;
   ChunkEngine& engine_;
   const KeyRing& keys_;

@@ -15,19 +15,19 @@ FileHeader FileHeader::random() {
   return h;
 }
 
-std::array<std::uint8_t, kFileHeaderBytes> FileHeader::encode() const {
+std::array<std::uint8_t, kFileHeaderBytes> FileHeader::encode(std::uint16_t version) const {
   std::array<std::uint8_t, kFileHeaderBytes> out{};
   std::copy(kMagic.begin(), kMagic.end(), out.begin());
-  out[4] = kFileHeaderVersion >> 8;
-  out[5] = kFileHeaderVersion & 0xff;
+  out[4] = static_cast<std::uint8_t>(version >> 8);
+  out[5] = static_cast<std::uint8_t>(version & 0xff);
   std::copy(id.begin(), id.end(), out.begin() + 8);
   return out;
 }
 
-std::optional<FileHeader> FileHeader::decode(std::span<const std::uint8_t> b) {
+std::optional<FileHeader> FileHeader::decode(std::span<const std::uint8_t> b, std::uint16_t version) {
   if (b.size() < kFileHeaderBytes) return std::nullopt;
   if (!std::equal(kMagic.begin(), kMagic.end(), b.begin())) return std::nullopt;
-  if (b[4] != (kFileHeaderVersion >> 8) || b[5] != (kFileHeaderVersion & 0xff)) return std::nullopt;
+  if (b[4] != (version >> 8) || b[5] != (version & 0xff)) return std::nullopt;
   if (b[6] != 0 || b[7] != 0) return std::nullopt;
   FileHeader h;
   std::copy(b.begin() + 8, b.begin() + 24, h.id.begin());

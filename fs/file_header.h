@@ -1,5 +1,6 @@
 // The 24 bytes at the start of every non-empty ciphertext file:
 //   magic "GCFS" (4) | version, big-endian (2) | reserved, zero (2) | file ID (16)
+// (in format 2 they open the file's first metadata block).
 // The random file ID selects the file's content key and is bound into every chunk's AAD, so a
 // chunk copied into another file, or a header swapped between files, fails authentication.
 #pragma once
@@ -14,15 +15,18 @@
 
 namespace gcfs {
 
+// The header's version is the vault's content format (chunk_layout.h): 1 or 2.
 constexpr std::uint16_t kFileHeaderVersion = 1;
 
 struct FileHeader {
   FileId id{};
 
   static FileHeader random();
-  std::array<std::uint8_t, kFileHeaderBytes> encode() const;
-  // nullopt for a wrong magic, version or reserved field.
-  static std::optional<FileHeader> decode(std::span<const std::uint8_t> bytes);
+  std::array<std::uint8_t, kFileHeaderBytes> encode(std::uint16_t version = kFileHeaderVersion) const;
+  // nullopt for a wrong magic, reserved field, or a version other than the one asked for: a
+  // vault's files all have its format.
+  static std::optional<FileHeader> decode(std::span<const std::uint8_t> bytes,
+                                          std::uint16_t version = kFileHeaderVersion);
 };
 
 // The AAD of chunk k of a file: file ID || big-endian 64-bit k.

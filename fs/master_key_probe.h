@@ -30,6 +30,9 @@ struct MasterKeyProbe {
   std::vector<std::uint32_t> chunk_sizes;
   // Whether chunk_sizes is one size pinned by a file of more than one chunk.
   bool chunk_size_pinned = false;
+  // Content files sampled whose header says format 1 or 2 (docs/FORMAT.md): a vault's files all
+  // have its format, which a lost config took with it too.
+  std::size_t format1_files = 0, format2_files = 0;
 
   // The key opened something and nothing contradicts it.
   bool key_fits() const { return (names_ok || files_ok) && !(names_bad && !names_ok) && !(files_bad && !files_ok); }

@@ -37,9 +37,9 @@ std::string config_path(const std::string& cipherdir) { return cipherdir + "/" +
 
 void Vault::create(const std::string& cipherdir, std::string_view password, std::uint32_t chunk_size,
                    const ScryptParams& scrypt, SecretBytes* master_out, const std::string& config_dir,
-                   const std::string& config_name) {
+                   const std::string& config_name, int format) {
   require_empty_dir(cipherdir);
-  VaultConfig cfg = VaultConfig::create(password, chunk_size, scrypt, VaultKind::Directory, master_out);
+  VaultConfig cfg = VaultConfig::create(password, chunk_size, scrypt, VaultKind::Directory, master_out, format);
   UniqueFd dir(::open(cipherdir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!dir) throw UserError("cannot open " + cipherdir + ": " + std::strerror(errno));
   // The dir IV first: a vault whose config exists is complete.
@@ -113,11 +113,35 @@ std::size_t Vault::open_journal(ChunkEngine& engine) {
   return restored;
 }
 
+void Vault::set_backing_io(BackingIoMode mode) {
+  backing_io_ = std::make_unique<BackingIo>(mode);
+  if (mode == BackingIoMode::Buffered) return;
+  if (!layout_.aligned()) {
+    // Format 1's chunk data is not aligned to blocks: O_DIRECT cannot carry it.
+    if (mode == BackingIoMode::Direct)
+      throw UserError("--backing-io direct needs a format 2 vault; " + cipherdir_ + " is format " +
+                      std::to_string(config_.version) + " (use auto or buffered)");
+    log::info("backing I/O: buffered (format " + std::to_string(config_.version) + " vault: chunks are not aligned)");
+    backing_io_->disable();
+    return;
+  }
+  UniqueFd dir(::open(cipherdir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  const std::string why = dir ? BackingIo::probe(dir.get(), kConfigFileName)
+                              : "cannot open " + cipherdir_ + ": " + std::strerror(errno);
+  if (why.empty()) {
+    log::info(std::string("backing I/O: O_DIRECT (--backing-io ") + backing_io_mode_name(mode) + ")");
+    return;
+  }
+  if (mode == BackingIoMode::Direct)
+    throw UserError("--backing-io direct: " + cipherdir_ + " does not take O_DIRECT (" + why + ")");
+  backing_io_->fall_back(cipherdir_ + ": " + why);
+}
+
 Vault::Vault(std::string cipherdir, VaultConfig config, const SecretBytes& master)
     : cipherdir_(std::move(cipherdir)),
       config_(std::move(config)),
       keys_(master),
-      layout_(config_.chunk_size),
+      layout_(config_.chunk_size, 0, config_.version),
       names_(keys_) {}
 
 }  // namespace gcfs

@@ -12,6 +12,7 @@
 #include "crypto/errors.h"
 #include "crypto/key_ring.h"
 #include "crypto/vault_config.h"
+#include "fs/backing_io.h"
 #include "fs/chunk_journal.h"
 #include "fs/chunk_layout.h"
 #include "fs/name_mapping.h"
@@ -28,10 +29,12 @@ class Vault {
   // Writes a new config and the root directory IV into cipherdir, which must exist and be empty.
   // Throws UserError naming the problem.
   // master_out: the new master key, for `init` to print once. config_dir and config_name: where the
-  // config goes (init --config FILE); by default CIPHERDIR/gpucryptfs.conf.
+  // config goes (init --config FILE); by default CIPHERDIR/gpucryptfs.conf. format: the content
+  // format version (1 or 2; docs/FORMAT.md).
   static void create(const std::string& cipherdir, std::string_view password, std::uint32_t chunk_size,
                      const ScryptParams& scrypt, SecretBytes* master_out = nullptr,
-                     const std::string& config_dir = "", const std::string& config_name = kConfigFileName);
+                     const std::string& config_dir = "", const std::string& config_name = kConfigFileName,
+                     int format = kDefaultDirectoryFormat);
 
   // Reads cipherdir's config (fs/config_file.h: beneath CIPHERDIR, never through a link, never
   // blocking, at most a few KiB): NotAVault when it is missing, CorruptData when it is damaged or
@@ -59,6 +62,11 @@ class Vault {
   const VaultConfig& config() const { return config_; }
   const KeyRing& keys() const { return keys_; }
   const ChunkLayout& layout() const { return layout_; }
+  // Whether content files use O_DIRECT (format 2; mount's --backing-io). Buffered until set.
+  BackingIo& backing_io() const { return *backing_io_; }
+  // Chooses the backing I/O mode, checking that CIPHERDIR takes O_DIRECT: auto falls back to
+  // buffered with one log line saying why; direct throws UserError instead.
+  void set_backing_io(BackingIoMode mode);
   const NameMapping& names() const { return names_; }
 
   // For a read-write mount: restores the chunks that a daemon killed in the middle of a rewrite
@@ -82,6 +90,7 @@ class Vault {
   ChunkLayout layout_;
   NameMapping names_;
   std::unique_ptr<ChunkJournal> journal_;
+  std::unique_ptr<BackingIo> backing_io_ = std::make_unique<BackingIo>();
 };
 
 std::string config_path(const std::string& cipherdir);

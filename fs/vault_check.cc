@@ -20,6 +20,7 @@
 
 #include "crypto/base64url.h"
 #include "fs/chunk_auth.h"
+#include "fs/chunk_io.h"
 #include "fs/chunk_journal.h"
 #include "fs/content_file.h"
 #include "fs/dir_chain.h"
@@ -662,6 +663,22 @@ class Checker {
   // read (a 1 TiB sparse file is checked in one step). nchunks when only holes follow.
   std::uint64_t next_data_chunk(int fd, std::uint64_t first, std::uint64_t nchunks) const {
     const ChunkLayout& layout = vault_.layout();
+    if (layout.aligned()) {
+      // Format 2: the first chunk whose ciphertext block may hold data. A metadata block holds
+      // data (its entries) whenever its group was written, so data found there counts from the
+      // group's first chunk.
+      if (nchunks <= 1) return first;  // one chunk (perhaps inline, in block 0): just read it
+      const std::uint64_t from = layout.data_offset(first, ~std::uint64_t{0});
+      const off_t at = ::lseek(fd, static_cast<off_t>(from), SEEK_DATA);
+      if (at < 0) return errno == ENXIO ? nchunks : first;
+      const std::uint64_t data = static_cast<std::uint64_t>(at);
+      if (data <= from) return first;
+      const std::uint64_t rel = data - layout.base_offset(), G = layout.group_bytes();
+      const std::uint64_t in_group = rel % G;
+      const std::uint64_t k = rel / G * kV2ChunksPerGroup +
+                              (in_group < kV2BlockBytes ? 0 : (in_group - kV2BlockBytes) / layout.chunk_size());
+      return std::min(nchunks, std::max(first, k));
+    }
     const off_t at = ::lseek(fd, static_cast<off_t>(layout.disk_offset(first)), SEEK_DATA);
     if (at < 0) return errno == ENXIO ? nchunks : first;  // ENXIO: no data past this point; else no SEEK_DATA here
     const std::uint64_t data = static_cast<std::uint64_t>(at);
@@ -685,11 +702,13 @@ class Checker {
       problem(where.cipher(), where.plain(), std::string("cannot read the file header: ") + std::strerror(errno), false);
       return;
     }
-    auto header = FileHeader::decode(raw);
+    auto header = FileHeader::decode(raw, static_cast<std::uint16_t>(layout.format()));
     if (!header) {
       progress_.done_bytes += size;
       problem(where.cipher(), where.plain(),
-              "file header is damaged (not a gpucryptfs version 1 header): nothing in the file can be read", true);
+              "file header is damaged (not a gpucryptfs version " + std::to_string(layout.format()) +
+                  " header): nothing in the file can be read",
+              true);
       return;
     }
     auto plain_size = layout.plain_size(size);
@@ -698,22 +717,28 @@ class Checker {
     if (plain_size) {
       checkable = *plain_size;
     } else {
-      size_bad = true;  // a torn last chunk: check the whole chunks before it
-      checkable = (size - kFileHeaderBytes) / layout.disk_chunk_size() * layout.chunk_size();
+      // A torn last chunk (format 1) or a file ending inside a metadata block (format 2): check
+      // the whole chunks before it. A format 2 size that no write leaves has none.
+      size_bad = true;
+      checkable = layout.readable_plain_size(size).value_or(0);
     }
     const ChunkKey key = vault_.keys().content_key(header->id);
     const std::uint64_t C = layout.chunk_size(), D = layout.disk_chunk_size();
     const std::uint64_t nchunks = layout.chunk_count(checkable);
     const std::uint64_t per_batch = std::max<std::uint64_t>(1, kBatchBytes / D);
-    const auto disk_end = [&](std::uint64_t k) {  // where chunk k ends in the file
-      return layout.disk_offset(k) + layout.chunk_plain_len(k, checkable) + kChunkOverhead;
+    const auto disk_end = [&](std::uint64_t k) {  // where chunk k ends in the file (format 1), or its form does
+      return layout.aligned() ? chunk_forms_bytes(layout, 0, k, checkable)
+                              : layout.disk_offset(k) + layout.chunk_plain_len(k, checkable) + kChunkOverhead;
+    };
+    const auto disk_begin = [&](std::uint64_t k) {
+      return layout.aligned() ? (k == 0 ? 0 : chunk_forms_bytes(layout, 0, k - 1, checkable)) : layout.disk_offset(k);
     };
     std::vector<std::uint64_t> bad;
     std::vector<std::uint8_t> ct, pt;
     std::uint64_t opened = 0, accounted = 0;
     for (std::uint64_t first = 0; first < nchunks;) {
       if (const std::uint64_t data = next_data_chunk(fd, first, nchunks); data > first) {
-        const std::uint64_t skipped = disk_end(data - 1) - layout.disk_offset(first);
+        const std::uint64_t skipped = disk_end(data - 1) - disk_begin(first);
         report_.chunks += (data - first) * counts;
         report_.holes += (data - first) * counts;
         accounted += skipped;  // skipped, not read: not progress (bytes_to_check leaves holes out)
@@ -722,11 +747,14 @@ class Checker {
         continue;
       }
       const std::uint64_t last = std::min(nchunks, first + per_batch) - 1;
-      const std::uint64_t begin = layout.disk_offset(first);
+      const std::uint64_t begin = disk_begin(first);
       const std::uint64_t end = disk_end(last);
       ct.resize(end - begin);
       pt.resize((last - first + 1) * C);
-      ssize_t n = pread_full(fd, ct.data(), ct.size(), begin);
+      // The chunks' forms (nonce | ciphertext | tag): format 1 stores them so; format 2's are
+      // gathered from entries and data blocks (chunk_io.h).
+      ssize_t n = layout.aligned() ? read_chunk_forms(fd, layout, first, last, checkable, ct.data())
+                                   : pread_full(fd, ct.data(), ct.size(), begin);
       if (n != static_cast<ssize_t>(ct.size())) {
         problem(where.cipher(), where.plain(),
                 std::string("cannot read the ciphertext: ") + (n < 0 ? std::strerror(static_cast<int>(-n)) : "short read"),
@@ -748,14 +776,27 @@ class Checker {
     std::string journal_note;
     if ((size_bad || !bad.empty()) && !after_restore && try_journal(fd, header->id, dirfd, where, &journal_note)) return;
     const bool recoverable = !journal_note.empty();
+    if (size_bad && layout.aligned() && !layout.readable_plain_size(size)) {
+      // Format 2: chunk 0 cut short while it moved out of the header block. Nothing reads.
+      problem(where.cipher(), where.plain(),
+              "ciphertext size " + std::to_string(size) +
+                  " is impossible for format 2 (the first chunk cut short as the file grew out of its header "
+                  "block): the mount reads nothing of it" + journal_note,
+              !recoverable);
+      return;
+    }
     if (size_bad) {
-      const std::uint64_t tail = (size - kFileHeaderBytes) % D;
+      std::uint64_t tail = 0;
+      (void)layout.readable_plain_size(size, &tail);
       // The mount reads such a file as its whole chunks (an append cut short between pages
       // leaves exactly this), so it is not unreadable unless its chunks are.
       problem(where.cipher(), where.plain(),
-              "ciphertext size " + std::to_string(size) + " ends in an incomplete chunk of " + std::to_string(tail) +
-                  " bytes (at most its nonce and tag): a write cut short, or a cut; the mount reads the " +
-                  std::to_string(nchunks) + " whole chunks before it and drops the fragment at the next write" +
+              "ciphertext size " + std::to_string(size) +
+                  (layout.aligned() ? " ends " + std::to_string(tail) + " bytes into a metadata block whose chunks never came"
+                                    : " ends in an incomplete chunk of " + std::to_string(tail) +
+                                          " bytes (at most its nonce and tag)") +
+                  ": a write cut short, or a cut; the mount reads the " + std::to_string(nchunks) +
+                  " whole chunks before it and drops the fragment at the next write" +
                   (bad.empty() ? std::string() : "; also chunks " + describe_runs(bad) + " fail authentication") +
                   journal_note,
               !recoverable && !bad.empty() && bad.size() == opened);

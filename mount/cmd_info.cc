@@ -48,7 +48,8 @@ int cmd_info(int argc, char** argv) {
       VaultConfig c = load_vault_config(place);
       std::cout << "Vault:        " << cipherdir << "\n"
                 << (place.outside ? "Config:       " + place.path() + "\n" : std::string())
-                << "Format:       gpucryptfs version " << c.version << ", directory\n"
+                << "Format:       gpucryptfs version " << c.version
+                << (c.version >= 2 ? " (chunk data 4 KiB-aligned: O_DIRECT)" : "") << ", directory\n"
                 << "Cipher:       " << c.cipher << ", chunk size " << c.chunk_size << " bytes\n"
                 << "Key from:     scrypt N=2^" << c.scrypt.log_n << " r=" << c.scrypt.r << " p=" << c.scrypt.p << "\n";
       // Nothing in the config is authenticated without the password: say what unlocking will refuse.

@@ -55,6 +55,7 @@ int cmd_init(int argc, char** argv) {
     PasswordSource pw_src;
     std::string cipherdir, config_option;
     bool reverse = false, quiet = false;
+    int format = 0;  // not given: kDefaultDirectoryFormat, or 1 for --reverse
     po::options_description opts("usage: gpucryptfs init [OPTIONS] CIPHERDIR\n"
                                  "       gpucryptfs init --reverse [OPTIONS] PLAINDIR\n\n"
                                  "Creates a vault in CIPHERDIR, which must exist and be empty. With --reverse, writes "
@@ -64,6 +65,9 @@ int cmd_init(int argc, char** argv) {
         "reverse", po::bool_switch(&reverse), "reverse mode: configure PLAINDIR for an encrypted view (backups)")(
         "chunk-size", po::value(&chunk_text)->default_value(chunk_text),
         "plaintext bytes per encrypted chunk: a power of two from 4K (4096) to 1M (1048576)")(
+        "format", po::value(&format),
+        "content format version: 2 (the default: chunk data at 4 KiB-aligned offsets, for O_DIRECT), or 1 "
+        "(the format before; --reverse always shows format 1); docs/FORMAT.md")(
         "scrypt-logn", po::value(&scrypt_logn)->default_value(scrypt_logn),
         "scrypt cost: N = 2^logn (10..28); lower is faster to unlock and easier to guess")(
         "passfile", po::value(&pw_src.passfile), "read the password from the first line of this file")(
@@ -75,6 +79,10 @@ int cmd_init(int argc, char** argv) {
     if (!valid_chunk_size(chunk))
       throw po::error("--chunk-size must be a power of two from 4K (4096) to 1M (1048576), got " + chunk_text);
     const auto chunk_size = static_cast<std::uint32_t>(chunk);
+    if (format != 0 && (format < 1 || format > kMaxFormatVersion))
+      throw po::error("--format must be 1 or " + std::to_string(kMaxFormatVersion) + ", got " + std::to_string(format));
+    if (reverse && format > 1) throw po::error("--reverse shows a format 1 view; --format " + std::to_string(format) + " is not for it");
+    if (format == 0) format = reverse ? kFormatVersion : kDefaultDirectoryFormat;
     if (scrypt_logn < kMinScryptLogN || scrypt_logn > kMaxScryptLogN)  // the range unlocking accepts without an option
       throw po::error("--scrypt-logn must be from " + std::to_string(kMinScryptLogN) + " to " + std::to_string(kMaxScryptLogN));
     ScryptParams scrypt;
@@ -103,10 +111,11 @@ int cmd_init(int argc, char** argv) {
     }
     {
       const SecretString password = read_password(pw_src, "Password for the new vault: ", true);
-      Vault::create(cipherdir, password.view(), chunk_size, scrypt, &master, place.outside ? place.dir : "", place.name);
+      Vault::create(cipherdir, password.view(), chunk_size, scrypt, &master, place.outside ? place.dir : "", place.name,
+                    format);
     }  // the password is wiped here, or on the way out when create throws
     if (quiet) return kExitOk;
-    std::cout << "Created a vault in " << cipherdir << " (chunk size " << chunk_size << ")"
+    std::cout << "Created a vault in " << cipherdir << " (format " << format << ", chunk size " << chunk_size << ")"
               << (place.outside ? ", its config in " + place.path() : std::string()) << ".\n";
     print_master_key(std::cout, master);
     std::cout << "\nMount it with: gpucryptfs mount " << (place.outside ? "--config " + place.path() + " " : std::string())

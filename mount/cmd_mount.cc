@@ -81,7 +81,7 @@ int cmd_mount(int argc, char** argv) {
     std::string cipherdir, log_file, config_option, idle_text;
     bool no_writeback = false, allow_expensive_kdf = false, reverse = false, nonempty = false;
     MasterKeyOptions master_key;
-    std::string gpus;
+    std::string gpus, backing_io = "auto";
     int gpu_streams = 4;
     po::options_description opts("usage: gpucryptfs mount [OPTIONS] CIPHERDIR MOUNTPOINT\n"
                                  "       gpucryptfs mount --reverse [OPTIONS] PLAINDIR MOUNTPOINT\n\n"
@@ -112,7 +112,10 @@ int cmd_mount(int argc, char** argv) {
         "gpus", po::value(&gpus)->default_value("all"),
         "GPUs the gpu engine uses, as 'gpucryptfs info' numbers them: all, or a list such as 0,1")(
         "gpu-streams", po::value(&gpu_streams)->default_value(gpu_streams),
-        "CUDA streams per GPU: batches in flight at once, each with its own pinned staging");
+        "CUDA streams per GPU: batches in flight at once, each with its own pinned staging")(
+        "backing-io", po::value(&backing_io)->default_value(backing_io),
+        "how a format 2 vault's chunk data meets CIPHERDIR: direct (O_DIRECT, no page-cache copy), buffered, "
+        "or auto (direct where the backing filesystem takes it, else buffered with one log line)");
     add_config_option(opts, &config_option);
     add_master_key_options(opts, &master_key);
     add_allow_expensive_kdf_option(opts, &allow_expensive_kdf);
@@ -120,6 +123,8 @@ int cmd_mount(int argc, char** argv) {
     if (!parse_command_line(argc, argv, opts, {{"CIPHERDIR", &cipherdir}, {"MOUNTPOINT", &mountpoint}}))
       return kExitOk;
     require_engine_name(engine.name);
+    const auto backing_mode = parse_backing_io_mode(backing_io);
+    if (!backing_mode) throw po::error("--backing-io must be direct, buffered or auto, got '" + backing_io + "'");
     engine.gpu.devices = parse_gpu_list(gpus);
     if (gpu_streams < 1 || gpu_streams > 64) throw po::error("--gpu-streams must be from 1 to 64");
     engine.gpu.streams_per_gpu = gpu_streams;
@@ -148,9 +153,16 @@ int cmd_mount(int argc, char** argv) {
     require_vault_directory(cipherdir, "mount");
     const ConfigPlace place = config_place(cipherdir, config_option);
     VaultConfig config;
+    // O_DIRECT needs format 2's aligned chunks: refused for a format 1 vault before anything else.
+    const auto require_backing_io_fits = [&](const VaultConfig& c) {
+      if (*backing_mode == BackingIoMode::Direct && c.version < 2)
+        throw UserError("--backing-io direct needs a format 2 vault; " + cipherdir + " is format " +
+                        std::to_string(c.version) + " (use auto or buffered)");
+    };
     if (!master_key.use) {
       config = load_vault_config(place);
       config.check_kdf_cost(kdf_policy(allow_expensive_kdf));  // before asking for a password
+      require_backing_io_fits(config);
     }
     mount::check_mountpoint(mo.mountpoint, kExitBadMountpoint, nonempty);
     if (mo.mountpoint == cipherdir || mo.mountpoint.starts_with(cipherdir + "/"))
@@ -179,6 +191,7 @@ int cmd_mount(int argc, char** argv) {
       if (!found)
         notes.push_back("mounted with the master key and no config; write a new config with 'gpucryptfs passwd "
                         "--masterkey " + cipherdir + "'");
+      require_backing_io_fits(config);
     } else {
       password = read_password(pw_src, "Password: ");
     }
@@ -194,6 +207,7 @@ int cmd_mount(int argc, char** argv) {
       else rv->vault = Vault::open(cipherdir, config, password.view(), kdf_policy(allow_expensive_kdf));
       password.clear();
       secure_wipe(master.data(), master.size());
+      rv->vault->set_backing_io(*backing_mode);  // before any content file exists
       int root_fd = ::open(cipherdir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
       if (root_fd < 0) throw UserError("cannot open " + cipherdir + ": " + std::strerror(errno));
       DirIv iv{};

@@ -87,7 +87,8 @@ int EncryptedFs::acquire_content(Inode& in, bool writable, std::shared_ptr<Conte
     if (fd == -EUCLEAN) return report_not_regular(in, pf.get());
     if (fd < 0) return fd;
     const bool rw = fd_in >= 0 || (::fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDWR;
-    in.content = std::make_shared<ContentFile>(fd, vault_.layout(), engine_, vault_.keys(), label_of(in), vault_.journal());
+    in.content = std::make_shared<ContentFile>(fd, vault_.layout(), engine_, vault_.keys(), label_of(in), vault_.journal(),
+                                               &vault_.backing_io());
     in.content_fds.push_back(fd);
     in.content_writable = rw;
   } else {

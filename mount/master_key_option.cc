@@ -91,7 +91,13 @@ VaultConfig config_for_master_key(const std::string& cipherdir, const ConfigPlac
                           "chunk); assuming " + std::to_string(chunk) + " bytes, the smallest that fits them: "
                           "give --chunk-size if the vault was made with another");
   }
-  return VaultConfig::defaults(chunk, VaultKind::Directory);
+  // The format, from the files' headers; with none to read, what init makes.
+  int format = kDefaultDirectoryFormat;
+  if (probe.format1_files || probe.format2_files) {
+    format = probe.format2_files > probe.format1_files ? 2 : 1;
+    warnings->push_back("no config: the content format, " + std::to_string(format) + ", was read from the files");
+  }
+  return VaultConfig::defaults(chunk, VaultKind::Directory, format);
 }
 
 }  // namespace gcfs::cli

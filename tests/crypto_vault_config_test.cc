@@ -122,8 +122,24 @@ TEST_F(VaultConfigTest, EditedAuthenticatedFieldsRefuseToUnlock) {
   }
 }
 
+TEST_F(VaultConfigTest, VersionTwoIsReadForDirectoryVaultsOnly) {
+  EXPECT_EQ(edited([](json& j) { j["version"] = 2; }).version, 2);
+  try {
+    edited([](json& j) {
+      j["version"] = 2;
+      j["kind"] = "volume";
+      j["volume_size"] = 65536;
+    });
+    ADD_FAILURE() << "a version 2 volume accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("volumes are format 1"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(VaultConfig::create("pw", 4096, ScryptParams{10, 8, 1}, VaultKind::Volume, nullptr, 2), UserError);
+  EXPECT_EQ(VaultConfig::create("pw", 4096, ScryptParams{10, 8, 1}, VaultKind::Directory, nullptr, 2).version, 2);
+}
+
 TEST_F(VaultConfigTest, NewerVersionsAndUnknownFeaturesAreRefusedNotGuessed) {
-  for (int v : {0, 2, 99}) {
+  for (int v : {0, 3, 99}) {
     try {
       edited([v](json& j) { j["version"] = v; });
       ADD_FAILURE() << "version " << v << " accepted";

@@ -109,9 +109,14 @@ class TestVault {
   static constexpr const char* kPassword = "correct horse battery staple";
   static constexpr std::uint32_t kChunk = 4096;
 
-  explicit TestVault(const std::string& cipherdir) : dir_(cipherdir), engine_(2) {
+  // format: the content format; 0 takes GPUCRYPTFS_TEST_FORMAT, or init's default when unset.
+  explicit TestVault(const std::string& cipherdir, int format = 0) : dir_(cipherdir), engine_(2) {
     std::filesystem::create_directories(dir_);
-    Vault::create(dir_, kPassword, kChunk, ScryptParams{10, 8, 1});
+    if (format == 0) {
+      const char* f = std::getenv("GPUCRYPTFS_TEST_FORMAT");
+      format = f && *f ? std::atoi(f) : kDefaultDirectoryFormat;
+    }
+    Vault::create(dir_, kPassword, kChunk, ScryptParams{10, 8, 1}, nullptr, "", kConfigFileName, format);
     vault_ = Vault::open(dir_, Vault::load_config(dir_), kPassword);
   }
 
@@ -200,8 +205,21 @@ class TestVault {
     return n;
   }
 
-  // Disk offset of chunk k in a ciphertext file.
+  // Disk offset of chunk k in a ciphertext file (format 1: where its nonce starts).
   std::uint64_t chunk_offset(std::uint64_t k) const { return vault_->layout().disk_offset(k); }
+  const ChunkLayout& layout() const { return vault_->layout(); }
+  // Where chunk k's ciphertext lies in a file of plain_size bytes, in either format.
+  std::uint64_t data_offset(std::uint64_t k, std::uint64_t plain_size) const {
+    return vault_->layout().data_offset(k, plain_size);
+  }
+  // The byte ranges {offset, length} that chunk k of a file of plain_size bytes takes on disk:
+  // format 1, one (nonce | ciphertext | tag); format 2, its entry and its data block.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> chunk_ranges(std::uint64_t k, std::uint64_t plain_size) const {
+    const ChunkLayout& L = vault_->layout();
+    const std::uint64_t len = L.chunk_plain_len(k, plain_size);
+    if (!L.aligned()) return {{L.disk_offset(k), len + kChunkOverhead}};
+    return {{L.nonce_offset(k), kChunkOverhead}, {L.data_offset(k, plain_size), len}};
+  }
 
  private:
   static std::vector<std::string> split(const std::string& plain) {

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <algorithm>
 #include <set>
+#include <vector>
 #include <stdexcept>
 
 #include "crypto/key_ring.h"
@@ -218,6 +220,177 @@ TEST(FileHeader, ChunkAadIsIdThenBigEndianIndex) {
   EXPECT_TRUE(std::equal(id.begin(), id.end(), aad.begin()));
   for (int i = 0; i < 8; ++i) EXPECT_EQ(aad[16 + i], i + 1);
   EXPECT_NE(chunk_aad(id, 1), chunk_aad(id, 256));
+}
+
+
+// ---- Format 2 (docs/FORMAT.md, "File contents, version 2") ----
+
+// An independent model of format 2's size rule, from the text: inline up to 3968 bytes at offset
+// 128; otherwise, with n chunks, the last one (index n-1, in group g at index i) ends its data
+// block: (g + 1) metadata blocks, 128g + i whole data blocks before it, then its bytes.
+std::uint64_t model_v2_cipher_size(std::uint64_t plain, std::uint64_t c) {
+  if (plain == 0) return 0;
+  if (plain <= 3968) return 128 + plain;
+  const std::uint64_t last = (plain - 1) / c, g = last / 128, i = last % 128;
+  return 4096 * (g + 1) + (128 * g + i) * c + (plain - last * c);
+}
+
+class ChunkLayoutV2 : public ::testing::TestWithParam<std::uint32_t> {};
+
+TEST_P(ChunkLayoutV2, DataIsAlignedAndEntriesLieInTheirGroupsMetadataBlock) {
+  const std::uint64_t C = GetParam();
+  for (std::uint64_t base : {0ull, 65536ull}) {
+    ChunkLayout L(GetParam(), base, 2);
+    EXPECT_EQ(L.format(), 2);
+    EXPECT_TRUE(L.aligned());
+    const std::uint64_t big = 1000 * C;  // not inline: every chunk at its aligned place
+    for (std::uint64_t k : {0ull, 1ull, 127ull, 128ull, 129ull, 255ull, 256ull, 999ull}) {
+      const std::uint64_t g = k / 128, i = k % 128;
+      const std::uint64_t meta = base + g * (4096 + 128 * C);
+      EXPECT_EQ(L.group_of(k), g);
+      EXPECT_EQ(L.meta_block_offset(g), meta);
+      // Data: 4 KiB-aligned, right after the group's metadata block, chunk after chunk.
+      EXPECT_EQ(L.data_offset(k, big), meta + 4096 + i * C) << k;
+      EXPECT_EQ(L.data_offset(k, big) % 4096, 0u) << k;
+      // Entry: nonce then tag, inside the metadata block, past the 64 bytes that hold the header
+      // (group 0) and never overlapping another chunk's entry.
+      EXPECT_EQ(L.nonce_offset(k), meta + 64 + i * 28) << k;
+      EXPECT_EQ(L.tag_offset(k, big), L.nonce_offset(k) + 12) << k;
+      EXPECT_GE(L.nonce_offset(k), meta + 24);
+      EXPECT_LE(L.nonce_offset(k) + 28, meta + 4096);
+      // The data of a chunk never lies in a metadata block.
+      const std::uint64_t in_group = (L.data_offset(k, big) - base) % (4096 + 128 * C);
+      EXPECT_GE(in_group, 4096u);
+    }
+    // Chunk data blocks follow each other without gaps inside a group, and the next group's
+    // metadata block sits between chunk 127 and chunk 128.
+    EXPECT_EQ(L.data_offset(127, big) + C, L.meta_block_offset(1));
+    EXPECT_EQ(L.meta_block_offset(1) + 4096, L.data_offset(128, big));
+  }
+}
+
+TEST_P(ChunkLayoutV2, SizesFollowTheModelAndRoundTrip) {
+  const std::uint64_t C = GetParam();
+  ChunkLayout L(GetParam(), 0, 2);
+  std::set<std::uint64_t> plains = {0, 1, 2, 100, 3967, 3968, 3969, 4095, 4096, 4097};
+  for (std::uint64_t k : {1ull, 2ull, 127ull, 128ull, 129ull, 256ull, 300ull})
+    for (std::int64_t d : {-1, 0, 1}) plains.insert(k * C + d);
+  for (std::uint64_t p : plains) {
+    EXPECT_EQ(L.cipher_size(p), model_v2_cipher_size(p, C)) << p;
+    auto back = L.plain_size(L.cipher_size(p));
+    ASSERT_TRUE(back.has_value()) << p;
+    EXPECT_EQ(*back, p);
+    std::uint64_t frag = 99;
+    EXPECT_EQ(L.readable_plain_size(L.cipher_size(p), &frag), p);
+    EXPECT_EQ(frag, 0u);
+    // The last chunk's data ends the file.
+    if (p > 0) {
+      const std::uint64_t last = (p - 1) / C;
+      EXPECT_EQ(L.data_offset(last, p) + L.chunk_plain_len(last, p), L.cipher_size(p)) << p;
+    }
+  }
+}
+
+TEST_P(ChunkLayoutV2, EveryCipherSizeIsClassifiedOnce) {
+  // Every ciphertext size up to two groups and a bit either is what exactly one plaintext size
+  // makes, or is a metadata-block fragment (a growing write cut short), or is impossible.
+  const std::uint64_t C = GetParam();
+  if (C > 8192) GTEST_SKIP() << "enumerating every size of two groups of large chunks takes too long";
+  ChunkLayout L(GetParam(), 0, 2);
+  const std::uint64_t G = 4096 + 128 * C;
+  // cipher_size rises with the plaintext size (checked here), so a binary search finds the
+  // plaintext size that makes a ciphertext size, if any.
+  std::vector<std::uint64_t> cipher_of;  // index: plaintext size
+  for (std::uint64_t p = 0; p <= 2 * 128 * C + 3 * C; ++p) {
+    cipher_of.push_back(L.cipher_size(p));
+    if (p > 0) ASSERT_GT(cipher_of[p], cipher_of[p - 1]) << p;
+  }
+  for (std::uint64_t s = 0; s <= 2 * G + 3 * C + 4096; ++s) {
+    std::uint64_t frag = 0;
+    const auto readable = L.readable_plain_size(s, &frag);
+    const auto plain = L.plain_size(s);
+    auto it = std::lower_bound(cipher_of.begin(), cipher_of.end(), s);
+    if (it != cipher_of.end() && *it == s) {
+      ASSERT_TRUE(plain.has_value()) << s;
+      EXPECT_EQ(*plain, static_cast<std::uint64_t>(it - cipher_of.begin())) << s;
+      continue;
+    }
+    if (s >= 24 && s <= 128) {
+      // A header, perhaps with the first entry: no data yet, 0 bytes.
+      ASSERT_TRUE(plain.has_value()) << s;
+      EXPECT_EQ(*plain, 0u);
+      continue;
+    }
+    EXPECT_FALSE(plain.has_value()) << s;
+    if (s < 24) {
+      EXPECT_FALSE(readable.has_value()) << s;
+    } else if (s % G != 0 && s % G <= 4096 && s > 4096) {
+      ASSERT_TRUE(readable.has_value()) << s;
+      EXPECT_EQ(frag, s % G);
+      EXPECT_EQ(*readable, s / G * 128 * C);
+    } else {
+      // Chunk 0 at its aligned place holding no more than an inline file would: never written so.
+      EXPECT_FALSE(readable.has_value()) << s;
+      EXPECT_GT(s, 4096u);
+      EXPECT_LE(s, 4096u + 3968u);
+    }
+  }
+}
+
+TEST_P(ChunkLayoutV2, OverheadIsAtMostOnePercentAt64KiBAndSmallFilesTakeOneBlock) {
+  const std::uint64_t C = GetParam();
+  ChunkLayout L(GetParam(), 0, 2);
+  const std::uint64_t p = 1024 * C;  // eight whole groups
+  const double overhead = static_cast<double>(L.cipher_size(p) - p) / static_cast<double>(p);
+  EXPECT_LE(overhead, 4096.0 / (128.0 * static_cast<double>(C)) + 1e-9) << C;  // one block per 128 chunks
+  if (C >= 65536) EXPECT_LT(overhead, 0.01);
+  // Small files are inline: one 4 KiB block, header, entry and data together.
+  for (std::uint64_t small : {1ull, 100ull, 3968ull}) {
+    EXPECT_TRUE(L.is_inline(small));
+    EXPECT_EQ(L.data_offset(0, small), 128u);
+    EXPECT_LE(L.cipher_size(small), 4096u);
+  }
+  EXPECT_FALSE(L.is_inline(0));
+  EXPECT_FALSE(L.is_inline(3969));
+  EXPECT_EQ(L.data_offset(0, 3969), 4096u);
+  // Format 1 never stores inline.
+  EXPECT_FALSE(ChunkLayout(GetParam()).is_inline(100));
+}
+
+INSTANTIATE_TEST_SUITE_P(ChunkSizes, ChunkLayoutV2, ::testing::Values(4096u, 8192u, 65536u, 1024u * 1024u),
+                         [](const auto& info) { return "C" + std::to_string(info.param); });
+
+TEST(ChunkLayoutV2Rules, RefusesWhatCannotBeAligned) {
+  EXPECT_THROW(ChunkLayout(1024, 0, 2), std::invalid_argument);
+  EXPECT_THROW(ChunkLayout(4096, 512, 2), std::invalid_argument);
+  EXPECT_THROW(ChunkLayout(4096, 0, 3), std::invalid_argument);
+  EXPECT_THROW(ChunkLayout(4096, 0, 0), std::invalid_argument);
+  EXPECT_NO_THROW(ChunkLayout(4096, 65536, 2));
+  EXPECT_NO_THROW(ChunkLayout(16, 0, 1));  // format 1 keeps every power of two
+}
+
+TEST(ChunkLayoutV2Rules, FormatOneOffsetsAreUnchanged) {
+  // The part-wise offsets describe format 1's contiguous chunk exactly.
+  ChunkLayout L(4096);
+  const std::uint64_t p = 10 * 4096 + 5;
+  for (std::uint64_t k : {0ull, 1ull, 10ull}) {
+    EXPECT_EQ(L.nonce_offset(k), L.disk_offset(k));
+    EXPECT_EQ(L.data_offset(k, p), L.disk_offset(k) + 12);
+    EXPECT_EQ(L.tag_offset(k, p), L.disk_offset(k) + 12 + L.chunk_plain_len(k, p));
+  }
+}
+
+TEST(FileHeader, VersionTwoIsItsOwn) {
+  FileHeader h = FileHeader::random();
+  const auto v2 = h.encode(2);
+  EXPECT_EQ(v2[4], 0);
+  EXPECT_EQ(v2[5], 2);
+  ASSERT_TRUE(FileHeader::decode(v2, 2).has_value());
+  EXPECT_EQ(FileHeader::decode(v2, 2)->id, h.id);
+  // A vault reads only headers of its own format.
+  EXPECT_FALSE(FileHeader::decode(v2, 1).has_value());
+  EXPECT_FALSE(FileHeader::decode(h.encode(1), 2).has_value());
+  EXPECT_FALSE(FileHeader::decode(v2).has_value());
 }
 
 }  // namespace

@@ -63,7 +63,8 @@ class ReverseViewTest : public ::testing::Test {
     root_ = ::mkdtemp(templ);
     std::filesystem::create_directories(root_ + "/vault");
     std::filesystem::create_directories(plain());
-    Vault::create(root_ + "/vault", "pw", 4096, ScryptParams{10, 8, 1});
+    // A reverse view is always format 1 (init --reverse makes no other).
+    Vault::create(root_ + "/vault", "pw", 4096, ScryptParams{10, 8, 1}, nullptr, "", kConfigFileName, kFormatVersion);
     vault_ = Vault::open(root_ + "/vault", Vault::load_config(root_ + "/vault"), "pw");
   }
   ~ReverseViewTest() override { std::filesystem::remove_all(root_); }

@@ -183,6 +183,8 @@ TEST(Cli, InfoAndHelp) {
   auto r = run_shell(bin() + " info " + shell_quote(v.cipherdir()));
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("chunk size 4096"), std::string::npos) << r.output;  // the default of init
+  // The format: init's default (kInitDefaultFormat, what the suites assume), or the one asked for.
+  EXPECT_NE(r.output.find("gpucryptfs version " + std::to_string(test_format())), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("GPU"), std::string::npos) << r.output;
   for (const char* c : {"init", "mount", "passwd", "info"}) {
     r = run_shell(bin() + " " + c + " --help");

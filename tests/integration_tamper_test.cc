@@ -72,7 +72,9 @@ TEST(Tamper, FlippedByteFailsOnlyItsChunkAndIsLogged) {
   v.unmount();
   auto files = user_files(v.cipherdir());
   ASSERT_EQ(files.size(), 1u);
-  flip_byte(files[0], kHeader + 2 * kDiskChunk + 12 + 100);  // inside chunk 2's ciphertext
+  // Inside chunk 2's ciphertext: format 1 keeps it after its nonce, format 2 in its aligned data
+  // block, behind the header block.
+  flip_byte(files[0], (test_format() == 2 ? 4096 + 2 * kChunk : kHeader + 2 * kDiskChunk + 12) + 100);
   v.mount();
   int err = 0;
   for (std::size_t k : {0u, 1u, 3u, 4u}) {
@@ -95,6 +97,7 @@ TEST(Tamper, FlippedByteFailsOnlyItsChunkAndIsLogged) {
 // A damaged header makes the whole file EIO; a file cut into its last chunk's nonce and tag (as an
 // append cut short between pages leaves it) reads as its whole chunks, and the log says so.
 TEST(Tamper, DamagedHeaderGivesEioAndAnIncompleteLastChunkIsLeftOut) {
+  if (test_format() == 2) GTEST_SKIP() << "format 1's sizes; format 2's fragment: IncompleteLastChunk in integration_file_size_test";
   MountedVault v(small_chunks());
   write_file(v.path("h"), std::string(3 * kChunk, 'h'));
   write_file(v.path("s"), std::string(5 * kChunk, 's'));

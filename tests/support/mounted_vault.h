@@ -4,7 +4,9 @@
 // daemon is killed by its pid) and the removal of the temporary folders; also when the test failed.
 //
 // The engine is GPUCRYPTFS_TEST_ENGINE (cpu when unset), so one suite runs on the GPU machine with
-// GPUCRYPTFS_TEST_ENGINE=gpu; GPUCRYPTFS_TEST_MOUNT_ARGS adds mount options to every mount. The
+// GPUCRYPTFS_TEST_ENGINE=gpu; GPUCRYPTFS_TEST_MOUNT_ARGS adds mount options to every mount;
+// GPUCRYPTFS_TEST_FORMAT=1 or 2 makes every test vault of that content format (ctest runs the
+// mounted and fsck suites under both: tests/CMakeLists.txt). The
 // binary is GPUCRYPTFS_BIN, which the build defines, or GPUCRYPTFS_TEST_BIN when set.
 //
 //   gcfs::test::MountedVault v;
@@ -41,6 +43,16 @@ inline std::string test_binary() {
   const char* b = std::getenv("GPUCRYPTFS_TEST_BIN");
   return b && *b ? b : GPUCRYPTFS_BIN;
 }
+
+// The content format of the test vaults: GPUCRYPTFS_TEST_FORMAT, or what `init` makes by default
+// (kInitDefaultFormat; the CLI test checks that init agrees). Only an explicit GPUCRYPTFS_TEST_FORMAT
+// is passed to init as --format, so that an older binary (GPUCRYPTFS_TEST_BIN) still runs.
+constexpr int kInitDefaultFormat = 2;
+inline int test_format_asked() {
+  const char* f = std::getenv("GPUCRYPTFS_TEST_FORMAT");
+  return f && *f ? std::atoi(f) : 0;
+}
+inline int test_format() { return test_format_asked() ? test_format_asked() : kInitDefaultFormat; }
 
 inline std::string test_engine() {
   const char* e = std::getenv("GPUCRYPTFS_TEST_ENGINE");
@@ -131,6 +143,7 @@ inline std::vector<std::string> test_mount_args() {
 struct VaultOptions {
   std::string engine = test_engine();
   unsigned chunk_size = 0;                // 0: the default
+  int format = test_format_asked();       // 0: init's default
   std::vector<std::string> mount_args = test_mount_args();  // extra arguments for `gpucryptfs mount`
   bool mount = true;                      // mount in the constructor
   std::string shell_prefix;               // run before `gpucryptfs mount` in its shell (ulimit, env)
@@ -149,6 +162,7 @@ class MountedVault {
     write_file(passfile_, opts_.password + "\n");
     std::string init = test_binary() + " init --scrypt-logn 10 --passfile " + shell_quote(passfile_);
     if (opts_.chunk_size) init += " --chunk-size " + std::to_string(opts_.chunk_size);
+    if (opts_.format) init += " --format " + std::to_string(opts_.format);
     auto r = run_shell(init + " " + shell_quote(cipherdir_));
     if (r.status != 0) throw std::runtime_error("gpucryptfs init failed: " + r.output);
     if (opts_.mount) mount();
