@@ -74,7 +74,7 @@ int cmd_mount(int argc, char** argv) {
     mount::FsOptions fso;
     std::string cipherdir, log_file;
     bool no_writeback = false, allow_expensive_kdf = false, reverse = false;
-    std::string gpus;
+    std::string gpus, transport = "auto";
     int gpu_streams = 4;
     po::options_description opts("usage: gpucryptfs mount [OPTIONS] CIPHERDIR MOUNTPOINT\n"
                                  "       gpucryptfs mount --reverse [OPTIONS] PLAINDIR MOUNTPOINT\n\n"
@@ -100,7 +100,8 @@ int cmd_mount(int argc, char** argv) {
         "gpus", po::value(&gpus)->default_value("all"),
         "GPUs the gpu engine uses, as 'gpucryptfs info' numbers them: all, or a list such as 0,1")(
         "gpu-streams", po::value(&gpu_streams)->default_value(gpu_streams),
-        "CUDA streams per GPU: batches in flight at once, each with its own pinned staging");
+        "CUDA streams per GPU: batches in flight at once, each with its own pinned staging")(
+        "transport", po::value(&transport)->default_value(transport), mount::kTransportHelp);
     add_allow_expensive_kdf_option(opts, &allow_expensive_kdf);
     std::string mountpoint;
     if (!parse_command_line(argc, argv, opts, {{"CIPHERDIR", &cipherdir}, {"MOUNTPOINT", &mountpoint}}))
@@ -109,6 +110,7 @@ int cmd_mount(int argc, char** argv) {
     engine.gpu.devices = parse_gpu_list(gpus);
     if (gpu_streams < 1 || gpu_streams > 64) throw po::error("--gpu-streams must be from 1 to 64");
     engine.gpu.streams_per_gpu = gpu_streams;
+    mo.transport = mount::parse_transport(transport);
     fso.writeback_cache = !no_writeback;
     cipherdir = absolute(cipherdir);
     mo.mountpoint = absolute(mountpoint);
@@ -160,7 +162,7 @@ int cmd_mount(int argc, char** argv) {
       ChunkEngine& engine = rv->engines->engine();
       const ChunkLayout& layout = rv->vault->layout();
       f.allocate_buffer = [&engine](std::size_t n) { return engine.allocate_io_buffer(n); };
-      f.on_worker_start = [&engine, &layout] { ContentFile::prepare_thread(engine, layout, mount::kMaxRequestBytes); };
+      f.on_worker_start = [&engine, &layout] { ContentFile::prepare_thread(engine, layout, mount::max_request_bytes()); };
       return f;
     };
     return mount::run_fuse_mount(mo, setup, exit_code_for);

@@ -1,0 +1,61 @@
+// FUSE over io_uring (Linux 6.14 and later; the kernel's Documentation/filesystems/
+// fuse-io-uring.rst): the kernel keeps one request queue per CPU and places each request on the
+// queue of the CPU that issued it. Each queue gets ring entries registered by the daemon: a
+// header buffer and a payload buffer (the engine's memory, so a WRITE's data reaches the cipher
+// where it landed). The daemon answers an entry and fetches the next request in one submission
+// (COMMIT_AND_FETCH), with no read() or write() per request.
+//
+// Here one serving thread owns one io_uring and serves the queues of one or more CPUs (CPU q goes
+// to thread q % threads), pinned to those CPUs. Requests are handed to libfuse through
+// dispatch_request (mount/session_io.h), which sends the reply back into the entry.
+//
+// The kernel uses the ring only once every CPU's queue has an entry, and only after INIT was
+// answered with FUSE_OVER_IO_URING: start() is called after INIT and registers all queues before
+// it returns.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "crypto/chunk_engine.h"
+
+struct fuse_session;
+
+namespace gcfs::mount {
+
+struct UringOptions {
+  unsigned max_threads = 16;
+  // Every entry's payload room: at least what the kernel may put in one request.
+  std::size_t payload_bytes = 1u << 20;
+  std::function<HostBuffer(std::size_t)> allocate_buffer;  // null: ordinary memory
+  std::function<void()> on_worker_start;
+};
+
+class UringTransport {
+ public:
+  // Creates the rings and registers every CPU's entries on /dev/fuse descriptor `fuse_fd`.
+  // Null, with *why set to one line, when that fails (nothing is left running then).
+  static std::unique_ptr<UringTransport> start(fuse_session* se, int fuse_fd, const UringOptions& options,
+                                               std::string* why);
+  // Stops and joins the serving threads (idempotent). Requests the kernel still has queued for
+  // the ring are ended by the unmount. Rings and buffers are released by the destructor, which
+  // belongs after the unmount.
+  void stop();
+  ~UringTransport();
+  std::string description() const;
+
+  struct Impl;
+
+ private:
+  explicit UringTransport(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The number of CPU queues the kernel keeps for a connection (its possible CPUs), from
+// /sys/devices/system/cpu/possible ("0-15", "0,2-3"); 0 when unreadable.
+unsigned possible_cpu_count();
+unsigned possible_cpu_count_from(const std::string& list);
+
+}  // namespace gcfs::mount
