@@ -3,11 +3,10 @@
 #include <linux/fuse.h>
 #include <liburing.h>
 #include <poll.h>
-#include <pthread.h>
-#include <sched.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
@@ -30,10 +29,18 @@ namespace abi = uring_abi;
 
 namespace {
 
-// Entries per CPU queue. One thread serves a queue, one request at a time: the others let the
-// kernel place the next requests while it works. Fewer for large payloads, whose buffers are the
-// engine's (page-locked with the gpu engine).
-unsigned queue_depth(std::size_t payload_bytes) { return payload_bytes > (1u << 20) ? 2 : 4; }
+// Entries each serving thread registers per queue it serves. A thread answers one request at a
+// time; a second entry lets the kernel place the next request while it works. One for large
+// payloads, whose buffers are the engine's (page-locked with the gpu engine).
+unsigned queue_depth(std::size_t payload_bytes) { return payload_bytes > (1u << 20) ? 1 : 2; }
+
+// Serving threads: at least two per CPU queue, so that requests issued on one CPU (several
+// programs there, or the kernel's writeback, which sends many WRITEs from one worker) are served
+// together and the engine sees batches; at least --threads; at most 256 (beyond, threads share
+// queues).
+unsigned serving_threads(unsigned queues, unsigned max_threads) {
+  return std::clamp(std::max(max_threads, 2 * queues), 1u, 256u);
+}
 
 // Rate-limits the log lines about malformed requests: a flood must not fill the disk.
 std::atomic<unsigned> g_malformed_logged{0};
@@ -72,15 +79,24 @@ struct RingThread {
   std::vector<std::unique_ptr<RingEntry>> entries;
   io_uring ring{};
   bool ring_ready = false;
-  int wake_fd = -1;
   std::thread thread;
   std::atomic<bool> stopping{false};
 
   ~RingThread() {
     if (ring_ready) io_uring_queue_exit(&ring);
-    if (wake_fd >= 0) ::close(wake_fd);
   }
 };
+
+// The ring's own descriptor is registered with the thread's io_uring context and closed, so the
+// rings cost the daemon no descriptors (a vault's descriptor caches are sized from what is free).
+// liburing 2.4 calls this io_uring_close_ring_fd; Debian's 2.3 lacks it, and its
+// io_uring_queue_exit then only fails to unregister (the thread's exit released the ring) and
+// closes nothing.
+void close_ring_fd(io_uring* ring) {
+  if (io_uring_register_ring_fd(ring) != 1) return;  // older kernel: keep the descriptor
+  ::close(ring->ring_fd);
+  ring->ring_fd = -1;
+}
 
 struct UringTransport::Impl {
   fuse_session* se = nullptr;
@@ -89,6 +105,11 @@ struct UringTransport::Impl {
   unsigned queues = 0;
   std::vector<std::unique_ptr<RingThread>> threads;
   bool stopped = false;
+  int wake_fd = -1;  // one eventfd: every ring polls it, one write wakes them all
+
+  ~Impl() {
+    if (wake_fd >= 0) ::close(wake_fd);
+  }
 
   // Start-up handshake: each thread reports once its entries are registered (or failed).
   std::mutex mu;
@@ -132,8 +153,6 @@ struct UringTransport::Impl {
     t.ring_ready = true;
     rc = io_uring_register_files(&t.ring, &fuse_fd, 1);
     if (rc < 0) return std::string("cannot register /dev/fuse with the io_uring: ") + std::strerror(-rc);
-    t.wake_fd = ::eventfd(0, EFD_CLOEXEC);
-    if (t.wake_fd < 0) return std::string("eventfd: ") + std::strerror(errno);
     for (unsigned cpu : t.cpus) {
       for (unsigned i = 0; i < depth; ++i) {
         auto e = std::make_unique<RingEntry>();
@@ -152,8 +171,9 @@ struct UringTransport::Impl {
       }
     }
     io_uring_sqe* poll = io_uring_get_sqe(&t.ring);
-    io_uring_prep_poll_add(poll, t.wake_fd, POLLIN);
+    io_uring_prep_poll_add(poll, wake_fd, POLLIN);
     io_uring_sqe_set_data(poll, nullptr);
+    close_ring_fd(&t.ring);
     rc = io_uring_submit(&t.ring);
     if (rc < 0) return std::string("io_uring submit: ") + std::strerror(-rc);
     // A refused registration completes at once; an accepted one only when a request comes.
@@ -164,13 +184,6 @@ struct UringTransport::Impl {
         return std::string("the kernel refused the ring's registration: ") + std::strerror(-cqe->res);
     }
     return "";
-  }
-
-  void pin(const RingThread& t) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    for (unsigned c : t.cpus) CPU_SET(c, &set);
-    ::pthread_setaffinity_np(::pthread_self(), sizeof set, &set);  // best effort: a cpuset may forbid it
   }
 
   // Answers one fetched request and queues its commit (submitted with the next wait).
@@ -207,8 +220,9 @@ struct UringTransport::Impl {
     if (sqe) prepare_cmd(sqe, &e, abi::kCmdCommitAndFetch);
   }
 
+  // Threads are not pinned to their queue's CPU: the cipher work of a request is far larger than
+  // the hop between CPUs, and a pinned thread would compete with the program it serves.
   void run(RingThread& t) {
-    pin(t);
     if (options.on_worker_start) options.on_worker_start();
     const std::string why = set_up(t);
     report(why);
@@ -270,11 +284,18 @@ std::unique_ptr<UringTransport> UringTransport::start(fuse_session* se, int fuse
   impl->fuse_fd = fuse_fd;
   impl->options = options;
   impl->queues = queues;
-  const unsigned n = std::max(1u, std::min(queues, options.max_threads ? options.max_threads : 1u));
+  impl->wake_fd = ::eventfd(0, EFD_CLOEXEC);
+  if (impl->wake_fd < 0) {
+    *why = std::string("eventfd: ") + std::strerror(errno);
+    return nullptr;
+  }
+  const unsigned n = serving_threads(queues, options.max_threads);
   for (unsigned i = 0; i < n; ++i) {
     auto t = std::make_unique<RingThread>();
     t->index = i;
-    for (unsigned q = i; q < queues; q += n) t->cpus.push_back(q);
+    if (n >= queues) t->cpus.push_back(i % queues);  // several threads per queue
+    else
+      for (unsigned q = i; q < queues; q += n) t->cpus.push_back(q);  // several queues per thread
     impl->threads.push_back(std::move(t));
   }
   Impl* p = impl.get();
@@ -298,13 +319,9 @@ std::unique_ptr<UringTransport> UringTransport::start(fuse_session* se, int fuse
 void UringTransport::stop() {
   if (impl_->stopped) return;
   impl_->stopped = true;
-  for (auto& t : impl_->threads) {
-    t->stopping.store(true);
-    if (t->wake_fd >= 0) {
-      const std::uint64_t one = 1;
-      [[maybe_unused]] ssize_t n = ::write(t->wake_fd, &one, sizeof one);
-    }
-  }
+  for (auto& t : impl_->threads) t->stopping.store(true);
+  const std::uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(impl_->wake_fd, &one, sizeof one);
   for (auto& t : impl_->threads)
     if (t->thread.joinable()) t->thread.join();
 }

@@ -5,9 +5,11 @@
 // where it landed). The daemon answers an entry and fetches the next request in one submission
 // (COMMIT_AND_FETCH), with no read() or write() per request.
 //
-// Here one serving thread owns one io_uring and serves the queues of one or more CPUs (CPU q goes
-// to thread q % threads), pinned to those CPUs. Requests are handed to libfuse through
-// dispatch_request (mount/session_io.h), which sends the reply back into the entry.
+// Here each serving thread owns one io_uring with its own entries, for one CPU queue (at least two
+// threads per queue, so one CPU's requests are served concurrently) or, beyond 256 threads, for
+// several. The kernel hands a request to any free entry of the issuing CPU's queue. Requests are
+// handed to libfuse through dispatch_request (mount/session_io.h), which sends the reply back
+// into the entry, and the commit goes out with the thread's next wait: no locks, no hand-off.
 //
 // The kernel uses the ring only once every CPU's queue has an entry, and only after INIT was
 // answered with FUSE_OVER_IO_URING: start() is called after INIT and registers all queues before
