@@ -11,7 +11,7 @@ cmake -S . -B "$build" -DGPUCRYPTFS_STATIC=ON -DCMAKE_BUILD_TYPE=Release -DCMAKE
 # --engine gpu.
 integration="integration_fs_ops_test integration_programs_test integration_random_ops_test integration_tamper_test
              integration_cli_test integration_concurrency_test integration_fd_cache_test integration_file_size_test
-             integration_local_users_test volume_mount_test"
+             integration_local_users_test integration_transport_test volume_mount_test"
 cmake --build "$build" -j"${JOBS:-2}" --target gpu_math_test gpu_engine_test gpu_buffers_test gpu_engine_bench gpucryptfs \
   $integration
 rm -rf "$build/carry"

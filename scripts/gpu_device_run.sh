@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs ON the GPU device machine, from the repository root, with the binaries that
 # scripts/build_for_device.sh left in build-device/carry (carry that folder with the run).
-# Runs the GPU tests, the mounted-vault integration suites with the gpu engine (in parallel with
-# the GPU tests, before any timing), the benchmarks, and a real mount with the gpu and cpu engines
-# (write, read, verify, daemon CPU time per GB). Everything goes under $OUT (at most 8 files come
+# Runs the GPU tests, the mounted-vault integration suites with the gpu engine over both FUSE
+# transports (in parallel with the GPU tests, before any timing), the benchmarks, and a real mount
+# with the gpu and cpu engines over /dev/fuse and over io_uring (write, read, verify, daemon CPU
+# time per GB). FUSE's io_uring switch is turned on for the run and put back afterwards. Everything goes under $OUT (at most 8 files come
 # back: env, sass, tests, integration, bench, mount, summary, and the bench folder's files); a
 # short table is printed last. Timeouts keep the whole run under the device's 10-minute limit.
 #
@@ -21,12 +22,25 @@ export PATH="$PATH:/usr/local/cuda/bin"
 
 section() { echo; echo "== $*"; }
 
+# FUSE over io_uring (Linux 6.14+) is off until root turns it on: on for this run, back after.
+uring_switch=/sys/module/fuse/parameters/enable_uring
+uring_before=
+if [ -w "$uring_switch" ]; then
+  uring_before=$(cat "$uring_switch")
+  echo 1 > "$uring_switch"
+  trap '[ "$uring_before" = Y ] || echo 0 > "$uring_switch"' EXIT
+fi
+transports="classic"
+[ -n "$uring_before" ] && transports="classic uring"
+
 section "environment"
 {
   echo "date: $(date -u +%FT%TZ)"
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.sm,temperature.gpu,power.draw --format=csv 2>&1
   echo "cpus: $(nproc), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
   echo "kernel: $(uname -r)"
+  echo "fuse io_uring switch: ${uring_before:-absent} before this run (transports: $transports)"
+  echo "fuse max_pages_limit: $(cat /proc/sys/fs/fuse/max_pages_limit 2>/dev/null || echo absent)"
   if [ -e /dev/fuse ]; then echo "/dev/fuse: present"; else echo "/dev/fuse: ABSENT"; fi
   ls "$BIN"
 } > "$OUT/env.txt" 2>&1
@@ -55,11 +69,14 @@ section "tests (GPU tests, and the mount suites with --engine gpu alongside)"
 integ_dir=/tmp/gcfs-integration; rm -rf "$integ_dir"; mkdir -p "$integ_dir"
 integ_pids=()
 if [ -e /dev/fuse ]; then
-  for t in "$BIN"/integration_*_test "$BIN"/volume_mount_test; do
-    [ -x "$t" ] || continue
-    ( GPUCRYPTFS_TEST_ENGINE=gpu GPUCRYPTFS_TEST_BIN="$PWD/$BIN/gpucryptfs" LD_LIBRARY_PATH="$PWD/$BIN/lib" \
-        timeout 170 "$t" > "$integ_dir/$(basename "$t").log" 2>&1; echo "exit $?" >> "$integ_dir/$(basename "$t").log" ) &
-    integ_pids+=($!)
+  for tr in $transports; do
+    for t in "$BIN"/integration_*_test "$BIN"/volume_mount_test; do
+      [ -x "$t" ] || continue
+      log="$integ_dir/$(basename "$t").$tr.log"
+      ( GPUCRYPTFS_TEST_ENGINE=gpu GPUCRYPTFS_TEST_TRANSPORT=$tr GPUCRYPTFS_TEST_BIN="$PWD/$BIN/gpucryptfs" \
+          LD_LIBRARY_PATH="$PWD/$BIN/lib" timeout 170 "$t" > "$log" 2>&1; echo "exit $?" >> "$log" ) &
+      integ_pids+=($!)
+    done
   done
 fi
 {
@@ -90,13 +107,13 @@ mkdir -p "$OUT/bench"; timeout "${BENCH_TIMEOUT:-120}" "$BIN/gpucryptfs" bench $
 
 if [[ ${BENCH_ONLY:-0} != 1 ]]; then
 section "mount with the gpu and cpu engines"
-mount_run() {  # engine size_mib
-  local engine=$1 mib=$2 work=/tmp/gcfs-$1
+mount_run() {  # engine size_mib transport
+  local engine=$1 mib=$2 tr=$3 work=/tmp/gcfs-$1-$3
   rm -rf "$work"; mkdir -p "$work/cipher" "$work/plain"
   echo "device-run-password" > "$work/pass"
   "$BIN/gpucryptfs" init --passfile "$work/pass" --scrypt-logn 12 "$work/cipher" >/dev/null || { echo "$engine: init failed"; return; }
-  "$BIN/gpucryptfs" mount --passfile "$work/pass" --engine "$engine" --log "$work/daemon.log" "$work/cipher" "$work/plain" \
-    || { echo "$engine: mount failed"; tail -5 "$work/daemon.log"; return; }
+  "$BIN/gpucryptfs" mount --passfile "$work/pass" --engine "$engine" --transport "$tr" --log "$work/daemon.log" \
+    "$work/cipher" "$work/plain" || { echo "$engine $tr: mount failed"; tail -5 "$work/daemon.log"; return; }
   local pid; pid=$(pgrep -n -x gpucryptfs)
   head -c $((mib << 20)) /dev/urandom > "$work/src"
   # utime and stime of the daemon (all its threads), in clock ticks
@@ -120,7 +137,7 @@ mount_run() {  # engine size_mib
   local verdict=MISMATCH
   sync; echo 3 > /proc/sys/vm/drop_caches
   cmp -s "$work/src" "$work/plain/file" && verdict=verified
-  awk -v e="$engine" -v mib="$mib" -v w0="$t0" -v w1="$t1" -v r0="$t1b" -v r1="$t2" -v hz="$hz" -v v="$verdict" \
+  awk -v e="${engine}_$tr" -v mib="$mib" -v w0="$t0" -v w1="$t1" -v r0="$t1b" -v r1="$t2" -v hz="$hz" -v v="$verdict" \
       -v uw=$((u1 - u0)) -v sw=$((s1 - s0)) -v ur=$((u2 - u1b)) -v sr=$((s2 - s1b)) \
     'BEGIN { gb = mib * 1048576 / 1e9;
              printf "mount_%s write %d MiB: %.2f GB/s, daemon cpu %.3f s/GB (user %.3f, sys %.3f) | read: %.2f GB/s, daemon cpu %.3f s/GB (user %.3f, sys %.3f) | %s\n",
@@ -128,15 +145,17 @@ mount_run() {  # engine size_mib
                     gb / (r1 - r0), (ur + sr) / hz / gb, ur / hz / gb, sr / hz / gb, v }'
   echo "  [$engine] CPU ticks per thread name (hz $hz), after the write: $threads_after_write"
   echo "  [$engine] and after the read: $(thread_ticks)"
-  grep -m3 -i -E 'engine|gpu' "$work/daemon.log" | sed "s/^/  [$engine log] /"
+  grep -m4 -i -E 'engine|gpu|transport' "$work/daemon.log" | sed "s/^/  [$engine log] /"
   umount "$work/plain" 2>/dev/null || fusermount3 -u "$work/plain" 2>/dev/null
   sleep 1
   rm -rf "$work"
 }
 {
   if [ -e /dev/fuse ]; then
-    mount_run gpu 1024
-    mount_run cpu 1024
+    for tr in $transports; do
+      mount_run gpu 1024 "$tr"
+      mount_run cpu 1024 "$tr"
+    done
   else
     echo "no /dev/fuse on this machine: the mount test cannot run"
   fi
@@ -147,13 +166,13 @@ section "volume with the gpu and cpu engines (ext4 on a direct-I/O loop device)"
 # The disk-volume experiment of docs/EXPERIMENTS.md: ext4 on volume.img through a loop device with
 # direct I/O, four writers at once (the loop device then sends the daemon concurrent requests),
 # then the same data read back with the caches dropped, e2fsck, and the daemon's CPU per GB.
-volume_run() {  # engine mib_per_writer
-  local engine=$1 mib=$2 work=/tmp/gcfs-vol-$1 writers=4
+volume_run() {  # engine mib_per_writer transport
+  local engine=$1 mib=$2 tr=$3 work=/tmp/gcfs-vol-$1-$3 writers=4
   rm -rf "$work"; mkdir -p "$work/mnt" "$work/fs"
   echo "device-run-password" > "$work/pass"
   "$BIN/gpucryptfs" volume create --scrypt-logn 12 --size 16G --passfile "$work/pass" "$work/vol.gcv" >/dev/null \
     || { echo "vol_$engine: create failed"; return; }
-  "$BIN/gpucryptfs" volume mount --engine "$engine" --passfile "$work/pass" --log "$work/daemon.log" "$work/vol.gcv" "$work/mnt" \
+  "$BIN/gpucryptfs" volume mount --engine "$engine" --transport "$tr" --passfile "$work/pass" --log "$work/daemon.log" "$work/vol.gcv" "$work/mnt" \
     || { echo "vol_$engine: mount failed"; tail -5 "$work/daemon.log"; return; }
   local pid; pid=$(pgrep -n -x gpucryptfs)
   mkfs.ext4 -q -F "$work/mnt/volume.img" || { echo "vol_$engine: mkfs failed"; fusermount3 -u "$work/mnt" 2>/dev/null || umount "$work/mnt"; return; }
@@ -172,7 +191,7 @@ volume_run() {  # engine mib_per_writer
   umount "$work/fs"
   e2fsck -f -n "$loop" >/dev/null 2>&1 && verdict="$verdict, e2fsck clean" || verdict="$verdict, E2FSCK FAILED"
   losetup -d "$loop"
-  awk -v e="$engine" -v n=$writers -v mib="$mib" -v w0="$t0" -v w1="$t1" -v r1="$t2" -v hz="$hz" -v v="$verdict" \
+  awk -v e="${engine}_$tr" -v n=$writers -v mib="$mib" -v w0="$t0" -v w1="$t1" -v r1="$t2" -v hz="$hz" -v v="$verdict" \
       -v cw=$((u1 - u0 + s1 - s0)) -v cr=$((u2 - u1 + s2 - s1)) \
     'BEGIN { gb = n * mib * 1048576 / 1e9;
              printf "vol_%s %d writers x %d MiB, O_DIRECT through ext4 and loop: write %.2f GB/s, daemon cpu %.3f s/GB | read %.2f GB/s, daemon cpu %.3f s/GB | %s\n",
@@ -183,8 +202,8 @@ volume_run() {  # engine mib_per_writer
 }
 {
   if [ -e /dev/fuse ] && command -v losetup >/dev/null && command -v mkfs.ext4 >/dev/null; then
-    volume_run gpu 512
-    volume_run cpu 512
+    for tr in $transports; do volume_run gpu 512 "$tr"; done
+    volume_run cpu 512 classic
   else
     echo "no /dev/fuse, losetup or mkfs.ext4 on this machine: the volume run cannot run"
   fi
