@@ -175,8 +175,19 @@ std::optional<Failure> serve(const MountOptions& o, const std::function<FuseFile
     std::unique_ptr<UringTransport> ring;
     MountedSession mounted(se.get());
     const int fuse_fd = fuse_session_fd(se.get());
+    std::string why = o.transport == Transport::Classic ? "--transport classic" : uring_off;
+    // The rings are built before INIT: once INIT asks for io_uring, the kernel waits for them.
+    if (want_uring) {
+      UringOptions u;
+      u.max_threads = o.max_threads;
+      u.payload_bytes = max_request;  // what INIT asks for at most (mount/ring_request.h)
+      u.allocate_buffer = fs.allocate_buffer;
+      u.on_worker_start = fs.on_worker_start;
+      ring = UringTransport::prepare(se.get(), fuse_fd, u, &why);
+      if (!ring && o.transport == Transport::Uring) return Failure{1, "--transport uring: " + why};
+    }
     SessionIoOptions io;
-    io.want_uring = want_uring;
+    io.want_uring = ring != nullptr;
     io.max_request = max_request;
     if (const int rc = install_session_io(se.get(), fuse_fd, io); rc != 0)
       return Failure{1, std::string("cannot take over the FUSE session's I/O: ") + std::strerror(-rc)};
@@ -198,22 +209,22 @@ std::optional<Failure> serve(const MountOptions& o, const std::function<FuseFile
                             std::string(rc == -ENODEV ? "the mount ended first" : std::strerror(-rc))};
     }
     const InitOutcome& init = init_outcome();
-    std::string why = uring_off;
-    if (o.transport == Transport::Classic) {
-      why = "--transport classic";
-    } else if (want_uring && !init.kernel_offered_uring) {
+    if (ring && !init.uring_negotiated) {
+      ring.reset();  // nothing was registered
       why = "the kernel did not offer io_uring in FUSE_INIT";
-    } else if (want_uring) {
-      UringOptions u;
-      u.max_threads = o.max_threads;
-      const long page = ::sysconf(_SC_PAGESIZE);
-      u.payload_bytes = std::max({std::size_t{8192}, init.max_write, init.max_pages * static_cast<std::size_t>(page)});
-      u.allocate_buffer = fs.allocate_buffer;
-      u.on_worker_start = fs.on_worker_start;
-      ring = UringTransport::start(se.get(), fuse_fd, u, &why);
+      if (o.transport == Transport::Uring) return Failure{1, "--transport uring: " + why};
     }
-    if (!ring && o.transport == Transport::Uring) return Failure{1, "--transport uring: " + why};
     if (ring) {
+      const long page = ::sysconf(_SC_PAGESIZE);
+      const std::size_t kernel_payload =
+          std::max({std::size_t{8192}, init.max_write, init.max_pages * static_cast<std::size_t>(page > 0 ? page : 4096)});
+      if (!ring->activate(kernel_payload, &why)) {
+        // INIT asked for io_uring: the kernel now holds every request for the ring, so /dev/fuse
+        // cannot take over. Say so and unmount.
+        log::error("io_uring: " + why);
+        return Failure{1, "the kernel accepted FUSE over io_uring but refused its ring: " + why +
+                              " (mount with --transport classic)"};
+      }
       log::info("transport: io_uring, " + ring->description());
       loop.threads = 2;  // /dev/fuse now carries only FORGET, INTERRUPT and the like
     } else {

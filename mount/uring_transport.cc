@@ -113,17 +113,26 @@ struct UringTransport::Impl {
     if (wake_fd >= 0) ::close(wake_fd);
   }
 
-  // Start-up handshake: each thread reports once its entries are registered (or failed).
+  // Start-up handshake, in two rounds: each thread reports once its ring is built (before INIT),
+  // then once its entries are registered (after INIT, when activate() says go).
   std::mutex mu;
   std::condition_variable cv;
   unsigned reported = 0;
   std::string failure;
+  bool go = false;     // activate(): register now
+  bool abort = false;  // stop() before or during start-up
 
   void report(const std::string& why) {
     std::lock_guard lk(mu);
     if (!why.empty() && failure.empty()) failure = why;
     ++reported;
     cv.notify_all();
+  }
+  // Until every thread reported `round` times; false when one failed or start-up was aborted.
+  bool wait_reports(unsigned round) {
+    std::unique_lock lk(mu);
+    cv.wait(lk, [&] { return reported >= round * threads.size() || abort; });
+    return failure.empty() && !abort;
   }
 
   static void prepare_cmd(io_uring_sqe* sqe, RingEntry* e, std::uint32_t cmd) {
@@ -143,8 +152,8 @@ struct UringTransport::Impl {
     }
   }
 
-  // Set up one thread's ring and register its entries; "" or why not.
-  std::string set_up(RingThread& t) {
+  // Builds one thread's ring and its entries (nothing is submitted yet); "" or why not.
+  std::string build(RingThread& t) {
     const unsigned depth = queue_depth(options.payload_bytes);
     const unsigned sqes = depth * static_cast<unsigned>(t.cpus.size()) + 1;  // + the wake-up poll
     io_uring_params params{};
@@ -166,17 +175,25 @@ struct UringTransport::Impl {
         e->payload_bytes = options.payload_bytes;
         e->iov[0] = {e->header.get(), sizeof(abi::ReqHeader)};
         e->iov[1] = {e->payload, e->payload_bytes};
-        io_uring_sqe* sqe = io_uring_get_sqe(&t.ring);
-        if (!sqe) return "io_uring submission queue full while registering";
-        prepare_cmd(sqe, e.get(), abi::kCmdRegister);
         t.entries.push_back(std::move(e));
       }
     }
+    close_ring_fd(&t.ring);
+    return "";
+  }
+
+  // Registers the thread's entries (after INIT) and arms the wake-up poll; "" or why not.
+  std::string register_entries(RingThread& t) {
+    for (auto& e : t.entries) {
+      io_uring_sqe* sqe = io_uring_get_sqe(&t.ring);
+      if (!sqe) return "io_uring submission queue full while registering";
+      prepare_cmd(sqe, e.get(), abi::kCmdRegister);
+    }
     io_uring_sqe* poll = io_uring_get_sqe(&t.ring);
+    if (!poll) return "io_uring submission queue full while registering";
     io_uring_prep_poll_add(poll, wake_fd, POLLIN);
     io_uring_sqe_set_data(poll, nullptr);
-    close_ring_fd(&t.ring);
-    rc = io_uring_submit(&t.ring);
+    const int rc = io_uring_submit(&t.ring);
     if (rc < 0) return std::string("io_uring submit: ") + std::strerror(-rc);
     // A refused registration completes at once; an accepted one only when a request comes.
     io_uring_cqe* cqe = nullptr;
@@ -226,15 +243,18 @@ struct UringTransport::Impl {
   // the hop between CPUs, and a pinned thread would compete with the program it serves.
   void run(RingThread& t) {
     if (options.on_worker_start) options.on_worker_start();
-    const std::string why = set_up(t);
+    std::string why = build(t);
     report(why);
     if (!why.empty()) return;
     {
-      // Wait until every thread registered: a failure elsewhere tears all of them down.
       std::unique_lock lk(mu);
-      cv.wait(lk, [&] { return reported == threads.size(); });
-      if (!failure.empty()) return;
+      cv.wait(lk, [&] { return go || abort; });
+      if (abort) return;
     }
+    why = register_entries(t);
+    report(why);
+    // Serve only once every thread registered: a failure elsewhere ends all of them.
+    if (!why.empty() || !wait_reports(2)) return;
     bool ended = false;
     while (!ended && !t.stopping.load()) {
       const int rc = io_uring_submit_and_wait(&t.ring, 1);
@@ -274,8 +294,8 @@ struct UringTransport::Impl {
 
 UringTransport::UringTransport(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-std::unique_ptr<UringTransport> UringTransport::start(fuse_session* se, int fuse_fd, const UringOptions& options,
-                                                      std::string* why) {
+std::unique_ptr<UringTransport> UringTransport::prepare(fuse_session* se, int fuse_fd, const UringOptions& options,
+                                                        std::string* why) {
   const unsigned queues = possible_cpu_count();
   if (queues == 0) {
     *why = "cannot read /sys/devices/system/cpu/possible (the kernel keeps one queue per possible CPU)";
@@ -305,23 +325,41 @@ std::unique_ptr<UringTransport> UringTransport::start(fuse_session* se, int fuse
     RingThread* tp = t.get();
     t->thread = std::thread([p, tp] { p->run(*tp); });
   }
-  {
-    std::unique_lock lk(p->mu);
-    p->cv.wait(lk, [&] { return p->reported == p->threads.size(); });
-  }
   std::unique_ptr<UringTransport> transport(new UringTransport(std::move(impl)));
-  if (!p->failure.empty()) {
+  if (!p->wait_reports(1)) {
     *why = p->failure;
-    transport->stop();
-    return nullptr;  // the destructor closes the rings, which cancels what was registered
+    return nullptr;  // the destructor stops the threads and closes what was built
   }
   return transport;
+}
+
+bool UringTransport::activate(std::size_t kernel_payload_bytes, std::string* why) {
+  Impl* p = impl_.get();
+  if (kernel_payload_bytes > p->options.payload_bytes) {
+    *why = "the kernel's requests (" + std::to_string(kernel_payload_bytes) + " bytes) exceed the ring's buffers";
+    return false;
+  }
+  {
+    std::lock_guard lk(p->mu);
+    p->go = true;
+    p->cv.notify_all();
+  }
+  if (!p->wait_reports(2)) {
+    *why = p->failure;
+    return false;
+  }
+  return true;
 }
 
 void UringTransport::stop() {
   if (impl_->stopped) return;
   impl_->stopped = true;
   for (auto& t : impl_->threads) t->stopping.store(true);
+  {
+    std::lock_guard lk(impl_->mu);
+    impl_->abort = true;  // threads still starting up leave
+    impl_->cv.notify_all();
+  }
   const std::uint64_t one = 1;
   [[maybe_unused]] ssize_t n = ::write(impl_->wake_fd, &one, sizeof one);
   for (auto& t : impl_->threads)

@@ -11,9 +11,11 @@
 // handed to libfuse through dispatch_request (mount/session_io.h), which sends the reply back
 // into the entry, and the commit goes out with the thread's next wait: no locks, no hand-off.
 //
-// The kernel uses the ring only once every CPU's queue has an entry, and only after INIT was
-// answered with FUSE_OVER_IO_URING: start() is called after INIT and registers all queues before
-// it returns.
+// The kernel uses the ring only once every CPU's queue has an entry, and registration only works
+// after INIT was answered with FUSE_OVER_IO_URING. Once INIT said so there is no way back: the
+// kernel holds every request until the ring is ready. So the rings are built first (prepare(),
+// before INIT; where that fails INIT does not ask for io_uring), and registered after it
+// (activate()).
 #pragma once
 
 #include <cstddef>
@@ -37,10 +39,14 @@ struct UringOptions {
 
 class UringTransport {
  public:
-  // Creates the rings and registers every CPU's entries on /dev/fuse descriptor `fuse_fd`.
-  // Null, with *why set to one line, when that fails (nothing is left running then).
-  static std::unique_ptr<UringTransport> start(fuse_session* se, int fuse_fd, const UringOptions& options,
-                                               std::string* why);
+  // Builds the serving threads' rings and entries on /dev/fuse descriptor `fuse_fd`, registering
+  // nothing yet. Null, with *why set to one line, when that fails (nothing is left running).
+  static std::unique_ptr<UringTransport> prepare(fuse_session* se, int fuse_fd, const UringOptions& options,
+                                                 std::string* why);
+  // After INIT asked for io_uring: registers every entry and starts serving. False, with *why,
+  // when the kernel refused (the mount then cannot serve: the kernel waits for the ring).
+  // kernel_payload_bytes: the largest request INIT settled (each entry must hold it).
+  bool activate(std::size_t kernel_payload_bytes, std::string* why);
   // Stops and joins the serving threads (idempotent). Requests the kernel still has queued for
   // the ring are ended by the unmount. Rings and buffers are released by the destructor, which
   // belongs after the unmount.
