@@ -52,11 +52,8 @@ void log_malformed(const std::string& what) {
 
 }  // namespace
 
-struct RingThread;
-
 // One registered entry of one CPU queue.
 struct RingEntry final : RingReplySink {
-  RingThread* owner = nullptr;
   unsigned qid = 0;
   std::unique_ptr<abi::ReqHeader> header = std::make_unique<abi::ReqHeader>();
   HostBuffer memory;  // kRingPrefixBytes of room, then the payload
@@ -76,7 +73,6 @@ struct RingEntry final : RingReplySink {
 };
 
 struct RingThread {
-  unsigned index = 0;
   std::vector<unsigned> cpus;  // the queues (CPU numbers) this thread serves
   std::vector<std::unique_ptr<RingEntry>> entries;
   io_uring ring{};
@@ -167,7 +163,6 @@ struct UringTransport::Impl {
     for (unsigned cpu : t.cpus) {
       for (unsigned i = 0; i < depth; ++i) {
         auto e = std::make_unique<RingEntry>();
-        e->owner = &t;
         e->qid = cpu;
         const std::size_t bytes = kRingPrefixBytes + options.payload_bytes;
         e->memory = options.allocate_buffer ? options.allocate_buffer(bytes) : HostBuffer::plain(bytes);
@@ -277,7 +272,9 @@ struct UringTransport::Impl {
           continue;
         }
         if (cqe->res < 0) {
-          // ENOTCONN/ECONNABORTED: the connection ended (unmounted); anything else is an error.
+          // ENOTCONN/ECONNABORTED: the connection ended (unmounted). Anything else is an error
+          // the entry does not come back from (it cannot be registered twice): rather than leave
+          // its queue short and its CPU's requests waiting, the mount ends, with the reason logged.
           if (cqe->res != -ENOTCONN && cqe->res != -ECONNABORTED && cqe->res != -ENODEV)
             log::error(std::string("io_uring: queue ") + std::to_string(e->qid) + ": " + std::strerror(-cqe->res));
           ended = true;
@@ -314,7 +311,6 @@ std::unique_ptr<UringTransport> UringTransport::prepare(fuse_session* se, int fu
   const unsigned n = serving_threads(queues, options.max_threads);
   for (unsigned i = 0; i < n; ++i) {
     auto t = std::make_unique<RingThread>();
-    t->index = i;
     if (n >= queues) t->cpus.push_back(i % queues);  // several threads per queue
     else
       for (unsigned q = i; q < queues; q += n) t->cpus.push_back(q);  // several queues per thread
