@@ -85,6 +85,11 @@ const InitOutcome& init_outcome() { return g_init; }
 
 void set_thread_receive_capacity(std::size_t bytes) { t_receive_capacity = bytes; }
 
+unsigned char* reply_room(std::size_t* bytes) {
+  *bytes = 0;
+  return t_sink ? t_sink->room(bytes) : nullptr;
+}
+
 void dispatch_request(fuse_session* se, const fuse_buf& buf, RingReplySink* sink) {
   // The one place where a request is looked at before libfuse parses it (an opcode libfuse 3.14
   // has no entry for, such as FUSE_TMPFILE, could be answered here).

@@ -48,11 +48,18 @@ class RingReplySink {
   virtual std::uint64_t unique() const = 0;
   // Takes the reply (iov[0]: fuse_out_header). Returns what writev would, or -1.
   virtual long take_reply(const iovec* iov, int count) = 0;
+  // The memory the reply's body goes to (the entry's payload, which the kernel reads from).
+  virtual unsigned char* room(std::size_t* bytes) = 0;
 };
 
 // Hands one request (as /dev/fuse delivers it) to libfuse. While it runs, a reply on this thread
 // to `sink`'s request goes to the sink (may be null: replies go to /dev/fuse).
 void dispatch_request(fuse_session* se, const fuse_buf& buf, RingReplySink* sink);
+
+// While this thread dispatches a request from an io_uring entry: the entry's reply memory, where
+// a READ handler may put its data so that the reply needs no copy (*bytes: its size). Null
+// otherwise (/dev/fuse takes the reply from wherever it is).
+unsigned char* reply_room(std::size_t* bytes);
 
 // The receive capacity of this thread's buffer: the custom read fills up to this many bytes
 // (libfuse 3.14 would read at most its own 1 MiB + a page, too little for larger requests).

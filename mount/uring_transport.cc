@@ -65,6 +65,10 @@ struct RingEntry final : RingReplySink {
   bool answered = false;
 
   std::uint64_t unique() const override { return request_unique; }
+  unsigned char* room(std::size_t* bytes) override {
+    *bytes = payload_bytes;
+    return payload;
+  }
   long take_reply(const iovec* iov_in, int count) override {
     const long res = store_ring_reply(iov_in, count, header.get(), payload, payload_bytes);
     if (res >= 0) answered = true;
