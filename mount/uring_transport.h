@@ -7,7 +7,7 @@
 //
 // Here each serving thread owns one io_uring with its own entries, for one CPU queue (at least two
 // threads per queue, so one CPU's requests are served concurrently) or, beyond 256 threads, for
-// several. The kernel hands a request to any free entry of the issuing CPU's queue. Requests are
+// several, and runs pinned to those CPUs. The kernel hands a request to any free entry of the issuing CPU's queue. Requests are
 // handed to libfuse through dispatch_request (mount/session_io.h), which sends the reply back
 // into the entry, and the commit goes out with the thread's next wait: no locks, no hand-off.
 //
