@@ -315,6 +315,11 @@ void ContentFile::prepare_thread(ChunkEngine& engine, const ChunkLayout& layout,
 }
 
 ssize_t ContentFile::read_view(std::uint64_t off, std::size_t len, const std::uint8_t** data) {
+  return read_view(off, len, data, nullptr, 0);
+}
+
+ssize_t ContentFile::read_view(std::uint64_t off, std::size_t len, const std::uint8_t** data, std::uint8_t* room,
+                               std::size_t room_bytes) {
   std::shared_lock lk(size_mu_);
   if (!size_valid_) {
     lk.unlock();
@@ -327,10 +332,12 @@ ssize_t ContentFile::read_view(std::uint64_t off, std::size_t len, const std::ui
   const ChunkRange r = layout_.chunks_for(off, len);
   auto guard = chunk_locks_.lock(r.first, r.last, false);
   const std::uint64_t C = layout_.chunk_size();
-  auto& plain = scratch(engine_, 1, r.count() * C);
-  int rc = open_chunks_locked(r, plain.data());
+  // open_chunks_locked writes up to whole chunks: into room only when all of them fit there.
+  const bool into_room = room && off == r.first * C && r.count() * C <= room_bytes;
+  std::uint8_t* out = into_room ? room : scratch(engine_, 1, r.count() * C).data();
+  int rc = open_chunks_locked(r, out);
   if (rc < 0) return rc;
-  *data = plain.data() + (off - r.first * C);
+  *data = out + (off - r.first * C);
   return static_cast<ssize_t>(len);
 }
 

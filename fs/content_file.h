@@ -57,6 +57,11 @@ class ContentFile {
   // The same without the copy: *data points into this thread's scratch buffer, valid until the
   // thread's next call into any ContentFile (the FUSE daemon replies from it at once).
   ssize_t read_view(std::uint64_t off, std::size_t len, const std::uint8_t** data);
+  // The same, decrypting straight into `room` (room_bytes long) where the chunks fit there whole
+  // from its start (off on a chunk boundary): *data is then room. A FUSE reply buffer that the
+  // kernel reads from (an io_uring entry's payload) gets a READ's plaintext with no copy.
+  ssize_t read_view(std::uint64_t off, std::size_t len, const std::uint8_t** data, std::uint8_t* room,
+                    std::size_t room_bytes);
   // Sizes this thread's scratch buffers for requests of up to max_request bytes now, so that a
   // worker thread allocates (and, with the gpu engine, pins) them once, before it serves.
   static void prepare_thread(ChunkEngine& engine, const ChunkLayout& layout, std::size_t max_request);

@@ -81,7 +81,7 @@ int cmd_mount(int argc, char** argv) {
     std::string cipherdir, log_file, config_option, idle_text;
     bool no_writeback = false, allow_expensive_kdf = false, reverse = false, nonempty = false;
     MasterKeyOptions master_key;
-    std::string gpus, backing_io = "auto";
+    std::string gpus, backing_io = "auto", transport = "auto";
     int gpu_streams = 4;
     po::options_description opts("usage: gpucryptfs mount [OPTIONS] CIPHERDIR MOUNTPOINT\n"
                                  "       gpucryptfs mount --reverse [OPTIONS] PLAINDIR MOUNTPOINT\n\n"
@@ -115,7 +115,8 @@ int cmd_mount(int argc, char** argv) {
         "CUDA streams per GPU: batches in flight at once, each with its own pinned staging")(
         "backing-io", po::value(&backing_io)->default_value(backing_io),
         "how a format 2 vault's chunk data meets CIPHERDIR: direct (O_DIRECT, no page-cache copy), buffered, "
-        "or auto (direct where the backing filesystem takes it, else buffered with one log line)");
+        "or auto (direct where the backing filesystem takes it, else buffered with one log line)")(
+        "transport", po::value(&transport)->default_value(transport), mount::kTransportHelp);
     add_config_option(opts, &config_option);
     add_master_key_options(opts, &master_key);
     add_allow_expensive_kdf_option(opts, &allow_expensive_kdf);
@@ -128,6 +129,7 @@ int cmd_mount(int argc, char** argv) {
     engine.gpu.devices = parse_gpu_list(gpus);
     if (gpu_streams < 1 || gpu_streams > 64) throw po::error("--gpu-streams must be from 1 to 64");
     engine.gpu.streams_per_gpu = gpu_streams;
+    mo.transport = mount::parse_transport(transport);
     // A read-only mount writes nothing to gather, and with the writeback cache the kernel keeps its
     // own idea of a file's size: a file that a read-write mount of the vault beside it grew would
     // read cut at its old length.
@@ -240,7 +242,7 @@ int cmd_mount(int argc, char** argv) {
       ChunkEngine& engine = rv->engines->engine();
       const ChunkLayout& layout = rv->vault->layout();
       f.allocate_buffer = [&engine](std::size_t n) { return engine.allocate_io_buffer(n); };
-      f.on_worker_start = [&engine, &layout] { ContentFile::prepare_thread(engine, layout, mount::kMaxRequestBytes); };
+      f.on_worker_start = [&engine, &layout] { ContentFile::prepare_thread(engine, layout, mount::max_request_bytes()); };
       return f;
     };
     return mount::run_fuse_mount(mo, setup, exit_code_for);

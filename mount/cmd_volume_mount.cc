@@ -24,7 +24,7 @@ int cmd_volume_mount(int argc, char** argv) {
   std::string container, mountdir, passfile, extpass, engine = "auto", log_file;
   bool foreground = false, read_only = false, allow_expensive_kdf = false;
   unsigned threads = 16;
-  std::string gpus;
+  std::string gpus, transport = "auto";
   int gpu_streams = 4;
   po::options_description desc("usage: gpucryptfs volume mount [OPTIONS] CONTAINER MOUNTDIR\n\n"
                                "Mounts the volume in CONTAINER; its plaintext is MOUNTDIR/volume.img.\n\noptions");
@@ -39,7 +39,8 @@ int cmd_volume_mount(int argc, char** argv) {
       ("gpus", po::value(&gpus)->default_value("all"),
        "GPUs the gpu engine uses, as 'gpucryptfs info' numbers them: all, or a list such as 0,1")
       ("gpu-streams", po::value(&gpu_streams)->default_value(gpu_streams),
-       "CUDA streams per GPU: batches in flight at once, each with its own pinned staging");
+       "CUDA streams per GPU: batches in flight at once, each with its own pinned staging")
+      ("transport", po::value(&transport)->default_value(transport), mount::kTransportHelp);
   add_allow_expensive_kdf_option(desc, &allow_expensive_kdf);
   if (!parse_command_line(argc, argv, desc, {{"CONTAINER", &container}, {"MOUNTDIR", &mountdir}}))
     return kExitOk;
@@ -47,6 +48,7 @@ int cmd_volume_mount(int argc, char** argv) {
   if (threads < 1 || threads > 256) throw po::error("--threads must be from 1 to 256");
   const std::vector<int> gpu_list = parse_gpu_list(gpus);
   if (gpu_streams < 1 || gpu_streams > 64) throw po::error("--gpu-streams must be from 1 to 64");
+  const mount::Transport transport_choice = mount::parse_transport(transport);
 
   // Every path and option value is checked before the password is asked for.
   require_volume_container(container, "mount");
@@ -78,6 +80,7 @@ int cmd_volume_mount(int argc, char** argv) {
   mo.read_only = read_only;
   mo.fsname = setup.container;
   mo.max_threads = threads;
+  mo.transport = transport_choice;
   return mount::run_fuse_mount(
       mo,
       [&] {

@@ -13,6 +13,7 @@
 #include "fs/log.h"
 #include "fs/safe_open.h"
 #include "mount/encrypted_fs.h"
+#include "mount/session_io.h"
 #include "mount/encrypted_fs_handles.h"
 #include "mount/open_reply.h"
 
@@ -224,9 +225,12 @@ void EncryptedFs::create(fuse_req_t req, fuse_ino_t parent, const char* name, mo
 }
 
 void EncryptedFs::read(fuse_req_t req, fuse_ino_t, std::size_t size, off_t off, fuse_file_info* fi) {
-  // Replies straight from the buffer the chunks were opened into: no copy on our side.
+  // Replies straight from the buffer the chunks were opened into: no copy on our side. Over
+  // io_uring that buffer is the ring entry's payload itself, where the chunks fit there.
   const std::uint8_t* data = nullptr;
-  ssize_t n = handle_of(fi)->content->read_view(static_cast<std::uint64_t>(off), size, &data);
+  std::size_t room_bytes = 0;
+  unsigned char* room = reply_room(&room_bytes);
+  ssize_t n = handle_of(fi)->content->read_view(static_cast<std::uint64_t>(off), size, &data, room, room_bytes);
   if (n < 0) return (void)fuse_reply_err(req, static_cast<int>(-n));
   fuse_reply_buf(req, reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
 }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <optional>
@@ -16,6 +17,8 @@
 #include "mount/fd_limit.h"
 #include "mount/fuse_api.h"
 #include "mount/request_loop.h"
+#include "mount/session_io.h"
+#include "mount/uring_transport.h"
 
 namespace gcfs::mount {
 namespace {
@@ -148,6 +151,13 @@ std::optional<Failure> serve(const MountOptions& o, const std::function<FuseFile
     return Failure{error_code_of(e), e.what()};
   }
 
+  // Decided before mounting: `uring` where the kernel cannot have it is refused with its reason.
+  const std::string uring_off = o.transport == Transport::Classic ? "" : uring_unavailable_reason();
+  if (o.transport == Transport::Uring && !uring_off.empty())
+    return Failure{1, "--transport uring: " + uring_off};
+  const bool want_uring = o.transport != Transport::Classic && uring_off.empty();
+  const std::size_t max_request = max_request_bytes();
+
   const std::string opts = mount_option_string(o);
   const char* argv[] = {"gpucryptfs", "-o", opts.c_str(), nullptr};
   fuse_args args = FUSE_ARGS_INIT(3, const_cast<char**>(argv));
@@ -161,7 +171,26 @@ std::optional<Failure> serve(const MountOptions& o, const std::function<FuseFile
                       "and fusermount3 installed?)"};
   }
   {
+    // Released after the unmount below (declared first, destroyed last), before the engine goes.
+    std::unique_ptr<UringTransport> ring;
     MountedSession mounted(se.get());
+    const int fuse_fd = fuse_session_fd(se.get());
+    std::string why = o.transport == Transport::Classic ? "--transport classic" : uring_off;
+    // The rings are built before INIT: once INIT asks for io_uring, the kernel waits for them.
+    if (want_uring) {
+      UringOptions u;
+      u.max_threads = o.max_threads;
+      u.payload_bytes = max_request;  // what INIT asks for at most (mount/ring_request.h)
+      u.allocate_buffer = fs.allocate_buffer;
+      u.on_worker_start = fs.on_worker_start;
+      ring = UringTransport::prepare(se.get(), fuse_fd, u, &why);
+      if (!ring && o.transport == Transport::Uring) return Failure{1, "--transport uring: " + why};
+    }
+    SessionIoOptions io;
+    io.want_uring = ring != nullptr;
+    io.max_request = max_request;
+    if (const int rc = install_session_io(se.get(), fuse_fd, io); rc != 0)
+      return Failure{1, std::string("cannot take over the FUSE session's I/O: ") + std::strerror(-rc)};
     // Logged before the parent hears "ok": whoever ran `mount` finds the serving pid in the log
     // as soon as the command returns.
     log::info("mounted on " + o.mountpoint);
@@ -170,18 +199,47 @@ std::optional<Failure> serve(const MountOptions& o, const std::function<FuseFile
     loop.threads = o.max_threads;
     loop.allocate_buffer = fs.allocate_buffer;
     loop.on_worker_start = fs.on_worker_start;
-    // Ready means the kernel's INIT is answered: before that, the first program to touch the
-    // mount waits, and an unmount finds the mount busy. So `mount` returns only then.
-    loop.on_ready = [&] {
-      raise_read_ahead(o.mountpoint, o.read_ahead_kb);
-      if (report_fd >= 0) {
-        log::echo_warnings_to_stderr(false);
-        report(report_fd, std::nullopt);
-        detach_stdio();
-        if (::chdir("/") != 0) { /* only matters for unmounting the cwd's filesystem */ }
+    loop.max_request = max_request;
+    // INIT first, on this thread: before it is answered the first program to touch the mount
+    // waits and an unmount finds the mount busy, so `mount` returns only after it; and the ring
+    // can only be registered once the kernel has read the reply.
+    if (const int rc = answer_init(se.get(), loop); rc < 0) {
+      if (rc != -ENODEV) log::error(std::string("reading FUSE_INIT from /dev/fuse failed: ") + std::strerror(-rc));
+      return Failure{1, "the kernel's FUSE_INIT was not answered: " +
+                            std::string(rc == -ENODEV ? "the mount ended first" : std::strerror(-rc))};
+    }
+    const InitOutcome& init = init_outcome();
+    if (ring && !init.uring_negotiated) {
+      ring.reset();  // nothing was registered
+      why = "the kernel did not offer io_uring in FUSE_INIT";
+      if (o.transport == Transport::Uring) return Failure{1, "--transport uring: " + why};
+    }
+    if (ring) {
+      const long page = ::sysconf(_SC_PAGESIZE);
+      const std::size_t kernel_payload =
+          std::max({std::size_t{8192}, init.max_write, init.max_pages * static_cast<std::size_t>(page > 0 ? page : 4096)});
+      if (!ring->activate(kernel_payload, &why)) {
+        // INIT asked for io_uring: the kernel now holds every request for the ring, so /dev/fuse
+        // cannot take over. Say so and unmount.
+        log::error("io_uring: " + why);
+        return Failure{1, "the kernel accepted FUSE over io_uring but refused its ring: " + why +
+                              " (mount with --transport classic)"};
       }
-    };
+      log::info("transport: io_uring, " + ring->description());
+      loop.threads = 2;  // /dev/fuse now carries only FORGET, INTERRUPT and the like
+    } else {
+      log::info("transport: /dev/fuse, because " + why);
+    }
+    log::info("largest request: " + std::to_string(init.max_write >> 10) + " KiB");
+    if (o.read_ahead_kb) raise_read_ahead(o.mountpoint, std::max<unsigned>(o.read_ahead_kb, static_cast<unsigned>(max_request >> 10)));
+    if (report_fd >= 0) {
+      log::echo_warnings_to_stderr(false);
+      report(report_fd, std::nullopt);
+      detach_stdio();
+      if (::chdir("/") != 0) { /* only matters for unmounting the cwd's filesystem */ }
+    }
     *loop_status = run_request_loop(se.get(), loop);
+    if (ring) ring->stop();
     if (*loop_status < 0) log::error(std::string("reading requests from /dev/fuse failed: ") + std::strerror(-*loop_status));
   }
   se.reset();  // runs the filesystem's destroy callback before userdata goes

@@ -17,6 +17,7 @@
 
 #include "crypto/chunk_engine.h"
 #include "crypto/errors.h"
+#include "mount/transport.h"
 
 struct fuse_lowlevel_ops;
 
@@ -35,6 +36,8 @@ struct MountOptions {
   // requests give the engines larger batches. Set through sysfs once mounted (root only); 0 leaves
   // the kernel's default.
   unsigned read_ahead_kb = 1024;
+  // How requests travel (mount/transport.h). Uring refuses to mount where io_uring is not had.
+  Transport transport = Transport::Auto;
 };
 
 // What setup hands the runner: the operations and the pointer fuse_req_userdata() returns.

@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "mount/fuse_api.h"
+#include "mount/session_io.h"
 
 namespace gcfs::mount {
 namespace {
@@ -24,11 +26,26 @@ namespace {
 constexpr int kWakeSignal = SIGUSR2;
 void wake_handler(int) {}
 
-// Large enough for any request libfuse reads: it reads up to its FUSE_MAX_MAX_PAGES (256) pages
-// plus a header page, and the kernel sends at most max_write (1 MiB here) plus the header.
-std::size_t receive_buffer_bytes() {
+// Large enough for any request: the kernel sends at most max_write (or max_pages pages) plus the
+// headers. libfuse 3.14 would read at most 256 pages plus one; our custom read fills all of it.
+std::size_t receive_buffer_bytes(std::size_t max_request) {
   const long page = ::sysconf(_SC_PAGESIZE);
-  return 256 * static_cast<std::size_t>(page > 0 ? page : 4096) + (64u << 10);
+  const std::size_t libfuse_reads = 256 * static_cast<std::size_t>(page > 0 ? page : 4096) + (64u << 10);
+  return std::max(libfuse_reads, max_request + (64u << 10));
+}
+
+// One request from /dev/fuse into mem, answered. 1: served; 0: try again (a signal or an
+// interrupted request); otherwise -errno (-ENODEV: unmounted).
+int serve_one(fuse_session* se, HostBuffer& mem) {
+  set_thread_receive_capacity(mem.size());
+  fuse_buf buf{};
+  buf.mem = mem.data();  // libfuse reads into a buffer it is given instead of allocating one
+  const int res = fuse_session_receive_buf(se, &buf);
+  if (res == -EINTR) return 0;  // a signal: the caller looks whether the session goes on
+  if (res == 0) return -ENODEV;
+  if (res < 0) return res;
+  dispatch_request(se, buf, nullptr);
+  return 1;
 }
 
 struct Worker {
@@ -38,6 +55,15 @@ struct Worker {
 
 }  // namespace
 
+int answer_init(fuse_session* se, const RequestLoopOptions& o) {
+  HostBuffer mem = HostBuffer::plain(receive_buffer_bytes(o.max_request));
+  while (!fuse_session_exited(se)) {
+    const int res = serve_one(se, mem);
+    if (res != 0) return res < 0 ? res : 0;
+  }
+  return -ENODEV;
+}
+
 int run_request_loop(fuse_session* se, const RequestLoopOptions& o) {
   struct sigaction wake {}, old_wake {};
   wake.sa_handler = wake_handler;
@@ -46,10 +72,9 @@ int run_request_loop(fuse_session* se, const RequestLoopOptions& o) {
   ::sigaction(kWakeSignal, &wake, &old_wake);
 
   std::atomic<int> error{0};
-  std::atomic<bool> ready{false};
   std::mutex mu;
   std::condition_variable cv;
-  const std::size_t bytes = receive_buffer_bytes();
+  const std::size_t bytes = receive_buffer_bytes(o.max_request);
   const unsigned n = o.threads ? o.threads : 1;
   std::vector<std::unique_ptr<Worker>> workers;
   for (unsigned i = 0; i < n; ++i) {
@@ -59,18 +84,12 @@ int run_request_loop(fuse_session* se, const RequestLoopOptions& o) {
       if (o.on_worker_start) o.on_worker_start();
       HostBuffer mem = o.allocate_buffer ? o.allocate_buffer(bytes) : HostBuffer::plain(bytes);
       while (!fuse_session_exited(se)) {
-        fuse_buf buf{};
-        buf.mem = mem.data();  // libfuse reads into a buffer it is given instead of allocating one
-        const int res = fuse_session_receive_buf(se, &buf);
-        if (res == -EINTR) continue;  // a signal: the loop condition says whether to go on
-        if (res <= 0) {               // 0 or -ENODEV: unmounted; anything else is an error
-          if (res < 0 && res != -ENODEV) error.store(-res);
+        const int res = serve_one(se, mem);
+        if (res < 0) {  // -ENODEV: unmounted; anything else is an error
+          if (res != -ENODEV) error.store(-res);
           fuse_session_exit(se);
           break;
         }
-        fuse_session_process_buf(se, &buf);
-        // A plain load first: after the first request this is one cached read per request.
-        if (o.on_ready && !ready.load(std::memory_order_relaxed) && !ready.exchange(true)) o.on_ready();
       }
       self->done.store(true);
       std::lock_guard lk(mu);

@@ -16,7 +16,9 @@ struct fuse_session;
 
 namespace gcfs::mount {
 
-// The largest READ or WRITE the daemons ask the kernel for (their max_write and max_readahead).
+// The largest READ or WRITE the daemons' init callbacks ask for (their max_write and
+// max_readahead); libfuse 3.14 caps requests there. The INIT reply raises it to
+// max_request_bytes() (mount/transport.h) where the kernel allows more.
 inline constexpr std::size_t kMaxRequestBytes = 1u << 20;
 
 struct RequestLoopOptions {
@@ -25,9 +27,13 @@ struct RequestLoopOptions {
   std::function<HostBuffer(std::size_t)> allocate_buffer;
   // Runs on each worker before it serves its first request.
   std::function<void()> on_worker_start;
-  // Runs once, after the first request (the kernel's INIT, always first) has been answered.
-  std::function<void()> on_ready;
+  // The largest READ or WRITE the kernel may send (sizes the receive buffers).
+  std::size_t max_request = kMaxRequestBytes;
 };
+
+// Reads and answers the kernel's first request, INIT, on the calling thread. Returns 0, -ENODEV
+// when the session ended first (unmounted, or a signal), or -errno when reading failed.
+int answer_init(fuse_session* se, const RequestLoopOptions& options);
 
 // Serves until the session exits (unmounted, or a signal handler installed with
 // fuse_set_signal_handlers). Returns 0, or -errno when reading /dev/fuse failed.

@@ -20,6 +20,8 @@
 #include "fs/volume_container.h"
 #include "mount/fuse_api.h"
 #include "mount/request_loop.h"
+#include "mount/session_io.h"
+#include "mount/transport.h"
 
 namespace gcfs::mount {
 namespace {
@@ -203,14 +205,16 @@ void vol_read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info
   }
   const std::size_t len = static_cast<std::size_t>(std::min<std::uint64_t>(size, s.size - o));
   InFlight counted(s, s.reads);
-  thread_local std::vector<std::uint8_t> buf;
-  if (buf.size() < len) buf.resize(len);
-  ssize_t n = s.content.read(o, len, buf.data());
+  // Replies from the buffer the chunks were opened into (over io_uring: the ring entry's payload).
+  const std::uint8_t* data = nullptr;
+  std::size_t room_bytes = 0;
+  unsigned char* room = reply_room(&room_bytes);
+  ssize_t n = s.content.read_view(o, len, &data, room, room_bytes);
   if (n < 0) {
     fuse_reply_err(req, static_cast<int>(-n));
     return;
   }
-  fuse_reply_buf(req, reinterpret_cast<const char*>(buf.data()), static_cast<std::size_t>(n));
+  fuse_reply_buf(req, reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
 }
 
 // Whether a write of size bytes at o runs past the volume's end. Buffered writes get a short
@@ -328,7 +332,7 @@ FuseFilesystem make_volume_filesystem(VolumeMountSetup& setup) {
   fs.keep_alive = s;
   VolumeState* state = s.get();  // kept alive by keep_alive until after the workers are gone
   fs.allocate_buffer = [state](std::size_t n) { return state->engines.engine().allocate_io_buffer(n); };
-  fs.on_worker_start = [state] { ContentFile::prepare_thread(state->engines.engine(), state->layout, kMaxRequestBytes); };
+  fs.on_worker_start = [state] { ContentFile::prepare_thread(state->engines.engine(), state->layout, max_request_bytes()); };
   return fs;
 }
 

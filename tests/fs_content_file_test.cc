@@ -512,6 +512,34 @@ TEST_F(ContentFileTest, EmptyFileAndReadsPastEof) {
   EXPECT_EQ(f.read(0, 100, out.data()), 0);
 }
 
+// A READ over FUSE's io_uring decrypts straight into the ring entry's payload (the "room") where
+// the chunks fit there whole from its start; elsewhere it uses the thread's scratch, and the
+// room is left alone.
+TEST_F(ContentFileTest, ReadViewDecryptsIntoTheRoomOnlyWhereWholeChunksFit) {
+  Backing b(file_path("room"), 4096);
+  ContentFile& f = *b.file;
+  const Bytes data = pattern(3 * 4096 + 100, 7);
+  ASSERT_EQ(f.write(0, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  Bytes room(4 * 4096, 0xAB);
+  const std::uint8_t* view = nullptr;
+  // Chunk-aligned, with room for every chunk touched (the last one short, at end of file).
+  ASSERT_EQ(f.read_view(4096, 3 * 4096, &view, room.data(), room.size()), static_cast<ssize_t>(2 * 4096 + 100));
+  EXPECT_EQ(view, room.data());
+  EXPECT_TRUE(std::equal(view, view + 2 * 4096 + 100, data.begin() + 4096));
+  // Mid-chunk: the first chunk would start before the room.
+  Bytes untouched(room.size(), 0x5C);
+  room = untouched;
+  ASSERT_EQ(f.read_view(100, 4096, &view, room.data(), room.size()), 4096);
+  EXPECT_NE(view, room.data());
+  EXPECT_TRUE(std::equal(view, view + 4096, data.begin() + 100));
+  EXPECT_EQ(room, untouched);
+  // Aligned, but the chunks touched (two: 4096 + 1 bytes) are larger than the room.
+  ASSERT_EQ(f.read_view(0, 4097, &view, room.data(), 4097), 4097);
+  EXPECT_NE(view, room.data());
+  EXPECT_TRUE(std::equal(view, view + 4097, data.begin()));
+  EXPECT_EQ(room, untouched);
+}
+
 TEST_F(ContentFileTest, WriteBeyondTheFilesystemsLimitFailsWithoutChangingTheFile) {
   // ext4 stops at 16 TiB, tmpfs and others elsewhere: a write far past the end fails (EFBIG or
   // EINVAL from the filesystem) and the file must be what it was, on disk too.

@@ -78,7 +78,7 @@ TEST(Cli, MountErrorsHaveTheirExitCodes) {
 TEST(Cli, UnmountRightAfterMountSucceeds) {
   MountedVault v(not_mounted());
   const std::string q_mp = shell_quote(v.mountpoint());
-  const std::string mount = bin() + " mount --engine " + test_engine() + " --passfile " + shell_quote(v.passfile()) +
+  const std::string mount = bin() + " mount --engine " + test_engine() + transport_arg() + " --passfile " + shell_quote(v.passfile()) +
                             " " + shell_quote(v.cipherdir()) + " " + q_mp;
   const std::string unmount = MountedVault::unmount_command(false) + q_mp;
   for (int i = 0; i < 3; ++i) {
@@ -103,7 +103,7 @@ TEST(Cli, DetachedMountWithoutSyslogLogsToTheStateDirectoryAndSaysSo) {
   TempDir home("gcfs-home");
   const std::string q_mp = shell_quote(v.mountpoint());
   auto r = run_shell("env -u XDG_STATE_HOME HOME=" + shell_quote(home.path()) + " " + bin() + " mount --engine " +
-                     test_engine() + " --passfile " + shell_quote(v.passfile()) + " " + shell_quote(v.cipherdir()) + " " +
+                     test_engine() + transport_arg() + " --passfile " + shell_quote(v.passfile()) + " " + shell_quote(v.cipherdir()) + " " +
                      q_mp + " && echo x > " + shell_quote(v.path("f")) + " && " + MountedVault::unmount_command(false) +
                      q_mp);
   EXPECT_EQ(r.status, 0) << r.output;

@@ -67,7 +67,7 @@ class Reverse : public ::testing::Test {
     ASSERT_EQ(r.status, 0) << r.output;
   }
   CommandResult mount_reverse(const std::string& passfile = "") {
-    return run_shell(bin() + " mount --reverse --engine " + test_engine() + " --log " + q(log()) + " --passfile " +
+    return run_shell(bin() + " mount --reverse --engine " + test_engine() + transport_arg() + " --log " + q(log()) + " --passfile " +
                      q(passfile.empty() ? pass_ : passfile) + " " + q(plain_) + " " + q(view_));
   }
   void unmount(const std::string& m) { ASSERT_EQ(run_shell("fusermount3 -u " + q(m)).status, 0); }
@@ -106,7 +106,7 @@ TEST_F(Reverse, CopyOfTheViewMountsAsAVaultAndReadsBackByteForByte) {
   }
   unmount(view_);
 
-  r = run_shell(bin() + " mount --read-only --engine " + test_engine() + " --log " + q(log()) + " --passfile " + q(pass_) +
+  r = run_shell(bin() + " mount --read-only --engine " + test_engine() + transport_arg() + " --log " + q(log()) + " --passfile " + q(pass_) +
                 " " + q(copy_) + " " + q(fwd_));
   ASSERT_EQ(r.status, 0) << r.output;
   r = run_shell("diff -r --no-dereference -x .gpucryptfs.reverse.conf " + q(plain_) + " " + q(fwd_) +

@@ -163,7 +163,8 @@ class VolumeMountTest : public ::testing::Test {
   }
   // The engine is GPUCRYPTFS_TEST_ENGINE (cpu when unset), as for the directory-mode suites.
   CommandResult mount(const std::string& extra = "") {
-    return run(kBinary + " volume mount --engine " + gcfs::test::test_engine() + " --passfile " + q(passfile_) +
+    return run(kBinary + " volume mount --engine " + gcfs::test::test_engine() + gcfs::test::transport_arg() +
+               " --passfile " + q(passfile_) +
                " --log " + q(log_path()) + " " + extra + " " + q(container_) + " " + q(mnt_));
   }
   std::string log_path() const { return tmp_.path() + "/daemon.log"; }
@@ -503,7 +504,7 @@ TEST_F(VolumeMountTest, MountRightAfterUnmountWaitsForTheOldDaemon) {
   ASSERT_EQ(mount().status, 0);
   const std::string unmount = gcfs::test::MountedVault::unmount_command(false) + q(mnt_);
   for (int i = 0; i < 3; ++i) {
-    CommandResult r = run(unmount + " && " + kBinary + " volume mount --engine " + gcfs::test::test_engine() +
+    CommandResult r = run(unmount + " && " + kBinary + " volume mount --engine " + gcfs::test::test_engine() + gcfs::test::transport_arg() +
                           " --passfile " + q(passfile_) + " --log " + q(log_path()) + " " + q(container_) + " " + q(mnt_));
     ASSERT_EQ(r.status, 0) << "round " << i << ": " << r.output;
   }

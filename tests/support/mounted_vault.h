@@ -4,9 +4,11 @@
 // daemon is killed by its pid) and the removal of the temporary folders; also when the test failed.
 //
 // The engine is GPUCRYPTFS_TEST_ENGINE (cpu when unset), so one suite runs on the GPU machine with
-// GPUCRYPTFS_TEST_ENGINE=gpu; GPUCRYPTFS_TEST_MOUNT_ARGS adds mount options to every mount;
-// GPUCRYPTFS_TEST_FORMAT=1 or 2 makes every test vault of that content format (ctest runs the
-// mounted and fsck suites under both: tests/CMakeLists.txt). The
+// GPUCRYPTFS_TEST_ENGINE=gpu; GPUCRYPTFS_TEST_TRANSPORT (auto when unset) is every mount's
+// --transport, so CI runs the mounted suites once over /dev/fuse (classic) and once over io_uring
+// (uring, which refuses to mount rather than fall back); GPUCRYPTFS_TEST_MOUNT_ARGS adds mount
+// options to every mount; GPUCRYPTFS_TEST_FORMAT=1 or 2 makes every test vault of that content
+// format (ctest runs the mounted and fsck suites under both: tests/CMakeLists.txt). The
 // binary is GPUCRYPTFS_BIN, which the build defines, or GPUCRYPTFS_TEST_BIN when set.
 //
 //   gcfs::test::MountedVault v;
@@ -58,6 +60,13 @@ inline std::string test_engine() {
   const char* e = std::getenv("GPUCRYPTFS_TEST_ENGINE");
   return e && *e ? e : "cpu";
 }
+
+inline std::string test_transport() {
+  const char* t = std::getenv("GPUCRYPTFS_TEST_TRANSPORT");
+  return t && *t ? t : "auto";
+}
+// " --transport X", for every command line that mounts.
+inline std::string transport_arg() { return " --transport " + test_transport(); }
 
 inline std::string shell_quote(const std::string& s) {
   std::string out = "'";
@@ -182,7 +191,7 @@ class MountedVault {
   // The mount command line, so tests can vary it.
   std::string mount_command() const {
     std::string cmd = opts_.shell_prefix + test_binary() + " mount --passfile " + shell_quote(passfile_) + " --engine " +
-                      opts_.engine + " --log " + shell_quote(log_);
+                      opts_.engine + transport_arg() + " --log " + shell_quote(log_);
     for (const auto& a : opts_.mount_args) cmd += " " + a;
     return cmd + " " + shell_quote(cipherdir_) + " " + shell_quote(mountpoint_);
   }

@@ -1,0 +1,110 @@
+#include "mount/session_io.h"
+
+#include <linux/fuse.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "mount/fuse_api.h"
+#include "mount/ring_request.h"
+
+namespace gcfs::mount {
+namespace {
+
+SessionIoOptions g_options;
+InitOutcome g_init;
+
+thread_local RingReplySink* t_sink = nullptr;
+thread_local std::size_t t_receive_capacity = 0;
+// The INIT request being dispatched on this thread (its reply is built there, synchronously).
+thread_local std::uint64_t t_init_unique = 0;
+
+ssize_t read_request(int fd, void* buf, std::size_t len, void*) {
+  // libfuse asks for its own buffer size; the buffer is ours and may be larger.
+  const std::size_t n = t_receive_capacity > len ? t_receive_capacity : len;
+  return ::read(fd, buf, n);
+}
+
+// INIT's reply: asks for io_uring and larger requests, and notes what was settled.
+ssize_t write_init_reply(int fd, iovec* iov, int count) {
+  std::vector<unsigned char> body;
+  for (int i = 1; i < count; ++i) {
+    const auto* p = static_cast<const unsigned char*>(iov[i].iov_base);
+    body.insert(body.end(), p, p + iov[i].iov_len);
+  }
+  fuse_out_header out;
+  std::memcpy(&out, iov[0].iov_base, sizeof out);
+  const bool uring = g_options.want_uring && g_init.kernel_offered_uring;
+  if (out.error == 0 && patch_init_reply(body.data(), body.size(), uring, g_options.max_request)) {
+    fuse_init_out init;
+    std::memcpy(&init, body.data(), offsetof(fuse_init_out, unused));
+    g_init.uring_negotiated = uring;
+    g_init.max_write = init.max_write;
+    g_init.max_pages = (init.flags & FUSE_MAX_PAGES) ? init.max_pages : 0;
+  }
+  iovec patched[2] = {{iov[0].iov_base, sizeof out}, {body.data(), body.size()}};
+  const ssize_t res = ::writev(fd, patched, body.empty() ? 1 : 2);
+  g_init.answered = res >= 0 && out.error == 0;
+  return res;
+}
+
+ssize_t write_reply(int fd, iovec* iov, int count, void*) {
+  if (count >= 1 && iov[0].iov_len >= sizeof(fuse_out_header)) {
+    fuse_out_header out;
+    std::memcpy(&out, iov[0].iov_base, sizeof out);
+    if (t_sink && out.unique != 0 && out.unique == t_sink->unique()) {
+      RingReplySink* sink = t_sink;
+      t_sink = nullptr;  // one reply per request
+      const long res = sink->take_reply(iov, count);
+      if (res < 0) errno = EIO;
+      return res;
+    }
+    if (t_init_unique != 0 && out.unique == t_init_unique) {
+      t_init_unique = 0;
+      return write_init_reply(fd, iov, count);
+    }
+  }
+  return ::writev(fd, iov, count);
+}
+
+}  // namespace
+
+int install_session_io(fuse_session* se, int fd, const SessionIoOptions& options) {
+  g_options = options;
+  g_init = InitOutcome{};
+  fuse_custom_io io{};
+  io.read = read_request;
+  io.writev = write_reply;
+  return fuse_session_custom_io(se, &io, fd);
+}
+
+const InitOutcome& init_outcome() { return g_init; }
+
+void set_thread_receive_capacity(std::size_t bytes) { t_receive_capacity = bytes; }
+
+unsigned char* reply_room(std::size_t* bytes) {
+  *bytes = 0;
+  return t_sink ? t_sink->room(bytes) : nullptr;
+}
+
+void dispatch_request(fuse_session* se, const fuse_buf& buf, RingReplySink* sink) {
+  // The one place where a request is looked at before libfuse parses it (an opcode libfuse 3.14
+  // has no entry for, such as FUSE_TMPFILE, could be answered here).
+  fuse_in_header in;
+  if (buf.mem && buf.size >= sizeof in) {
+    std::memcpy(&in, buf.mem, sizeof in);
+    if (in.opcode == FUSE_INIT) {
+      g_init.kernel_offered_uring = init_offers_uring(buf.mem, buf.size);
+      t_init_unique = in.unique;
+    }
+  }
+  t_sink = sink;
+  fuse_session_process_buf(se, &buf);
+  t_sink = nullptr;
+  t_init_unique = 0;
+}
+
+}  // namespace gcfs::mount

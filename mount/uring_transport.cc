@@ -1,0 +1,419 @@
+#include "mount/uring_transport.h"
+
+#include <linux/fuse.h>
+#include <liburing.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <pthread.h>
+#include <sched.h>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "fs/log.h"
+#include "mount/fuse_api.h"
+#include "mount/fuse_uring_abi.h"
+#include "mount/ring_request.h"
+#include "mount/session_io.h"
+
+namespace gcfs::mount {
+
+namespace abi = uring_abi;
+
+namespace {
+
+// Entries each serving thread registers per queue it serves: one. A thread answers one request at
+// a time, and the kernel gives a request to the first free entry of the queue: with two entries
+// per thread, requests queued behind a busy thread's second entry while other threads sat idle
+// (measured: 2-thread random 4 KiB writes 40% slower). Pipelining comes from the several threads
+// per queue instead.
+unsigned queue_depth(std::size_t) { return 1; }
+
+// Serving threads: at least two per CPU queue, so that requests issued on one CPU (several
+// programs there, or the kernel's writeback, which sends many WRITEs from one worker) are served
+// together and the engine sees batches; at least --threads; at most 256 (beyond, threads share
+// queues).
+unsigned serving_threads(unsigned queues, unsigned max_threads) {
+  return std::clamp(std::max(max_threads, 2 * queues), 1u, 256u);
+}
+
+// Rate-limits the log lines about malformed requests: a flood must not fill the disk.
+std::atomic<unsigned> g_malformed_logged{0};
+void log_malformed(const std::string& what) {
+  if (g_malformed_logged.fetch_add(1) < 20) log::warning("io_uring: malformed request answered with EIO: " + what);
+}
+
+}  // namespace
+
+// One registered entry of one CPU queue.
+struct RingEntry final : RingReplySink {
+  unsigned qid = 0;
+  std::unique_ptr<abi::ReqHeader> header = std::make_unique<abi::ReqHeader>();
+  HostBuffer memory;  // kRingPrefixBytes of room, then the payload
+  unsigned char* payload = nullptr;
+  std::size_t payload_bytes = 0;
+  iovec iov[2]{};
+  std::uint64_t commit_id = 0;
+  std::uint64_t request_unique = 0;
+  bool answered = false;
+
+  std::uint64_t unique() const override { return request_unique; }
+  unsigned char* room(std::size_t* bytes) override {
+    *bytes = payload_bytes;
+    return payload;
+  }
+  long take_reply(const iovec* iov_in, int count) override {
+    const long res = store_ring_reply(iov_in, count, header.get(), payload, payload_bytes);
+    if (res >= 0) answered = true;
+    return res;
+  }
+};
+
+struct RingThread {
+  std::vector<unsigned> cpus;  // the queues (CPU numbers) this thread serves
+  std::vector<std::unique_ptr<RingEntry>> entries;
+  io_uring ring{};
+  bool ring_ready = false;
+  std::thread thread;
+  std::atomic<bool> stopping{false};
+
+  ~RingThread() {
+    if (ring_ready) io_uring_queue_exit(&ring);
+  }
+};
+
+// The ring's own descriptor is registered with the thread's io_uring context and closed, so the
+// rings cost the daemon no descriptors (a vault's descriptor caches are sized from what is free).
+// liburing 2.4 calls this io_uring_close_ring_fd; Debian's 2.3 lacks it, and its
+// io_uring_queue_exit then only fails to unregister (the thread's exit released the ring) and
+// closes nothing.
+void close_ring_fd(io_uring* ring) {
+  if (io_uring_register_ring_fd(ring) != 1) return;  // older kernel: keep the descriptor
+  ::close(ring->ring_fd);
+  ring->ring_fd = -1;
+}
+
+struct UringTransport::Impl {
+  fuse_session* se = nullptr;
+  int fuse_fd = -1;
+  UringOptions options;
+  unsigned queues = 0;
+  std::vector<std::unique_ptr<RingThread>> threads;
+  bool stopped = false;
+  int wake_fd = -1;  // one eventfd: every ring polls it, one write wakes them all
+
+  ~Impl() {
+    if (wake_fd >= 0) ::close(wake_fd);
+  }
+
+  // Start-up handshake, in two rounds: each thread reports once its ring is built (before INIT),
+  // then once its entries are registered (after INIT, when activate() says go).
+  std::mutex mu;
+  std::condition_variable cv;
+  unsigned reported = 0;
+  std::string failure;
+  bool go = false;     // activate(): register now
+  bool abort = false;  // stop() before or during start-up
+
+  void report(const std::string& why) {
+    std::lock_guard lk(mu);
+    if (!why.empty() && failure.empty()) failure = why;
+    ++reported;
+    cv.notify_all();
+  }
+  // Until every thread reported `round` times; false when one failed or start-up was aborted.
+  bool wait_reports(unsigned round) {
+    std::unique_lock lk(mu);
+    cv.wait(lk, [&] { return reported >= round * threads.size() || abort; });
+    return failure.empty() && !abort;
+  }
+
+  static void prepare_cmd(io_uring_sqe* sqe, RingEntry* e, std::uint32_t cmd) {
+    std::memset(sqe, 0, 2 * sizeof(io_uring_sqe));  // SQE128: the command area is the second half
+    sqe->opcode = IORING_OP_URING_CMD;
+    sqe->flags = IOSQE_FIXED_FILE;
+    sqe->fd = 0;  // index of /dev/fuse among the ring's registered files
+    sqe->cmd_op = cmd;
+    io_uring_sqe_set_data(sqe, e);
+    abi::CmdReq req{};
+    req.qid = static_cast<std::uint16_t>(e->qid);
+    req.commit_id = cmd == abi::kCmdCommitAndFetch ? e->commit_id : 0;
+    std::memcpy(sqe->cmd, &req, sizeof req);
+    if (cmd == abi::kCmdRegister) {
+      sqe->addr = reinterpret_cast<std::uint64_t>(e->iov);
+      sqe->len = 2;
+    }
+  }
+
+  // Builds one thread's ring and its entries (nothing is submitted yet); "" or why not.
+  std::string build(RingThread& t) {
+    const unsigned depth = queue_depth(options.payload_bytes);
+    const unsigned sqes = depth * static_cast<unsigned>(t.cpus.size()) + 1;  // + the wake-up poll
+    io_uring_params params{};
+    params.flags = IORING_SETUP_SQE128 | IORING_SETUP_CQSIZE;
+    params.cq_entries = 2 * sqes;
+    int rc = io_uring_queue_init_params(sqes, &t.ring, &params);
+    if (rc < 0) return std::string("cannot create an io_uring: ") + std::strerror(-rc);
+    t.ring_ready = true;
+    rc = io_uring_register_files(&t.ring, &fuse_fd, 1);
+    if (rc < 0) return std::string("cannot register /dev/fuse with the io_uring: ") + std::strerror(-rc);
+    for (unsigned cpu : t.cpus) {
+      for (unsigned i = 0; i < depth; ++i) {
+        auto e = std::make_unique<RingEntry>();
+        e->qid = cpu;
+        const std::size_t bytes = kRingPrefixBytes + options.payload_bytes;
+        e->memory = options.allocate_buffer ? options.allocate_buffer(bytes) : HostBuffer::plain(bytes);
+        e->payload = e->memory.data() + kRingPrefixBytes;
+        e->payload_bytes = options.payload_bytes;
+        e->iov[0] = {e->header.get(), sizeof(abi::ReqHeader)};
+        e->iov[1] = {e->payload, e->payload_bytes};
+        t.entries.push_back(std::move(e));
+      }
+    }
+    close_ring_fd(&t.ring);
+    return "";
+  }
+
+  // Registers the thread's entries (after INIT) and arms the wake-up poll; "" or why not.
+  std::string register_entries(RingThread& t) {
+    for (auto& e : t.entries) {
+      io_uring_sqe* sqe = io_uring_get_sqe(&t.ring);
+      if (!sqe) return "io_uring submission queue full while registering";
+      prepare_cmd(sqe, e.get(), abi::kCmdRegister);
+    }
+    io_uring_sqe* poll = io_uring_get_sqe(&t.ring);
+    if (!poll) return "io_uring submission queue full while registering";
+    io_uring_prep_poll_add(poll, wake_fd, POLLIN);
+    io_uring_sqe_set_data(poll, nullptr);
+    const int rc = io_uring_submit(&t.ring);
+    if (rc < 0) return std::string("io_uring submit: ") + std::strerror(-rc);
+    // A refused registration completes at once; an accepted one only when a request comes.
+    io_uring_cqe* cqe = nullptr;
+    unsigned head = 0;
+    io_uring_for_each_cqe(&t.ring, head, cqe) {
+      if (cqe->res < 0 && io_uring_cqe_get_data(cqe) != nullptr)
+        return std::string("the kernel refused the ring's registration: ") + std::strerror(-cqe->res);
+    }
+    return "";
+  }
+
+  // Answers one fetched request and queues its commit (submitted with the next wait).
+  void serve_entry(RingThread& t, RingEntry& e) {
+    e.commit_id = e.header->ring_ent_in_out.commit_id;
+    if (e.commit_id == 0) {
+      // The kernel could not match any answer to it: nothing to commit, the entry is lost.
+      log_malformed("commit id 0 (entry dropped)");
+      return;
+    }
+    RingRequest r = assemble_ring_request(*e.header, e.payload, e.payload_bytes);
+    e.request_unique = r.unique;
+    e.answered = false;
+    if (!r.start) {
+      log_malformed("opcode " + std::to_string(r.opcode) + ": " + r.error);
+      store_ring_error(e.header.get(), EIO);
+    } else {
+      fuse_buf buf{};
+      buf.mem = r.start;
+      buf.size = r.bytes;
+      dispatch_request(se, buf, &e);
+      if (!e.answered) {
+        // libfuse let it go unanswered: an answer is still owed, or the caller waits for ever.
+        log_malformed("opcode " + std::to_string(r.opcode) + " got no reply");
+        std::memcpy(e.header->in_out, r.start, sizeof(fuse_in_header));
+        store_ring_error(e.header.get(), EIO);
+      }
+    }
+    io_uring_sqe* sqe = io_uring_get_sqe(&t.ring);
+    if (!sqe) {  // cannot happen: every entry owns one SQE slot
+      io_uring_submit(&t.ring);
+      sqe = io_uring_get_sqe(&t.ring);
+    }
+    if (sqe) prepare_cmd(sqe, &e, abi::kCmdCommitAndFetch);
+  }
+
+  // Each thread is pinned to the CPUs whose queues it serves, as the kernel's design intends
+  // (a request is handled on the CPU that issued it, the wake-up stays local). Measured on the
+  // 2-vCPU VM, same binary, unpinned against pinned: untar 3.7 s against 2.9 s, rm -rf 3.9 s
+  // against 1.6 s, 2-thread random 4 KiB writes 79k against 92k IOPS. Best effort: a cpuset
+  // may forbid it.
+  void run(RingThread& t) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (unsigned c : t.cpus) CPU_SET(c, &set);
+    ::pthread_setaffinity_np(::pthread_self(), sizeof set, &set);
+    if (options.on_worker_start) options.on_worker_start();
+    std::string why = build(t);
+    report(why);
+    if (!why.empty()) return;
+    {
+      std::unique_lock lk(mu);
+      cv.wait(lk, [&] { return go || abort; });
+      if (abort) return;
+    }
+    why = register_entries(t);
+    report(why);
+    // Serve only once every thread registered: a failure elsewhere ends all of them.
+    if (!why.empty() || !wait_reports(2)) return;
+    bool ended = false;
+    while (!ended && !t.stopping.load()) {
+      const int rc = io_uring_submit_and_wait(&t.ring, 1);
+      if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
+        log::error(std::string("io_uring wait failed: ") + std::strerror(-rc));
+        break;
+      }
+      io_uring_cqe* cqe = nullptr;
+      unsigned head = 0, seen = 0;
+      io_uring_for_each_cqe(&t.ring, head, cqe) {
+        ++seen;
+        auto* e = static_cast<RingEntry*>(io_uring_cqe_get_data(cqe));
+        if (!e) {  // the wake-up poll
+          ended = true;
+          continue;
+        }
+        if (cqe->res == -EINTR || cqe->res == -EAGAIN) {
+          io_uring_sqe* sqe = io_uring_get_sqe(&t.ring);
+          if (sqe) prepare_cmd(sqe, e, e->commit_id ? abi::kCmdCommitAndFetch : abi::kCmdRegister);
+          continue;
+        }
+        if (cqe->res < 0) {
+          // ENOTCONN/ECONNABORTED: the connection ended (unmounted). Anything else is an error
+          // the entry does not come back from (it cannot be registered twice): rather than leave
+          // its queue short and its CPU's requests waiting, the mount ends, with the reason logged.
+          if (cqe->res != -ENOTCONN && cqe->res != -ECONNABORTED && cqe->res != -ENODEV)
+            log::error(std::string("io_uring: queue ") + std::to_string(e->qid) + ": " + std::strerror(-cqe->res));
+          ended = true;
+          continue;
+        }
+        serve_entry(t, *e);
+      }
+      io_uring_cq_advance(&t.ring, seen);
+    }
+    io_uring_submit(&t.ring);  // commits answered in the last round
+    if (ended) fuse_session_exit(se);
+  }
+};
+
+UringTransport::UringTransport(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+std::unique_ptr<UringTransport> UringTransport::prepare(fuse_session* se, int fuse_fd, const UringOptions& options,
+                                                        std::string* why) {
+  const unsigned queues = possible_cpu_count();
+  if (queues == 0) {
+    *why = "cannot read /sys/devices/system/cpu/possible (the kernel keeps one queue per possible CPU)";
+    return nullptr;
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->se = se;
+  impl->fuse_fd = fuse_fd;
+  impl->options = options;
+  impl->queues = queues;
+  impl->wake_fd = ::eventfd(0, EFD_CLOEXEC);
+  if (impl->wake_fd < 0) {
+    *why = std::string("eventfd: ") + std::strerror(errno);
+    return nullptr;
+  }
+  const unsigned n = serving_threads(queues, options.max_threads);
+  for (unsigned i = 0; i < n; ++i) {
+    auto t = std::make_unique<RingThread>();
+    if (n >= queues) t->cpus.push_back(i % queues);  // several threads per queue
+    else
+      for (unsigned q = i; q < queues; q += n) t->cpus.push_back(q);  // several queues per thread
+    impl->threads.push_back(std::move(t));
+  }
+  Impl* p = impl.get();
+  for (auto& t : impl->threads) {
+    RingThread* tp = t.get();
+    t->thread = std::thread([p, tp] { p->run(*tp); });
+  }
+  std::unique_ptr<UringTransport> transport(new UringTransport(std::move(impl)));
+  if (!p->wait_reports(1)) {
+    *why = p->failure;
+    return nullptr;  // the destructor stops the threads and closes what was built
+  }
+  return transport;
+}
+
+bool UringTransport::activate(std::size_t kernel_payload_bytes, std::string* why) {
+  Impl* p = impl_.get();
+  if (kernel_payload_bytes > p->options.payload_bytes) {
+    *why = "the kernel's requests (" + std::to_string(kernel_payload_bytes) + " bytes) exceed the ring's buffers";
+    return false;
+  }
+  {
+    std::lock_guard lk(p->mu);
+    p->go = true;
+    p->cv.notify_all();
+  }
+  if (!p->wait_reports(2)) {
+    *why = p->failure;
+    return false;
+  }
+  return true;
+}
+
+void UringTransport::stop() {
+  if (impl_->stopped) return;
+  impl_->stopped = true;
+  for (auto& t : impl_->threads) t->stopping.store(true);
+  {
+    std::lock_guard lk(impl_->mu);
+    impl_->abort = true;  // threads still starting up leave
+    impl_->cv.notify_all();
+  }
+  const std::uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(impl_->wake_fd, &one, sizeof one);
+  for (auto& t : impl_->threads)
+    if (t->thread.joinable()) t->thread.join();
+}
+
+UringTransport::~UringTransport() {
+  stop();
+  impl_->threads.clear();  // io_uring_queue_exit cancels the kernel's hold on each entry
+}
+
+std::string UringTransport::description() const {
+  std::size_t entries = 0;
+  for (const auto& t : impl_->threads) entries += t->entries.size();
+  return std::to_string(impl_->queues) + " CPU queues served by " + std::to_string(impl_->threads.size()) +
+         " threads, " + std::to_string(entries) + " entries of " + std::to_string(impl_->options.payload_bytes >> 10) +
+         " KiB";
+}
+
+unsigned possible_cpu_count_from(const std::string& list) {
+  unsigned count = 0;
+  std::stringstream ss(list);
+  std::string part;
+  while (std::getline(ss, part, ',')) {
+    while (!part.empty() && (part.back() == '\n' || part.back() == ' ')) part.pop_back();
+    if (part.empty()) continue;
+    unsigned a = 0, b = 0;
+    char dash = 0;
+    std::istringstream ps(part);
+    if (!(ps >> a)) return 0;
+    if (ps >> dash) {
+      if (dash != '-' || !(ps >> b) || b < a) return 0;
+    } else {
+      b = a;
+    }
+    count += b - a + 1;
+  }
+  return count;
+}
+
+unsigned possible_cpu_count() {
+  std::ifstream in("/sys/devices/system/cpu/possible");
+  std::string line;
+  if (!std::getline(in, line)) return 0;
+  return possible_cpu_count_from(line);
+}
+
+}  // namespace gcfs::mount

@@ -1,0 +1,69 @@
+// FUSE over io_uring (Linux 6.14 and later; the kernel's Documentation/filesystems/
+// fuse-io-uring.rst): the kernel keeps one request queue per CPU and places each request on the
+// queue of the CPU that issued it. Each queue gets ring entries registered by the daemon: a
+// header buffer and a payload buffer (the engine's memory, so a WRITE's data reaches the cipher
+// where it landed). The daemon answers an entry and fetches the next request in one submission
+// (COMMIT_AND_FETCH), with no read() or write() per request.
+//
+// Here each serving thread owns one io_uring with its own entries, for one CPU queue (at least two
+// threads per queue, so one CPU's requests are served concurrently) or, beyond 256 threads, for
+// several, and runs pinned to those CPUs. The kernel hands a request to any free entry of the issuing CPU's queue. Requests are
+// handed to libfuse through dispatch_request (mount/session_io.h), which sends the reply back
+// into the entry, and the commit goes out with the thread's next wait: no locks, no hand-off.
+//
+// The kernel uses the ring only once every CPU's queue has an entry, and registration only works
+// after INIT was answered with FUSE_OVER_IO_URING. Once INIT said so there is no way back: the
+// kernel holds every request until the ring is ready. So the rings are built first (prepare(),
+// before INIT; where that fails INIT does not ask for io_uring), and registered after it
+// (activate()).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "crypto/chunk_engine.h"
+
+struct fuse_session;
+
+namespace gcfs::mount {
+
+struct UringOptions {
+  unsigned max_threads = 16;
+  // Every entry's payload room: at least what the kernel may put in one request.
+  std::size_t payload_bytes = 1u << 20;
+  std::function<HostBuffer(std::size_t)> allocate_buffer;  // null: ordinary memory
+  std::function<void()> on_worker_start;
+};
+
+class UringTransport {
+ public:
+  // Builds the serving threads' rings and entries on /dev/fuse descriptor `fuse_fd`, registering
+  // nothing yet. Null, with *why set to one line, when that fails (nothing is left running).
+  static std::unique_ptr<UringTransport> prepare(fuse_session* se, int fuse_fd, const UringOptions& options,
+                                                 std::string* why);
+  // After INIT asked for io_uring: registers every entry and starts serving. False, with *why,
+  // when the kernel refused (the mount then cannot serve: the kernel waits for the ring).
+  // kernel_payload_bytes: the largest request INIT settled (each entry must hold it).
+  bool activate(std::size_t kernel_payload_bytes, std::string* why);
+  // Stops and joins the serving threads (idempotent). Requests the kernel still has queued for
+  // the ring are ended by the unmount. Rings and buffers are released by the destructor, which
+  // belongs after the unmount.
+  void stop();
+  ~UringTransport();
+  std::string description() const;
+
+  struct Impl;
+
+ private:
+  explicit UringTransport(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The number of CPU queues the kernel keeps for a connection (its possible CPUs), from
+// /sys/devices/system/cpu/possible ("0-15", "0,2-3"); 0 when unreadable.
+unsigned possible_cpu_count();
+unsigned possible_cpu_count_from(const std::string& list);
+
+}  // namespace gcfs::mount

@@ -1,0 +1,258 @@
+// The io_uring transport's byte handling without a kernel (mount/ring_request.h,
+// mount/transport.h, mount/uring_transport.h): a fetched entry laid out as a /dev/fuse request,
+// malformed headers answered with EIO instead of read past their buffers, replies stored into
+// the entry, the INIT reply's flags, and the small parsers the transport choice rests on.
+#include <linux/fuse.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <vector>
+
+#include "mount/ring_request.h"
+#include "mount/transport.h"
+#include "mount/uring_transport.h"
+
+namespace gcfs::mount {
+namespace {
+
+using uring_abi::ReqHeader;
+
+// One ring entry's memory: prefix room, then the payload.
+struct Entry {
+  explicit Entry(std::size_t capacity) : memory(kRingPrefixBytes + capacity, 0xee), capacity(capacity) {}
+  unsigned char* payload() { return memory.data() + kRingPrefixBytes; }
+  std::vector<unsigned char> memory;
+  std::size_t capacity;
+  ReqHeader header{};
+
+  // What the kernel writes on fetch: in header with `len`, an op header, payload bytes.
+  void fetch(std::uint32_t opcode, std::uint64_t unique, std::uint32_t len, const void* op, std::size_t op_bytes,
+             std::uint32_t payload_sz) {
+    fuse_in_header in{};
+    in.len = len;
+    in.opcode = opcode;
+    in.unique = unique;
+    in.nodeid = 7;
+    std::memcpy(header.in_out, &in, sizeof in);
+    if (op_bytes) std::memcpy(header.op_in, op, op_bytes);
+    header.ring_ent_in_out.commit_id = unique;
+    header.ring_ent_in_out.payload_sz = payload_sz;
+  }
+};
+
+TEST(RingRequest, WriteIsLaidOutAsDevFuseDeliversItWithTheDataLeftInPlace) {
+  Entry e(1 << 16);
+  fuse_write_in w{};
+  w.offset = 4096;
+  w.size = 5;
+  std::memcpy(e.payload(), "hello", 5);
+  e.fetch(FUSE_WRITE, 42, sizeof(fuse_in_header) + sizeof w + 5, &w, sizeof w, 5);
+  RingRequest r = assemble_ring_request(e.header, e.payload(), e.capacity);
+  ASSERT_TRUE(r.error.empty()) << r.error;
+  ASSERT_NE(r.start, nullptr);
+  EXPECT_EQ(r.bytes, sizeof(fuse_in_header) + sizeof w + 5);
+  EXPECT_EQ(r.opcode, static_cast<std::uint32_t>(FUSE_WRITE));
+  EXPECT_EQ(r.unique, 42u);
+  // Contiguous: header, op header, and the payload exactly where the kernel put it.
+  EXPECT_EQ(r.start + sizeof(fuse_in_header) + sizeof w, e.payload());
+  fuse_in_header in;
+  std::memcpy(&in, r.start, sizeof in);
+  EXPECT_EQ(in.unique, 42u);
+  EXPECT_EQ(in.nodeid, 7u);
+  fuse_write_in w2;
+  std::memcpy(&w2, r.start + sizeof in, sizeof w2);
+  EXPECT_EQ(w2.offset, 4096u);
+  EXPECT_EQ(std::memcmp(r.start + sizeof in + sizeof w, "hello", 5), 0);
+}
+
+TEST(RingRequest, OperationWithoutHeaderOrPayload) {
+  Entry e(8192);
+  e.fetch(FUSE_STATFS, 9, sizeof(fuse_in_header), nullptr, 0, 0);
+  RingRequest r = assemble_ring_request(e.header, e.payload(), e.capacity);
+  ASSERT_TRUE(r.error.empty()) << r.error;
+  EXPECT_EQ(r.start + sizeof(fuse_in_header), e.payload());
+  EXPECT_EQ(r.bytes, sizeof(fuse_in_header));
+}
+
+TEST(RingRequest, MalformedLengthsAreRefusedWithoutTouchingTheBuffer) {
+  struct Case {
+    const char* what;
+    std::uint32_t len;
+    std::uint32_t payload_sz;
+  };
+  const std::size_t cap = 8192;
+  const std::uint32_t h = sizeof(fuse_in_header);
+  for (const Case& c : {Case{"len shorter than the header", 12, 0}, Case{"len zero", 0, 0},
+                        Case{"payload larger than the buffer", h + 16 + cap + 1, cap + 1},
+                        Case{"len shorter than header and payload", h + 10, 100},
+                        Case{"op header larger than the ring's 128 bytes", h + 129 + 10, 10},
+                        Case{"len near 4 GiB", 0xffffffffu, 16}}) {
+    Entry e(cap);
+    e.fetch(FUSE_WRITE, 5, c.len, nullptr, 0, c.payload_sz);
+    const std::vector<unsigned char> before = e.memory;
+    RingRequest r = assemble_ring_request(e.header, e.payload(), e.capacity);
+    EXPECT_EQ(r.start, nullptr) << c.what;
+    EXPECT_FALSE(r.error.empty()) << c.what;
+    EXPECT_EQ(e.memory, before) << c.what;
+    // The error reply goes to the same request, with no body.
+    store_ring_error(&e.header, EIO);
+    fuse_out_header out;
+    std::memcpy(&out, e.header.in_out, sizeof out);
+    EXPECT_EQ(out.error, -EIO) << c.what;
+    EXPECT_EQ(out.unique, 5u) << c.what;
+    EXPECT_EQ(e.header.ring_ent_in_out.payload_sz, 0u) << c.what;
+  }
+}
+
+TEST(RingRequest, LargestOpHeaderFits) {
+  Entry e(8192);
+  unsigned char op[128];
+  std::memset(op, 0x5a, sizeof op);
+  e.fetch(FUSE_SETATTR, 3, sizeof(fuse_in_header) + 128, op, 128, 0);
+  RingRequest r = assemble_ring_request(e.header, e.payload(), e.capacity);
+  ASSERT_TRUE(r.error.empty()) << r.error;
+  EXPECT_EQ(std::memcmp(r.start + sizeof(fuse_in_header), op, 128), 0);
+}
+
+TEST(RingReply, BodyGoesToThePayloadAndHeaderToInOut) {
+  Entry e(4096);
+  fuse_out_header out{0, 0, 77};
+  char body1[] = "abc", body2[] = "defg";
+  iovec iov[3] = {{&out, sizeof out}, {body1, 3}, {body2, 4}};
+  const long n = store_ring_reply(iov, 3, &e.header, e.payload(), e.capacity);
+  EXPECT_EQ(n, static_cast<long>(sizeof out + 7));
+  EXPECT_EQ(e.header.ring_ent_in_out.payload_sz, 7u);
+  EXPECT_EQ(std::memcmp(e.payload(), "abcdefg", 7), 0);
+  fuse_out_header stored;
+  std::memcpy(&stored, e.header.in_out, sizeof stored);
+  EXPECT_EQ(stored.unique, 77u);
+  EXPECT_EQ(stored.error, 0);
+  EXPECT_EQ(stored.len, sizeof out + 7);
+}
+
+TEST(RingReply, BodyAlreadyInThePayloadIsNotCopied) {
+  Entry e(4096);
+  std::memcpy(e.payload(), "xyz", 3);
+  fuse_out_header out{0, 0, 1};
+  iovec iov[2] = {{&out, sizeof out}, {e.payload(), 3}};
+  EXPECT_GT(store_ring_reply(iov, 2, &e.header, e.payload(), e.capacity), 0);
+  EXPECT_EQ(e.header.ring_ent_in_out.payload_sz, 3u);
+  EXPECT_EQ(std::memcmp(e.payload(), "xyz", 3), 0);
+}
+
+TEST(RingReply, TooLargeOrOddRepliesBecomeEio) {
+  Entry e(16);
+  fuse_out_header out{0, 0, 8};
+  std::vector<char> big(17, 'b');
+  iovec iov[2] = {{&out, sizeof out}, {big.data(), big.size()}};
+  EXPECT_GT(store_ring_reply(iov, 2, &e.header, e.payload(), e.capacity), 0);
+  fuse_out_header stored;
+  std::memcpy(&stored, e.header.in_out, sizeof stored);
+  EXPECT_EQ(stored.error, -EIO);
+  EXPECT_EQ(stored.unique, 8u);
+  EXPECT_EQ(e.header.ring_ent_in_out.payload_sz, 0u);
+
+  fuse_out_header positive{0, 5, 8};  // the kernel refuses a positive error: never send one
+  iovec iov2[1] = {{&positive, sizeof positive}};
+  store_ring_reply(iov2, 1, &e.header, e.payload(), e.capacity);
+  std::memcpy(&stored, e.header.in_out, sizeof stored);
+  EXPECT_EQ(stored.error, -EIO);
+
+  char tiny[4] = {};
+  iovec iov3[1] = {{tiny, sizeof tiny}};
+  EXPECT_EQ(store_ring_reply(iov3, 1, &e.header, e.payload(), e.capacity), -1);
+  EXPECT_EQ(store_ring_reply(iov3, 0, &e.header, e.payload(), e.capacity), -1);
+}
+
+std::vector<unsigned char> init_request(std::uint32_t minor, std::uint32_t flags, std::uint32_t flags2) {
+  std::vector<unsigned char> b(sizeof(fuse_in_header) + sizeof(fuse_init_in));
+  fuse_in_header in{};
+  in.len = static_cast<std::uint32_t>(b.size());
+  in.opcode = FUSE_INIT;
+  in.unique = 2;
+  fuse_init_in init{};
+  init.major = 7;
+  init.minor = minor;
+  init.flags = flags;
+  init.flags2 = flags2;
+  std::memcpy(b.data(), &in, sizeof in);
+  std::memcpy(b.data() + sizeof in, &init, sizeof init);
+  return b;
+}
+
+TEST(RingInit, OfferIsReadFromFlags2) {
+  const std::uint32_t bit = static_cast<std::uint32_t>(uring_abi::kFuseOverIoUring >> 32);
+  EXPECT_TRUE(init_offers_uring(init_request(42, FUSE_INIT_EXT, bit).data(), sizeof(fuse_in_header) + sizeof(fuse_init_in)));
+  EXPECT_FALSE(init_offers_uring(init_request(42, FUSE_INIT_EXT, 0).data(), sizeof(fuse_in_header) + sizeof(fuse_init_in)));
+  EXPECT_FALSE(init_offers_uring(init_request(42, 0, bit).data(), sizeof(fuse_in_header) + sizeof(fuse_init_in)));
+  auto r = init_request(42, FUSE_INIT_EXT, bit);
+  EXPECT_FALSE(init_offers_uring(r.data(), r.size() - 1));  // truncated
+}
+
+TEST(RingInit, ReplyAsksForUringAndLargerRequests) {
+  fuse_init_out out{};
+  out.major = 7;
+  out.minor = 38;
+  out.flags = FUSE_MAX_PAGES | FUSE_INIT_EXT;
+  out.max_write = 1u << 20;
+  out.max_pages = 256;
+  out.max_readahead = 1u << 20;
+  ASSERT_TRUE(patch_init_reply(&out, sizeof out, true, 4u << 20));
+  EXPECT_EQ(out.flags2 & (uring_abi::kFuseOverIoUring >> 32), uring_abi::kFuseOverIoUring >> 32);
+  EXPECT_EQ(out.max_write, 4u << 20);
+  EXPECT_EQ(out.max_pages * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE)), std::size_t{4} << 20);
+  EXPECT_EQ(out.max_readahead, 4u << 20);
+
+  fuse_init_out plain{};
+  plain.flags = FUSE_MAX_PAGES;
+  plain.max_write = 1u << 20;
+  ASSERT_TRUE(patch_init_reply(&plain, sizeof plain, false, 1u << 20));
+  EXPECT_EQ(plain.flags2, 0u);
+  EXPECT_EQ(plain.max_write, 1u << 20);
+
+  EXPECT_FALSE(patch_init_reply(&plain, 24, true, 0));  // a pre-7.23 reply is left alone
+}
+
+TEST(Transport, ParsesItsChoices) {
+  EXPECT_EQ(parse_transport("auto"), Transport::Auto);
+  EXPECT_EQ(parse_transport("uring"), Transport::Uring);
+  EXPECT_EQ(parse_transport("classic"), Transport::Classic);
+  EXPECT_ANY_THROW(parse_transport("io_uring"));
+  EXPECT_ANY_THROW(parse_transport(""));
+}
+
+TEST(Transport, ReasonFollowsTheKernelSwitch) {
+  char dir[] = "/tmp/gcfs-switch.XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/enable_uring";
+  EXPECT_NE(uring_unavailable_reason(path).find("no FUSE over io_uring"), std::string::npos);
+  std::ofstream(path) << "N\n";
+  EXPECT_NE(uring_unavailable_reason(path).find("io_uring is off in this kernel: echo 1 > " + path), std::string::npos);
+  std::ofstream(path) << "Y\n";
+  EXPECT_EQ(uring_unavailable_reason(path), "");
+  ::unlink(path.c_str());
+  ::rmdir(dir);
+}
+
+TEST(Transport, LargestRequestFollowsMaxPagesLimit) {
+  EXPECT_EQ(max_request_bytes_for(256, 4096), std::size_t{1} << 20);
+  EXPECT_EQ(max_request_bytes_for(0, 4096), std::size_t{1} << 20);      // unreadable
+  EXPECT_EQ(max_request_bytes_for(32, 4096), std::size_t{1} << 20);     // the kernel caps below us
+  EXPECT_EQ(max_request_bytes_for(512, 4096), std::size_t{2} << 20);
+  EXPECT_EQ(max_request_bytes_for(65535, 4096), std::size_t{4} << 20);  // our ceiling
+}
+
+TEST(Transport, CountsPossibleCpus) {
+  EXPECT_EQ(possible_cpu_count_from("0-1\n"), 2u);
+  EXPECT_EQ(possible_cpu_count_from("0"), 1u);
+  EXPECT_EQ(possible_cpu_count_from("0-3,8-11"), 8u);
+  EXPECT_EQ(possible_cpu_count_from("0,2,4"), 3u);
+  EXPECT_EQ(possible_cpu_count_from("3-1"), 0u);
+  EXPECT_EQ(possible_cpu_count_from("x"), 0u);
+  EXPECT_GE(possible_cpu_count(), 1u);
+}
+
+}  // namespace
+}  // namespace gcfs::mount
