@@ -8,10 +8,13 @@
 namespace gcfs {
 namespace {
 
-// The member's rate is sampled over windows of busy time in which it finished at least this many
-// bytes: shorter windows say more about the overhead than about the rate.
-constexpr std::size_t kRateSampleMinBytes = 4u << 20;
-// New evidence weighs this much against the running estimate: a few windows move it, one outlier
+// Each finished part is one sample of the member's rate: it found `backlog` bytes at work there and
+// took `took` for its own `bytes`, so seconds_per_byte ~ (took - overhead) / (backlog + bytes). Parts
+// smaller than this (backlog included) say more about the overhead than about the rate and are
+// not used; the overhead itself stays as calibrated (measured on a lone small request, where it
+// is what the caller waits for).
+constexpr std::size_t kRateSampleMinBytes = 256u << 10;
+// New evidence weighs this much against the running estimate: a few parts move it, one outlier
 // does not.
 constexpr double kRateWeight = 0.2;
 constexpr double kMinSecondsPerByte = 1e-13;  // 10 TB/s: a floor that keeps the model finite
@@ -137,14 +140,12 @@ bool HybridEngine::any_fed_member_locked() const {
 
 std::size_t HybridEngine::want_locked(std::size_t m, const Job& j) const {
   if (members_[m].retired || j.bytes_left == 0) return 0;
-  // The member takes its share by the model, member 0 always counted: when the caller waits for
-  // a slot, member 0's backlog (the parts at work in the other callers' threads) is what it waits
-  // for, so a fed member takes a part only where it would finish sooner than member 0 would. (Fed
-  // members sharing a waiting caller's batch among themselves regardless made auto slower than
-  // the cpu engine alone where the GPU is slow for the shape: 32 callers of 128 KiB.)
-  // With no inline slots at all (tests), no caller ever works: the fed members share everything.
+  // Member 0 is at work on this batch, or will be as soon as its caller runs (a slot is free):
+  // the member takes its share by the model. Otherwise the caller waits for a slot, and the fed
+  // members share what is left between themselves.
+  const bool first_helps = j.caller_working || free_slots_ > 0;
   thread_local std::vector<double> share;
-  shares_locked(static_cast<double>(j.bytes_left), inline_slots_ > 0, share);
+  shares_locked(static_cast<double>(j.bytes_left), first_helps, share);
   return static_cast<std::size_t>(share[m] + 0.5);
 }
 
@@ -237,8 +238,12 @@ void HybridEngine::run(std::span<ChunkOp> ops, bool seal) {
           // them (queued work is nobody's backlog yet): the caller starts on its batch at once.
         }
         const Taken t = take_locked(job, want);
-        begin_locked(0, t.bytes);
+        State& s = members_[0];
+        const std::size_t backlog = s.backlog;
+        s.backlog += t.bytes;
+        const bool sampled = options_.learn && backlog + t.bytes >= kRateSampleMinBytes;
         lock.unlock();
+        const auto t0 = sampled ? Clock::now() : Clock::time_point{};
         std::exception_ptr error;
         try {
           auto part = ops.subspan(t.first, t.count);
@@ -246,8 +251,9 @@ void HybridEngine::run(std::span<ChunkOp> ops, bool seal) {
         } catch (...) {
           error = std::current_exception();
         }
+        const double took = sampled ? std::chrono::duration<double>(Clock::now() - t0).count() : 0.0;
         lock.lock();
-        account_locked(0, t.bytes, !error);
+        account_locked(0, t.bytes, backlog, sampled && !error, took);
         if (error && !job.error) job.error = error;
         continue;
       }
@@ -316,8 +322,10 @@ void HybridEngine::feeder(std::size_t m) {
     }
     if (taken.empty()) continue;
     State& s = members_[m];
-    begin_locked(m, bytes);
+    const std::size_t backlog = s.backlog;
+    s.backlog += bytes;
     if (s.idle > 0 && work_for_locked(m)) member_cv_[m].notify_one();  // more for another feeder
+    const bool sampled = options_.learn && backlog + bytes >= kRateSampleMinBytes;
     lock.unlock();
 
     // One call over every part taken: contiguous ops of one batch as they are, parts of several
@@ -332,6 +340,7 @@ void HybridEngine::feeder(std::size_t m) {
                         t.job->ops.begin() + static_cast<std::ptrdiff_t>(t.first + t.count));
       ops = gathered;
     }
+    const auto t0 = sampled ? Clock::now() : Clock::time_point{};
     std::string failure;
     std::exception_ptr error;
     try {
@@ -341,6 +350,7 @@ void HybridEngine::feeder(std::size_t m) {
     } catch (...) {
       error = std::current_exception();
     }
+    const double took = sampled ? std::chrono::duration<double>(Clock::now() - t0).count() : 0.0;
     const bool lost = failure.empty() && !error && engine.degraded();
     if (!failure.empty()) {  // the inputs are untouched: member 0 redoes the part, here and now
       try {
@@ -360,7 +370,7 @@ void HybridEngine::feeder(std::size_t m) {
     }
 
     lock.lock();
-    account_locked(m, bytes, failure.empty() && !lost && !error);
+    account_locked(m, bytes, backlog, sampled && failure.empty() && !lost && !error, took);
     if (!failure.empty()) {  // member 0 did these bytes
       s.bytes -= bytes, --s.parts;
       members_[0].bytes += bytes, ++members_[0].parts;
@@ -397,41 +407,18 @@ bool HybridEngine::retire_locked(std::size_t m) {
   return true;
 }
 
-void HybridEngine::begin_locked(std::size_t m, std::size_t bytes) {
-  State& s = members_[m];
-  s.backlog += bytes;
-  const auto now = Clock::now();
-  if (s.running++ == 0) {
-    ++s.busy_periods;
-  } else {
-    s.busy_s += std::chrono::duration<double>(now - s.mark).count();
-  }
-  s.mark = now;
-}
-
-void HybridEngine::account_locked(std::size_t m, std::size_t bytes, bool ok) {
+void HybridEngine::account_locked(std::size_t m, std::size_t bytes, std::size_t backlog, bool sampled, double took) {
   State& s = members_[m];
   s.backlog -= bytes;
   s.bytes += bytes;
   ++s.parts;
-  const auto now = Clock::now();
-  s.busy_s += std::chrono::duration<double>(now - s.mark).count();
-  s.mark = now;
-  --s.running;
-  if (!ok) {  // a failed part says nothing about the rate: start the window again
-    s.busy_s = 0, s.busy_bytes = 0, s.busy_periods = s.running > 0 ? 1 : 0;
-    return;
-  }
-  s.busy_bytes += bytes;
-  if (!options_.learn || s.busy_bytes < kRateSampleMinBytes) return;
+  if (!sampled) return;
   EngineCost& c = s.m.cost;
-  // At least a fifth of the time is the rate's: a calibrated overhead larger than the window
+  // At least a fifth of the time is the rate's: a calibrated overhead larger than this part took
   // must not make the member look infinitely fast.
-  const double busy = s.busy_s;
-  const double work = std::max(busy - static_cast<double>(s.busy_periods) * c.overhead_s, 0.2 * busy);
-  const double sample = std::max(work / static_cast<double>(s.busy_bytes), kMinSecondsPerByte);
+  const double work = std::max(took - c.overhead_s, 0.2 * took);
+  const double sample = std::max(work / static_cast<double>(backlog + bytes), kMinSecondsPerByte);
   c.seconds_per_byte += kRateWeight * (sample - c.seconds_per_byte);
-  s.busy_s = 0, s.busy_bytes = 0, s.busy_periods = s.running > 0 ? 1 : 0;
 }
 
 void HybridEngine::report(const std::string& line) const {

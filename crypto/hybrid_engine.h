@@ -16,8 +16,7 @@
 // Why inline slots: the cpu engine's work runs in the callers' threads, and with more callers than
 // cores they would take every core, leaving the feeders (which need a core for a few microseconds
 // per launch) waiting in the run queue while the GPU idles. The slots keep one core per fed member
-// free; the callers beyond them wait, and the feeders take from their batches what the model says
-// their member finishes before member 0 could (member 0's backlog is what those callers wait for).
+// free; the callers beyond them wait, and their batches are what the feeders take whole.
 //
 // Small batches (under Options::inline_bytes, which is most of what a mounted vault sends) go
 // straight to member 0 in the caller's thread, touching no shared state: a tiny batch costs what
@@ -27,9 +26,8 @@
 // bytes at work, finishes after overhead + (b + x) * seconds_per_byte. The overhead is what a lone
 // small batch costs there (a GPU's launch and PCIe round trip); seconds_per_byte is the member's
 // throughput under the load it actually gets. Both start from the factory's short calibration;
-// seconds_per_byte then follows real parts: the member's busy time (while any part is at work
-// there, overlapping parts counted once, less one overhead per busy period) over the bytes it
-// finished in that time, a sample per few MiB.
+// seconds_per_byte then follows real parts (each part large enough is a sample: the time it took,
+// less the overhead, over its bytes and the bytes it found at work there).
 //
 // A member that throws EngineFailure (its hardware failed; the ops' inputs are untouched) or that
 // reports degraded() is retired: the log says so once, the part it failed is redone on member 0,
@@ -128,15 +126,6 @@ class HybridEngine final : public ChunkEngine {
   struct State {
     Member m;
     std::size_t backlog = 0;     // bytes of parts at work there now
-    // Service-time window for learning: time during which at least one part was at work there
-    // (parts that overlap count once), the bytes finished in it, and how many busy periods began
-    // (each pays the round trip once). Measuring busy time, not each part's own time, keeps the
-    // rate from collapsing when several parts share the member: a part that waits behind others
-    // would otherwise be charged for their bytes too.
-    std::size_t running = 0;     // parts at work now
-    std::chrono::steady_clock::time_point mark{};
-    double busy_s = 0;
-    std::size_t busy_bytes = 0, busy_periods = 0;
     std::size_t bytes = 0, parts = 0;
     std::size_t idle = 0;        // its feeders waiting for work
     bool retired = false;
@@ -171,10 +160,9 @@ class HybridEngine final : public ChunkEngine {
   void shares_locked(double bytes, bool include_first, std::vector<double>& share) const;
   // Wakes a feeder of each member that wants a part of `job` (nullptr: of any queued job). Lock held.
   void notify_feeders_locked(const Job* job);
-  // A part of `bytes` starts on member m. Lock held.
-  void begin_locked(std::size_t m, std::size_t bytes);
-  // Counts a finished part of `bytes`; `ok`: it ran normally there (a rate sample). Lock held.
-  void account_locked(std::size_t m, std::size_t bytes, bool ok);
+  // Counts a finished part of `bytes` (which found `backlog` at work there); `took` is its rate
+  // sample when sampled. Lock held.
+  void account_locked(std::size_t m, std::size_t bytes, std::size_t backlog, bool sampled, double took);
   // Retires member m (lock held); returns whether this call did it (then the caller logs).
   bool retire_locked(std::size_t m);
   void report(const std::string& line) const;

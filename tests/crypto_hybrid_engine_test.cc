@@ -92,37 +92,6 @@ class SlowEngine final : public ChunkEngine {
   std::size_t bytes_ = 0;
 };
 
-// A member whose concurrent calls share one device's rate, as batches on a GPU's streams do: each
-// call advances by its share of the rate (1 / the calls at work) in small steps, after a fixed
-// round trip. The results are the cpu engine's.
-class SharedRateEngine final : public ChunkEngine {
- public:
-  SharedRateEngine(double overhead_us, double gb_per_s) : overhead_us_(overhead_us), bytes_per_us_(gb_per_s * 1e3) {}
-  std::string name() const override { return "shared"; }
-  void seal(std::span<ChunkOp> ops) override { run(ops, true); }
-  void open(std::span<ChunkOp> ops) override { run(ops, false); }
-
- private:
-  void run(std::span<ChunkOp> ops, bool seal) {
-    seal ? cpu_.seal(ops) : cpu_.open(ops);
-    double left = 0;
-    for (const auto& op : ops) left += static_cast<double>(op.len);
-    std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(overhead_us_));
-    ++active_;
-    auto last = std::chrono::steady_clock::now();
-    while (left > 0) {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-      const auto now = std::chrono::steady_clock::now();
-      left -= std::chrono::duration<double, std::micro>(now - last).count() * bytes_per_us_ / active_.load();
-      last = now;
-    }
-    --active_;
-  }
-  CpuEngine cpu_{1};
-  double overhead_us_, bytes_per_us_;
-  std::atomic<int> active_{0};
-};
-
 // A member that works like the cpu engine for its first `good_calls` calls and then fails as a GPU
 // that fell off the bus: it scribbles over the outputs (a failed batch may leave anything there)
 // and throws EngineFailure, or, with `degrade`, does the batch correctly (on its own fallback, as
@@ -345,55 +314,6 @@ TEST(HybridEngine, LearnsAMemberSlowerThanItsStartingEstimate) {
 }
 
 // Many callers at once, batches of every size, three members: every result is the cpu engine's.
-// Several feeders' parts at work at once on one device share its rate: each part then takes longer
-// than it would alone, though the device is no slower. The learned rate must stay near the
-// device's (it collapsed to a fraction of it when each part's own time was the sample, which took
-// GPUs on the device machine from 41 GB/s at calibration to 8).
-TEST(HybridEngine, PartsSharingAMemberDoNotMakeItLookSlower) {
-  CpuEngine cpu(1);
-  SharedRateEngine dev(10, 0.1);  // slow, so that its cpu work (the results) is a sliver of its time
-  HybridEngine::Options o;
-  o.inline_slots = 0;  // the fed member does everything, three feeders at once
-  o.min_part_bytes = 256u << 10;
-  o.max_part_bytes = 1u << 20;
-  HybridEngine hybrid({{&cpu, "cpu", {2e-6, kGBps / 2}}, {&dev, "dev", {10e-6, kGBps / 0.1}}}, o);
-  std::vector<std::thread> callers;
-  for (int t = 0; t < 4; ++t)
-    callers.emplace_back([&, t] {
-      for (int r = 0; r < 3; ++r) {
-        Batch b(500 + 10 * t + r, chunk_lengths(32, 64u << 10), 1);  // 2 MiB
-        hybrid.seal(b.ops);
-      }
-    });
-  for (auto& th : callers) th.join();
-  const double gbps = 1e-9 / hybrid.stats()[1].cost.seconds_per_byte;
-  EXPECT_GT(gbps, 0.075) << hybrid.describe();
-  EXPECT_LT(gbps, 0.15) << hybrid.describe();
-}
-
-// Callers waiting for an inline slot leave their batches queued; a fed member takes from them only
-// what it would finish before member 0 could. A member far slower than member 0 for the shape
-// (a GPU with 32 callers of 128 KiB on a 32-core host) gets none of them: auto is then the cpu
-// engine, not slower than it (it took such batches whole, and auto fell to 0.18x of the cpu engine).
-TEST(HybridEngine, WaitingCallersBatchesGoToAFedMemberOnlyWhereItIsFaster) {
-  CpuEngine cpu(1);
-  SlowEngine slow(5, 20000);  // 20 us per KiB: 0.05 GB/s
-  HybridEngine::Options o;
-  o.inline_slots = 1;  // most callers wait for the slot
-  o.learn = false;
-  HybridEngine hybrid({{&cpu, "cpu", {2e-6, kGBps / 2}}, {&slow, "slow", {5e-6, kGBps / 0.05}}}, o);
-  std::vector<std::thread> callers;
-  for (int t = 0; t < 8; ++t)
-    callers.emplace_back([&, t] {
-      for (int r = 0; r < 4; ++r) {
-        Batch b(700 + 10 * t + r, chunk_lengths(16, 64u << 10), 1);  // 1 MiB
-        hybrid.seal(b.ops);
-      }
-    });
-  for (auto& th : callers) th.join();
-  EXPECT_EQ(slow.bytes(), 0u) << hybrid.describe();
-}
-
 TEST(HybridEngine, ConcurrentCallersGetCpuIdenticalResults) {
   CpuEngine cpu(2), other(1), reference(1);
   SlowEngine slow(5, 50);
