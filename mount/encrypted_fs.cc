@@ -34,7 +34,16 @@ rlim_t soft_fd_limit() {
 DescriptorBudget cache_budget() {
   const rlim_t soft = soft_fd_limit();
   const std::size_t used = descriptors_in_use();
-  return descriptor_budget(soft == RLIM_INFINITY ? soft : soft > used ? soft - used : 0);
+  const rlim_t available = soft == RLIM_INFINITY ? soft : soft > used ? soft - used : 0;
+  const DescriptorBudget budget = descriptor_budget(available);
+  // The caches never go below their floors; if that is more than half of what is free, open
+  // files will meet EMFILE soon: say so now, with the numbers, rather than fail calls later.
+  if (available != RLIM_INFINITY && available < 2 * (budget.dirs + budget.files))
+    log::warning("only " + std::to_string(available) + " descriptors free after start (limit " + std::to_string(soft) +
+              ", " + std::to_string(used) + " held by the engine and the daemon): open files may fail with "
+              "EMFILE; raise the limit (ulimit -n) to at least " +
+              std::to_string(used + 4 * (budget.dirs + budget.files)));
+  return budget;
 }
 
 }  // namespace

@@ -31,7 +31,7 @@ strip --strip-all "$build"/carry/* 2>/dev/null || true
 mkdir -p "$build/carry/lib"
 for t in $integration $cpu_tests; do
   ldd "$build/carry/$t" | awk '/=> \// { print $3 }' |
-    grep -v -E '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*)\.so' |
+    { grep -v -E '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*)\.so' || true; } |
     while read -r lib; do cp -L -n "$lib" "$build/carry/lib/"; done
 done
 for f in "$build"/carry/*; do

@@ -147,19 +147,35 @@ mount_vault() {
   timeout 30 "$BIN/gpucryptfs" "${init[@]}" "$work/cipher" > /dev/null || { echo "init failed" >&2; return 1; }
   [ -n "$gpus" ] && args+=(--gpus "$gpus")
   timeout 60 "$BIN/gpucryptfs" mount --passfile "$work/pass" --engine "$engine" "${args[@]}" --log "$work/daemon.log" \
-    "$work/cipher" "$work/plain" >&2 || { echo "mount failed: $(tail -3 "$work/daemon.log" 2>/dev/null)" >&2; return 1; }
-  # The daemon is the process whose command line names this vault (other mounts may be running).
-  pgrep -n -f -- "mount .*$work/cipher"
+    "$work/cipher" "$work/plain" >&2 || {
+      echo "mount failed; daemon log tail:" >&2; tail -5 "$work/daemon.log" 2>/dev/null | sed 's/^/    /' >&2
+      unmount_vault "$work"; return 1; }
+  # The daemon logs "gpucryptfs[PID] info: mounted on ..." before `mount` returns: take the pid
+  # from its own log (no pattern over command lines, which labels or paths could confuse).
+  local pid
+  pid=$(grep -F 'info: mounted on ' "$work/daemon.log" 2>/dev/null | tail -1 | sed -n 's/.*gpucryptfs\[\([0-9]*\)\].*/\1/p')
+  if [ -z "$pid" ] || [ ! -d "/proc/$pid" ]; then
+    echo "mounted, but no daemon pid in $work/daemon.log; its tail:" >&2; tail -5 "$work/daemon.log" 2>/dev/null | sed 's/^/    /' >&2
+    unmount_vault "$work"; return 1
+  fi
+  echo "$pid"
 }
+# unmount_vault WORK: unmounts WORK/plain if mounted (also on failure paths) and removes WORK.
 unmount_vault() {
   local work=$1
-  timeout 30 umount "$work/plain" 2>/dev/null || timeout 30 fusermount3 -u "$work/plain" 2>/dev/null ||
-    umount -l "$work/plain" 2>/dev/null
-  sleep 0.5
+  if mountpoint -q "$work/plain" 2>/dev/null; then
+    timeout 30 umount "$work/plain" 2>/dev/null || timeout 30 fusermount3 -u "$work/plain" 2>/dev/null ||
+      umount -l "$work/plain" 2>/dev/null
+    sleep 0.5
+  fi
+  mountpoint -q "$work/plain" 2>/dev/null && { echo "could not unmount $work/plain; left in place" >&2; return 1; }
   rm -rf "$work"
 }
+# work_dir PREFIX LABEL: a folder name from a label like gpu[0] or auto/again (no brackets, slashes).
+work_dir() { echo "/dev/shm/$1-$(printf '%s' "$2" | tr -c 'A-Za-z0-9_.-' '_')"; }
 stream_run() {  # label engine gpus
-  local label=$1 engine=$2 gpus=$3 work=/dev/shm/gcfs-m-$1 pid i
+  local label=$1 engine=$2 gpus=$3 work pid i
+  work=$(work_dir gcfs-m "$label")
   pid=$(mount_vault "$work" "$engine" "$gpus") || { echo "stream8 $label: $(mount_vault_error)"; return; }
   local c0 c1 c2 t0 t1 t1b t2 verdict=verified
   c0=$(daemon_ticks "$pid"); t0=$(date +%s.%N)
@@ -183,7 +199,7 @@ stream_run() {  # label engine gpus
   grep -m2 -i -E 'engine|failed|retired' "$work/daemon.log" | sed "s/^/  [$label log] /"
   unmount_vault "$work"
 }
-mount_vault_error() { echo "could not init or mount (see the lines above)"; }
+mount_vault_error() { echo "could not init or mount (the reason and the daemon log tail are above)"; }
 if [ -e /dev/fuse ] && have gpucryptfs; then
   if enough 60; then
     for i in $(seq 1 $STREAMS); do head -c $((STREAM_MIB << 20)) /dev/urandom > "/dev/shm/gcfs-src$i"; done
@@ -205,7 +221,8 @@ fi
 # ---------------------------------------------------------------------------------------------
 section "mount: small files (untar, read the tree, rm -rf), cpu beside auto"
 small_run() {  # label engine gpus tarball
-  local label=$1 engine=$2 gpus=$3 tarball=$4 work=/dev/shm/gcfs-s-$1 pid
+  local label=$1 engine=$2 gpus=$3 tarball=$4 work pid
+  work=$(work_dir gcfs-s "$label")
   pid=$(mount_vault "$work" "$engine" "$gpus") || { echo "small $label: $(mount_vault_error)"; return; }
   local c0 c1 c2 c3 t0 t1 t2 t3 bytes
   c0=$(daemon_ticks "$pid"); t0=$(date +%s.%N)

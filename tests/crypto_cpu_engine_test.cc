@@ -227,6 +227,33 @@ TEST(CpuEngine, EmptyBatchAndBadOps) {
   EXPECT_THROW(engine.seal(one), std::invalid_argument);
 }
 
+// An open whose AAD is longer than anything sealing accepts cannot be authentic: that op fails and
+// is zeroed like a tampered one, and the rest of its batch opens (no exception for the batch).
+TEST(CpuEngine, OpenWithOverlongAadFailsOnlyThatOp) {
+  for (std::size_t threads : {1, 4}) {
+    SCOPED_TRACE("threads " + std::to_string(threads));
+    CpuEngine engine(threads, 0);
+    Batch b(13, {4096, 4096, 33, 4096}, 2);
+    engine.seal(b.ops);
+    const std::vector<Bytes> plain = b.ins;
+    b.prepare_open();
+    Bytes longer(kMaxChunkAadBytes + 1, 0);
+    std::copy(b.aads[2].begin(), b.aads[2].end(), longer.begin());
+    b.ops[2].aad = longer.data();
+    b.ops[2].aad_len = longer.size();
+    ASSERT_NO_THROW(engine.open(b.ops));
+    for (std::size_t i = 0; i < b.ops.size(); ++i) {
+      if (i == 2) {
+        EXPECT_FALSE(b.ops[i].ok);
+        EXPECT_EQ(b.outs[i], Bytes(b.ops[i].len, 0));
+      } else {
+        EXPECT_TRUE(b.ops[i].ok) << i;
+        EXPECT_EQ(b.outs[i], plain[i]) << i;
+      }
+    }
+  }
+}
+
 TEST(CpuEngine, ConcurrentCallersShareOneEngine) {
   // FUSE workers call one engine at once; each gets its own batch's results.
   CpuEngine engine(4, 0);

@@ -24,6 +24,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -177,7 +179,14 @@ class MountedVault {
     if (opts_.mount) mount();
   }
   MountedVault(const MountedVault&) = delete;
-  ~MountedVault() { unmount(); }
+  ~MountedVault() {
+    // A failing test shows the daemon's last words: on the GPU machine they are all that comes back.
+    if (::testing::Test::HasFailure()) {
+      auto r = run_shell("tail -20 " + shell_quote(log_) + " 2>/dev/null");
+      std::fprintf(stderr, "daemon log tail (%s):\n%s", log_.c_str(), r.output.c_str());
+    }
+    unmount();
+  }
 
   const std::string& cipherdir() const { return cipherdir_; }
   const std::string& mountpoint() const { return mountpoint_; }
@@ -289,5 +298,25 @@ class MountedVault {
   bool mounted_ = false;
   pid_t daemon_pid_ = -1;
 };
+
+// How many descriptors the daemon holds right after mounting with the engine under test (a GPU
+// context and its feeder threads hold many more than the cpu engine), measured once per test
+// process by a probe mount.
+inline int daemon_descriptors_after_start() {
+  static const int count = [] {
+    MountedVault probe;
+    auto r = run_shell("ls /proc/" + std::to_string(probe.daemon_pid()) + "/fd | wc -l");
+    const int n = r.status == 0 ? std::atoi(r.output.c_str()) : 0;
+    if (n <= 0) throw std::runtime_error("cannot count the daemon's descriptors: " + r.output);
+    return n;
+  }();
+  return count;
+}
+
+// A shell prefix that gives the daemon SPARE descriptors beyond what it holds after starting with
+// the engine under test: tests that want small descriptor caches stay meaningful on every engine.
+inline std::string low_descriptor_limit(int spare) {
+  return "ulimit -n " + std::to_string(daemon_descriptors_after_start() + spare) + " && ";
+}
 
 }  // namespace gcfs::test
