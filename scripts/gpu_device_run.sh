@@ -4,7 +4,8 @@
 # of under 10 minutes, on one GPU or on several (nvidia-h100-x2: each figure is then taken with GPU
 # 0 alone and with every GPU):
 #   1. tests: the GPU tests, the hybrid engine's tests, and the mounted-vault suites with --engine
-#      $TEST_ENGINE (default auto) in parallel with them, before any timing;
+#      $TEST_ENGINE (default auto) over /dev/fuse and over io_uring (switched on for the run and put
+#      back after) in parallel with them, before any timing;
 #   2. engine rows: gpu_engine_bench --shapes (8 x 16 MiB, 32 x 128 KiB, 4 x 16 MiB, 16 x 1 MiB; seal
 #      and open) for the cpu engine, the gpu engine and auto (the hybrid), once with
 #      CUDA_VISIBLE_DEVICES=0 and once with every GPU (--gpus 0,1,...);
@@ -37,6 +38,18 @@ export PATH="$PATH:/usr/local/cuda/bin"
 export LD_LIBRARY_PATH="$BIN/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # Keep NVLink multicast off in anything started from here (the device's rule; we never use it).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# FUSE over io_uring (Linux 6.14+) is off until root turns it on: on for this run (the mounted
+# suites run over both transports, and every mount below takes io_uring through --transport
+# auto), back as it was afterwards.
+uring_switch=/sys/module/fuse/parameters/enable_uring
+uring_before=
+transports=classic
+if [ -w "$uring_switch" ]; then
+  uring_before=$(cat "$uring_switch")
+  echo 1 > "$uring_switch"
+  trap '[ "$uring_before" = Y ] || [ "$uring_before" = 1 ] || echo 0 > "$uring_switch"' EXIT
+  transports="classic uring"
+fi
 START=$SECONDS
 LOG="$OUT/run.log"
 : > "$LOG"
@@ -74,6 +87,7 @@ section "environment"
   echo "NUMA nodes online: $(cat /sys/devices/system/node/online 2>/dev/null || echo unknown)"
   for n in /sys/devices/system/node/node*; do [ -e "$n/cpulist" ] && echo "  $(basename "$n"): cpus $(cat "$n/cpulist")"; done
   echo "kernel: $(uname -r)"
+  echo "fuse io_uring switch: ${uring_before:-absent} before this run; mounted suites over: $transports; max_pages_limit $(cat /proc/sys/fs/fuse/max_pages_limit 2>/dev/null || echo absent)"
   if [ -e /dev/fuse ]; then echo "/dev/fuse: present"; else echo "/dev/fuse: ABSENT"; fi
   echo "carried: $(ls "$BIN" | tr '\n' ' ')"
 } 2>&1 | tee -a "$LOG"
@@ -85,11 +99,14 @@ if [[ ${SKIP_TESTS:-0} != 1 ]] && enough 120; then
   integ_dir=/tmp/gcfs-integration; rm -rf "$integ_dir"; mkdir -p "$integ_dir"
   integ_pids=()
   if [ -e /dev/fuse ]; then
-    for t in "$BIN"/integration_*_test "$BIN"/volume_mount_test; do
-      [ -x "$t" ] || continue
-      ( GPUCRYPTFS_TEST_ENGINE=$TEST_ENGINE GPUCRYPTFS_TEST_BIN="$BIN/gpucryptfs" \
-          timeout "$(limit 200)" "$t" > "$integ_dir/$(basename "$t").log" 2>&1; echo "exit $?" >> "$integ_dir/$(basename "$t").log" ) &
-      integ_pids+=($!)
+    for tr in $transports; do
+      for t in "$BIN"/integration_*_test "$BIN"/volume_mount_test; do
+        [ -x "$t" ] || continue
+        tlog="$integ_dir/$(basename "$t").$tr.log"
+        ( GPUCRYPTFS_TEST_ENGINE=$TEST_ENGINE GPUCRYPTFS_TEST_TRANSPORT=$tr GPUCRYPTFS_TEST_BIN="$BIN/gpucryptfs" \
+            timeout "$(limit 200)" "$t" > "$tlog" 2>&1; echo "exit $?" >> "$tlog" ) &
+        integ_pids+=($!)
+      done
     done
   fi
   for t in gpu_math_test crypto_hybrid_engine_test gpu_engine_test gpu_buffers_test; do
