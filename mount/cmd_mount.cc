@@ -46,6 +46,9 @@ struct RunningVault {
   ~RunningVault() {
     idle.reset();
     fs.reset();
+    // The write lock goes before the engines: tearing down GPU contexts takes seconds, and a
+    // script that unmounts and mounts again at once must find the vault free.
+    if (vault) vault->close_journal();
     engines.reset();
     vault.reset();
   }
