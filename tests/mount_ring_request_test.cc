@@ -282,14 +282,14 @@ std::vector<unsigned char> create_like_request(std::uint32_t opcode, std::uint32
 }
 
 fuse_in_header header_of(const std::vector<unsigned char>& b) {
-  fuse_in_header in;
-  std::memcpy(&in, b.data(), sizeof in);
+  fuse_in_header in{};
+  if (b.size() >= sizeof in) std::memcpy(&in, b.data(), sizeof in);
   return in;
 }
 
 fuse_create_in create_of(const std::vector<unsigned char>& b) {
-  fuse_create_in c;
-  std::memcpy(&c, b.data() + sizeof(fuse_in_header), sizeof c);
+  fuse_create_in c{};
+  if (b.size() >= sizeof(fuse_in_header) + sizeof c) std::memcpy(&c, b.data() + sizeof(fuse_in_header), sizeof c);
   return c;
 }
 
