@@ -97,17 +97,19 @@ bool rewrite_tmpfile_as_create(void* request, std::size_t bytes) {
   if (!request || bytes < sizeof in) return false;
   std::memcpy(&in, request, sizeof in);
   if (in.opcode != tmpfile_abi::kFuseTmpfile && in.opcode != FUSE_CREATE) return false;
-  // fuse_create_in (flags first) and at least the name's terminating byte, within what came.
-  const std::size_t need = sizeof in + sizeof(fuse_create_in) + 1;
-  if (bytes < need || in.len < need) return false;
   auto* p = static_cast<unsigned char*>(request);
   std::uint32_t flags;
-  std::memcpy(&flags, p + sizeof in, sizeof flags);
-  if (in.opcode == FUSE_CREATE) {
+  if (in.opcode == FUSE_CREATE) {  // wherever its flags are there, however short the rest
+    if (bytes < sizeof in + sizeof flags) return false;
+    std::memcpy(&flags, p + sizeof in, sizeof flags);
     flags &= ~static_cast<std::uint32_t>(__O_TMPFILE);
     std::memcpy(p + sizeof in, &flags, sizeof flags);
     return false;
   }
+  // fuse_create_in (flags first) and at least the name's terminating byte, within what came.
+  const std::size_t need = sizeof in + sizeof(fuse_create_in) + 1;
+  if (bytes < need || in.len < need) return false;
+  std::memcpy(&flags, p + sizeof in, sizeof flags);
   flags |= static_cast<std::uint32_t>(__O_TMPFILE);
   std::memcpy(p + sizeof in, &flags, sizeof flags);
   in.opcode = FUSE_CREATE;

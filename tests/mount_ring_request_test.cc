@@ -319,6 +319,13 @@ TEST(TmpfileRequest, ARealCreateLosesAnyTmpfileMark) {
   EXPECT_FALSE(rewrite_tmpfile_as_create(b.data(), b.size()));
   EXPECT_EQ(header_of(b).opcode, static_cast<std::uint32_t>(FUSE_CREATE));
   EXPECT_EQ(create_of(b).flags, static_cast<std::uint32_t>(O_RDWR | O_EXCL));
+  // Even one cut right after its flags.
+  auto cut = create_like_request(FUSE_CREATE, O_RDWR | __O_TMPFILE, "n");
+  cut.resize(sizeof(fuse_in_header) + sizeof(std::uint32_t));
+  EXPECT_FALSE(rewrite_tmpfile_as_create(cut.data(), cut.size()));
+  std::uint32_t flags;
+  std::memcpy(&flags, cut.data() + sizeof(fuse_in_header), sizeof flags);
+  EXPECT_EQ(flags, static_cast<std::uint32_t>(O_RDWR));
 }
 
 TEST(TmpfileRequest, TruncatedOrOtherRequestsAreLeftAlone) {
