@@ -236,6 +236,7 @@ int cmd_mount(int argc, char** argv) {
       rv->fs = std::make_unique<mount::EncryptedFs>(*rv->vault, rv->engines->engine(), root_fd, fso);
       mount::FuseFilesystem f;
       f.ops = &mount::EncryptedFs::operations();
+      f.tmpfile_as_create = true;  // EncryptedFs::create makes O_TMPFILE files
       if (idle.count()) {
         f.ops = mount::IdleWatch::counting(f.ops);
         rv->idle = std::make_unique<mount::IdleWatch>(idle, [mp = mo.mountpoint] { return mount::IdleWatch::unmount(mp); });

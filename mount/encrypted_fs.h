@@ -161,6 +161,14 @@ class EncryptedFs {
   int report_not_regular(Inode& inode, int path_fd);
 
   void reply_entry_or_err(fuse_req_t req, int rc, const fuse_entry_param& e);
+  // FUSE_TMPFILE (a CREATE marked with __O_TMPFILE, mount/session_io.h): an unnamed backing file
+  // in parent's directory, open read-write, under the rules of create for mode, owner and ACLs,
+  // answered as a CREATE; LINK names it later, a last close without one leaves nothing behind.
+  void create_tmpfile(fuse_req_t req, fuse_ino_t parent, mode_t mode, fuse_file_info* fi);
+  // The rest of create and create_tmpfile once the backing file fd (read-write, taken over) and
+  // its entry e exist: the shared content, the handle, the reply.
+  void finish_create(fuse_req_t req, Inode& in, int fd, const struct stat& st, const fuse_entry_param& e,
+                     fuse_file_info* fi);
   // Every handle given to the kernel and not released yet. The kernel sends no RELEASE for what is
   // still open when the connection ends (a lazy unmount, a release still queued at unmount), so
   // what is left here when the filesystem goes is freed then, not leaked.

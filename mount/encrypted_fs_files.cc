@@ -161,6 +161,7 @@ void EncryptedFs::open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 }
 
 void EncryptedFs::create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
+  if (fi->flags & __O_TMPFILE) return create_tmpfile(req, parent, mode, fi);  // FUSE_TMPFILE
   Inode& dir = inode(parent);
   PathFd at = path_fd(dir);
   if (!at.ok()) return (void)fuse_reply_err(req, -at.error());
@@ -200,9 +201,13 @@ void EncryptedFs::create(fuse_req_t req, fuse_ino_t parent, const char* name, mo
     ::close(fd);
     return (void)fuse_reply_err(req, -rc);
   }
-  Inode& in = inode(e.ino);
+  finish_create(req, inode(e.ino), fd, st, e, fi);
+}
+
+void EncryptedFs::finish_create(fuse_req_t req, Inode& in, int fd, const struct stat& st, const fuse_entry_param& e,
+                                fuse_file_info* fi) {
   std::shared_ptr<ContentFile> content;
-  rc = acquire_content(in, true, &content, fd);
+  const int rc = acquire_content(in, true, &content, fd);
   if (rc < 0) {
     inodes_.forget(in, 1);
     return (void)fuse_reply_err(req, -rc);
@@ -222,6 +227,49 @@ void EncryptedFs::create(fuse_req_t req, fuse_ino_t parent, const char* name, mo
     delete h;
     release_content(in);
   }
+}
+
+void EncryptedFs::create_tmpfile(fuse_req_t req, fuse_ino_t parent, mode_t mode, fuse_file_info* fi) {
+  fi->flags &= ~__O_TMPFILE;  // the marker (and O_DIRECTORY, part of O_TMPFILE) mean nothing further on
+  fi->flags &= ~O_DIRECTORY;
+  Inode& dir = inode(parent);
+  if (!S_ISDIR(dir.type)) return (void)fuse_reply_err(req, ENOTDIR);
+  PathFd at = path_fd(dir);
+  if (!at.ok()) return (void)fuse_reply_err(req, -at.error());
+  const int dirfd = at.get();
+  // The file has no name, so it needs no name file and cannot meet an existing entry. Not
+  // O_EXCL: a LINK may give it a name later (the kernel sent this request only after it had
+  // checked the caller's own O_EXCL, which forbids that link, itself).
+  NewEntryAcls acls;
+  mode = new_entry_mode(req, dir, mode, false, &acls);
+  int fd = ::openat(dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, mode & 07777);
+  if (fd < 0) {
+    const int err = errno;
+    // A backing filesystem without O_TMPFILE: the kernel passes this on to the caller (overlayfs
+    // then goes without). Never ENOSYS, which would end FUSE_TMPFILE for the whole mount.
+    return (void)fuse_reply_err(req, err == ENOSYS || err == EISDIR ? EOPNOTSUPP : err);
+  }
+  give_to_caller(req, dirfd, "", fd);
+  store_new_entry_acls("/proc/self/fd/" + std::to_string(fd), acls);
+  struct stat st {};
+  // The inode's own way to the file while it has no name: an O_PATH descriptor, as an inode
+  // whose last name was removed keeps (Inode::orphan_fd).
+  const int path = ::open(("/proc/self/fd/" + std::to_string(fd)).c_str(), O_PATH | O_CLOEXEC);
+  if (path < 0 || ::fstat(fd, &st) != 0) {
+    const int err = errno;
+    if (path >= 0) ::close(path);
+    ::close(fd);
+    return (void)fuse_reply_err(req, err);
+  }
+  const std::string handle = export_ ? backing_handle(fd, "") : "";
+  Inode& in = inodes_.insert_new_unnamed(st, path, handle);
+  fuse_entry_param e{};
+  plain_attr(in, &st, fd, "");  // an empty file: nothing to translate, but the kept mtime rule
+  e.ino = inodes_.id_of(in);
+  e.attr = st;  // st_nlink 0, as ext4 shows it: the kernel keeps what this says
+  e.attr_timeout = options_.attr_timeout;
+  e.entry_timeout = 0;  // the kernel's dentry of an unnamed file is never looked up
+  finish_create(req, in, fd, st, e, fi);
 }
 
 void EncryptedFs::read(fuse_req_t req, fuse_ino_t, std::size_t size, off_t off, fuse_file_info* fi) {

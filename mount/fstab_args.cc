@@ -17,6 +17,9 @@ const std::map<std::string, std::string> kValueOptions = {
     {"passfile", "--passfile"}, {"extpass", "--extpass"}, {"engine", "--engine"},   {"idle", "--idle"},
     {"config", "--config"},     {"log", "--log"},         {"cpu-threads", "--cpu-threads"},
     {"gpu-streams", "--gpu-streams"}, {"masterkey-file", "--masterkey-file"},
+    // Their values (auto|uring|classic, auto|direct|buffered) are checked by mount, which names
+    // the option and what it takes.
+    {"transport", "--transport"}, {"backing-io", "--backing-io"},
 };
 // Flags that become mount options.
 const std::map<std::string, std::string> kFlagOptions = {

@@ -50,6 +50,10 @@ struct FuseFilesystem {
   // see mount/request_loop.h. Both optional.
   std::function<HostBuffer(std::size_t)> allocate_buffer;
   std::function<void()> on_worker_start;
+  // ops->create makes an unnamed file when fi->flags carries __O_TMPFILE (mount/session_io.h):
+  // the kernel's FUSE_TMPFILE reaches it. Off: FUSE_TMPFILE gets ENOSYS (open(O_TMPFILE) fails
+  // with EOPNOTSUPP).
+  bool tmpfile_as_create = false;
 };
 
 // Thrown by setup to end with a particular exit code (other exceptions go through error_code_of),

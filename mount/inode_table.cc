@@ -181,6 +181,21 @@ Inode& InodeTable::find_or_insert_unnamed(const struct stat& st, int fd, const s
   return *found;
 }
 
+Inode& InodeTable::insert_new_unnamed(const struct stat& st, int fd, const std::string& handle) {
+  std::lock_guard lk(mu_);
+  if (Inode* stale = find_locked(st)) detach_locked(*stale);
+  auto inode = std::make_unique<Inode>();
+  inode->src_dev = st.st_dev;
+  inode->src_ino = st.st_ino;
+  inode->type = st.st_mode & S_IFMT;
+  inode->nlookup = 1;
+  inode->orphan_fd = fd;  // its only way to the file until a LINK gives it a name
+  Inode* made = inode.get();
+  index_locked(*made, handle.empty() ? nullptr : &handle);
+  inodes_[{st.st_dev, st.st_ino}] = std::move(inode);
+  return *made;
+}
+
 void InodeTable::unindex_locked(const Inode& inode) {
   IdShard& shard = ids_[inode.id % kIdShards];
   std::lock_guard lk(shard.mu);

@@ -190,6 +190,11 @@ class InodeTable {
   // one, counted as looked up (fd is closed), or a new one that keeps fd (O_PATH, taken over) to
   // reach its file until a lookup by name gives it a name, under its remembered ID if any.
   Inode& find_or_insert_unnamed(const struct stat& st, int fd, const std::string& handle);
+  // The inode of a file made just now without a name (O_TMPFILE): always a new one, which keeps
+  // fd (O_PATH, taken over) to reach its file until a LINK gives it a name. An inode the table
+  // still holds under the same (st_dev, st_ino) belongs to a file removed behind our back (this
+  // one is new) and is detached. Counts one lookup. handle: as for find_or_insert ("" for none).
+  Inode& insert_new_unnamed(const struct stat& st, int fd, const std::string& handle);
   // Drops n lookups; the inode goes when none are left (and no name of a child refers to it).
   void forget(Inode& inode, std::uint64_t n);
 

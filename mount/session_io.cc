@@ -1,5 +1,6 @@
 #include "mount/session_io.h"
 
+#include <fcntl.h>
 #include <linux/fuse.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "mount/fuse_api.h"
+#include "mount/fuse_tmpfile_abi.h"
 #include "mount/ring_request.h"
 
 namespace gcfs::mount {
@@ -90,15 +92,42 @@ unsigned char* reply_room(std::size_t* bytes) {
   return t_sink ? t_sink->room(bytes) : nullptr;
 }
 
+bool rewrite_tmpfile_as_create(void* request, std::size_t bytes) {
+  fuse_in_header in;
+  if (!request || bytes < sizeof in) return false;
+  std::memcpy(&in, request, sizeof in);
+  if (in.opcode != tmpfile_abi::kFuseTmpfile && in.opcode != FUSE_CREATE) return false;
+  auto* p = static_cast<unsigned char*>(request);
+  std::uint32_t flags;
+  if (in.opcode == FUSE_CREATE) {  // wherever its flags are there, however short the rest
+    if (bytes < sizeof in + sizeof flags) return false;
+    std::memcpy(&flags, p + sizeof in, sizeof flags);
+    flags &= ~static_cast<std::uint32_t>(__O_TMPFILE);
+    std::memcpy(p + sizeof in, &flags, sizeof flags);
+    return false;
+  }
+  // fuse_create_in (flags first) and at least the name's terminating byte, within what came.
+  const std::size_t need = sizeof in + sizeof(fuse_create_in) + 1;
+  if (bytes < need || in.len < need) return false;
+  std::memcpy(&flags, p + sizeof in, sizeof flags);
+  flags |= static_cast<std::uint32_t>(__O_TMPFILE);
+  std::memcpy(p + sizeof in, &flags, sizeof flags);
+  in.opcode = FUSE_CREATE;
+  std::memcpy(p, &in, sizeof in);
+  return true;
+}
+
 void dispatch_request(fuse_session* se, const fuse_buf& buf, RingReplySink* sink) {
-  // The one place where a request is looked at before libfuse parses it (an opcode libfuse 3.14
-  // has no entry for, such as FUSE_TMPFILE, could be answered here).
+  // The one place where a request is looked at before libfuse parses it: INIT's offer is noted,
+  // and FUSE_TMPFILE, which libfuse 3.14 has no entry for, becomes a marked CREATE.
   fuse_in_header in;
   if (buf.mem && buf.size >= sizeof in) {
     std::memcpy(&in, buf.mem, sizeof in);
     if (in.opcode == FUSE_INIT) {
       g_init.kernel_offered_uring = init_offers_uring(buf.mem, buf.size);
       t_init_unique = in.unique;
+    } else if (g_options.tmpfile_as_create && (in.opcode == tmpfile_abi::kFuseTmpfile || in.opcode == FUSE_CREATE)) {
+      rewrite_tmpfile_as_create(buf.mem, buf.size);
     }
   }
   t_sink = sink;

@@ -25,6 +25,10 @@ struct SessionIoOptions {
   bool want_uring = false;
   // Largest READ/WRITE to negotiate (max_write, max_pages, max_readahead).
   std::size_t max_request = 1u << 20;
+  // The filesystem's create handler makes unnamed files (O_TMPFILE): FUSE_TMPFILE, which libfuse
+  // 3.14 has no entry for, is handed to it as a CREATE whose flags carry __O_TMPFILE (see
+  // dispatch_request). Off: libfuse answers FUSE_TMPFILE with ENOSYS, and the kernel stops asking.
+  bool tmpfile_as_create = false;
 };
 
 // What INIT settled, read from the reply that went to the kernel.
@@ -54,7 +58,17 @@ class RingReplySink {
 
 // Hands one request (as /dev/fuse delivers it) to libfuse. While it runs, a reply on this thread
 // to `sink`'s request goes to the sink (may be null: replies go to /dev/fuse).
+// FUSE_TMPFILE (with tmpfile_as_create) is rewritten in place into a CREATE whose flags carry
+// __O_TMPFILE, so libfuse parses it and its reply (fuse_entry_out + fuse_open_out, the same as
+// CREATE's) goes back through the same path as any other; a real CREATE never carries that bit
+// (cleared here), so only FUSE_TMPFILE reaches the handler with it.
 void dispatch_request(fuse_session* se, const fuse_buf& buf, RingReplySink* sink);
+
+// The rewrite above on the bytes of one request (as /dev/fuse delivers it), without a session:
+// true when the request was a FUSE_TMPFILE long enough to carry fuse_create_in and is now a
+// CREATE with __O_TMPFILE in its flags. A CREATE loses any __O_TMPFILE bit. Anything else (a
+// truncated FUSE_TMPFILE included, which libfuse then answers with ENOSYS) is left as it is.
+bool rewrite_tmpfile_as_create(void* request, std::size_t bytes);
 
 // While this thread dispatches a request from an io_uring entry: the entry's reply memory, where
 // a READ handler may put its data so that the reply needs no copy (*bytes: its size). Null

@@ -40,6 +40,28 @@ TEST(MountHelperArgs, MountHelperFormWithTypeAndUserspaceOptions) {
   EXPECT_EQ(translate_mount_helper_args({"/c", "/p", "-opassfile=a\\,b"}).mount, (Args{"mount", "--passfile", "a,b", "/c", "/p"}));
 }
 
+// The mount options that came with FUSE over io_uring and direct backing I/O.
+TEST(MountHelperArgs, TransportAndBackingIoBecomeMountOptions) {
+  EXPECT_EQ(translate_mount_helper_args({"/c", "/p", "-o", "passfile=/pw,transport=uring,backing-io=direct,nofail"}).mount,
+            (Args{"mount", "--passfile", "/pw", "--transport", "uring", "--backing-io", "direct", "/c", "/p"}));
+  for (const std::string v : {"auto", "classic"})
+    EXPECT_EQ(translate_mount_helper_args({"/c", "/p", "-o", "transport=" + v}).mount, (Args{"mount", "--transport", v, "/c", "/p"}));
+  for (const std::string v : {"auto", "buffered"})
+    EXPECT_EQ(translate_mount_helper_args({"/c", "/p", "-obacking-io=" + v}).mount, (Args{"mount", "--backing-io", v, "/c", "/p"}));
+  // Without a value, or with an empty one: refused by name (a value mount does not know is
+  // refused by mount itself, naming the option).
+  for (const std::string o : {"transport", "transport=", "backing-io", "backing-io="}) {
+    try {
+      translate_mount_helper_args({"/c", "/p", "-o", o});
+      ADD_FAILURE() << "accepted " << o;
+    } catch (const boost::program_options::error& e) {
+      EXPECT_NE(std::string(e.what()).find("'" + o + "'"), std::string::npos) << e.what();
+    }
+  }
+  // The spelling with an underscore is no option of ours.
+  EXPECT_THROW(translate_mount_helper_args({"/c", "/p", "-o", "backing_io=direct"}), boost::program_options::error);
+}
+
 TEST(MountHelperArgs, UnknownOptionsAndFlagsAreRefusedByName) {
   for (const auto& [args, name] : std::vector<std::pair<Args, std::string>>{
            {{"/c", "/p", "-o", "passfile=/pw,bogus"}, "'bogus'"},

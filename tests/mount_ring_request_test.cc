@@ -1,16 +1,22 @@
 // The io_uring transport's byte handling without a kernel (mount/ring_request.h,
 // mount/transport.h, mount/uring_transport.h): a fetched entry laid out as a /dev/fuse request,
 // malformed headers answered with EIO instead of read past their buffers, replies stored into
-// the entry, the INIT reply's flags, and the small parsers the transport choice rests on.
+// the entry, the INIT reply's flags, the small parsers the transport choice rests on, and the
+// rewrite that hands FUSE_TMPFILE to libfuse as a marked CREATE (mount/session_io.h).
+#include <fcntl.h>
 #include <linux/fuse.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <gtest/gtest.h>
 #include <vector>
 
+#include "mount/fuse_tmpfile_abi.h"
 #include "mount/ring_request.h"
+#include "mount/session_io.h"
 #include "mount/transport.h"
 #include "mount/uring_transport.h"
 
@@ -252,6 +258,100 @@ TEST(Transport, CountsPossibleCpus) {
   EXPECT_EQ(possible_cpu_count_from("3-1"), 0u);
   EXPECT_EQ(possible_cpu_count_from("x"), 0u);
   EXPECT_GE(possible_cpu_count(), 1u);
+}
+
+
+// FUSE_TMPFILE (opcode 51, which libfuse 3.14 answers with ENOSYS) becomes a CREATE marked with
+// __O_TMPFILE before libfuse parses it; a real CREATE never carries the mark.
+std::vector<unsigned char> create_like_request(std::uint32_t opcode, std::uint32_t flags, const char* name) {
+  fuse_in_header in{};
+  fuse_create_in c{};
+  c.flags = flags;
+  c.mode = S_IFREG | 0644;
+  c.umask = 022;
+  const std::size_t name_bytes = std::strlen(name) + 1;
+  in.len = static_cast<std::uint32_t>(sizeof in + sizeof c + name_bytes);
+  in.opcode = opcode;
+  in.unique = 42;
+  in.nodeid = 1;
+  std::vector<unsigned char> b(in.len);
+  std::memcpy(b.data(), &in, sizeof in);
+  std::memcpy(b.data() + sizeof in, &c, sizeof c);
+  std::memcpy(b.data() + sizeof in + sizeof c, name, name_bytes);
+  return b;
+}
+
+fuse_in_header header_of(const std::vector<unsigned char>& b) {
+  fuse_in_header in{};
+  if (b.size() >= sizeof in) std::memcpy(&in, b.data(), sizeof in);
+  return in;
+}
+
+fuse_create_in create_of(const std::vector<unsigned char>& b) {
+  fuse_create_in c{};
+  if (b.size() >= sizeof(fuse_in_header) + sizeof c) std::memcpy(&c, b.data() + sizeof(fuse_in_header), sizeof c);
+  return c;
+}
+
+TEST(TmpfileRequest, BecomesACreateMarkedWithOTmpfile) {
+  static_assert(tmpfile_abi::kFuseTmpfile == 51);
+  auto b = create_like_request(tmpfile_abi::kFuseTmpfile, O_TMPFILE | O_RDWR, "/");
+  const auto before = b;
+  ASSERT_TRUE(rewrite_tmpfile_as_create(b.data(), b.size()));
+  EXPECT_EQ(header_of(b).opcode, static_cast<std::uint32_t>(FUSE_CREATE));
+  EXPECT_EQ(header_of(b).unique, 42u);  // the reply goes to the same request
+  EXPECT_EQ(header_of(b).len, header_of(before).len);
+  EXPECT_TRUE(create_of(b).flags & __O_TMPFILE);
+  EXPECT_EQ(create_of(b).flags & O_ACCMODE, static_cast<std::uint32_t>(O_RDWR));
+  EXPECT_EQ(create_of(b).mode, create_of(before).mode);
+  EXPECT_EQ(create_of(b).umask, 022u);
+  // The name and everything after the two headers is untouched.
+  EXPECT_TRUE(std::equal(b.begin() + sizeof(fuse_in_header) + sizeof(fuse_create_in), b.end(),
+                         before.begin() + sizeof(fuse_in_header) + sizeof(fuse_create_in)));
+  // Marked even where the kernel's flags lacked the bit (the opcode is what says it).
+  auto bare = create_like_request(tmpfile_abi::kFuseTmpfile, O_WRONLY, "/");
+  ASSERT_TRUE(rewrite_tmpfile_as_create(bare.data(), bare.size()));
+  EXPECT_TRUE(create_of(bare).flags & __O_TMPFILE);
+}
+
+TEST(TmpfileRequest, ARealCreateLosesAnyTmpfileMark) {
+  auto b = create_like_request(FUSE_CREATE, O_RDWR | O_EXCL | __O_TMPFILE, "name");
+  EXPECT_FALSE(rewrite_tmpfile_as_create(b.data(), b.size()));
+  EXPECT_EQ(header_of(b).opcode, static_cast<std::uint32_t>(FUSE_CREATE));
+  EXPECT_EQ(create_of(b).flags, static_cast<std::uint32_t>(O_RDWR | O_EXCL));
+  // Even one cut right after its flags.
+  auto cut = create_like_request(FUSE_CREATE, O_RDWR | __O_TMPFILE, "n");
+  cut.resize(sizeof(fuse_in_header) + sizeof(std::uint32_t));
+  EXPECT_FALSE(rewrite_tmpfile_as_create(cut.data(), cut.size()));
+  std::uint32_t flags;
+  std::memcpy(&flags, cut.data() + sizeof(fuse_in_header), sizeof flags);
+  EXPECT_EQ(flags, static_cast<std::uint32_t>(O_RDWR));
+}
+
+TEST(TmpfileRequest, TruncatedOrOtherRequestsAreLeftAlone) {
+  auto b = create_like_request(tmpfile_abi::kFuseTmpfile, O_RDWR, "/");
+  // Cut before the name: libfuse answers it as it would (ENOSYS), nothing is read past the end.
+  for (std::size_t cut : {std::size_t{0}, sizeof(fuse_in_header) - 1, sizeof(fuse_in_header),
+                          sizeof(fuse_in_header) + sizeof(fuse_create_in)}) {
+    auto t = b;
+    t.resize(cut);
+    auto copy = t;
+    EXPECT_FALSE(rewrite_tmpfile_as_create(t.data(), t.size())) << cut;
+    EXPECT_EQ(t, copy) << cut;
+  }
+  // A header whose len claims less than the two headers and a name.
+  auto short_len = b;
+  fuse_in_header in = header_of(short_len);
+  in.len = sizeof(fuse_in_header) + 4;
+  std::memcpy(short_len.data(), &in, sizeof in);
+  const auto copy = short_len;
+  EXPECT_FALSE(rewrite_tmpfile_as_create(short_len.data(), short_len.size()));
+  EXPECT_EQ(short_len, copy);
+  auto mknod = create_like_request(FUSE_MKNOD, O_RDWR | __O_TMPFILE, "n");
+  const auto mknod_copy = mknod;
+  EXPECT_FALSE(rewrite_tmpfile_as_create(mknod.data(), mknod.size()));
+  EXPECT_EQ(mknod, mknod_copy);
+  EXPECT_FALSE(rewrite_tmpfile_as_create(nullptr, 100));
 }
 
 }  // namespace
