@@ -25,8 +25,9 @@
 namespace gcfs::test {
 namespace {
 
-// A limit of what the daemon holds after starting with the engine under test plus 48: its caches
-// of descriptors get a quarter of what is free at start (12 each), so the 40 fillers evict them
+// A limit of twice what the daemon holds after starting with the engine under test plus 48
+// (low_descriptor_limit): its caches of descriptors get a quarter of what is free at start (about
+// 15 each with the cpu engine, 28 with two GPUs over io_uring), so the 40 fillers evict them
 // whatever the engine (a GPU context and its feeder threads hold far more than the cpu engine).
 VaultOptions low_limit() {
   VaultOptions o;

@@ -1,6 +1,7 @@
 // Format 2 (sector-aligned chunk data, docs/FORMAT.md) through the mount: vaults of both formats
 // side by side, O_DIRECT and its fallback (--backing-io), and the stored vaults of every format
 // version, which must keep mounting and reading as they did.
+#include <cstdlib>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -111,7 +112,11 @@ TEST(Format2, FallsBackToBufferedOnceWhereTheBackingRefusesODirect) {
   // The daemon runs with a preload library under which every O_DIRECT open fails with EINVAL, as
   // on a backing filesystem that refuses O_DIRECT.
   VaultOptions o = with_format(2);
-  o.shell_prefix = std::string("LD_PRELOAD=") + shell_quote(GCFS_REFUSE_O_DIRECT_LIB) + " ";
+  // A sanitized daemon (scripts/sanitize.sh) wants its runtime first among the loaded libraries;
+  // the shim only wraps open calls, so that order does not matter here.
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  o.shell_prefix = std::string("ASAN_OPTIONS=") + shell_quote(std::string(asan ? asan : "") + ":verify_asan_link_order=0") +
+                   " LD_PRELOAD=" + shell_quote(GCFS_REFUSE_O_DIRECT_LIB) + " ";
   MountedVault v(o);
   auto r = v.sh(kFillScript);
   ASSERT_EQ(r.status, 0) << r.output;
