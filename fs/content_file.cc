@@ -160,6 +160,20 @@ int ContentFile::corrupt(const std::string& what) {
   return -EIO;
 }
 
+int ContentFile::open_and_report(std::vector<ChunkOp>& ops, std::uint64_t first_chunk, const std::uint8_t* out) {
+  if (!ops.empty()) engine_.open(ops);
+  const std::uint64_t C = layout_.chunk_size();
+  int result = 0;
+  for (const auto& op : ops) {
+    if (!op.ok) {
+      const std::uint64_t k = first_chunk + static_cast<std::uint64_t>(op.out - out) / C;
+      result = corrupt("chunk " + std::to_string(k) + " (plaintext bytes " + std::to_string(k * C) + ".." +
+                       std::to_string(k * C + op.len) + ") failed authentication: tampered or damaged");
+    }
+  }
+  return result;
+}
+
 int ContentFile::load_size_locked() {
   struct stat st {};
   if (::fstat(fd(), &st) != 0) return -errno;
@@ -287,16 +301,7 @@ int ContentFile::open_chunks_locked(ChunkRange r, std::uint8_t* out, CipherSeen*
     std::copy(src + kChunkNonceOnDisk + plen, src + kChunkNonceOnDisk + plen + kChunkTagOnDisk, op.tag.begin());
     ops.push_back(op);
   }
-  if (!ops.empty()) engine_.open(ops);
-  int result = 0;
-  for (const auto& op : ops) {
-    if (!op.ok) {
-      const std::uint64_t k = r.first + static_cast<std::uint64_t>(op.out - out) / C;
-      result = corrupt("chunk " + std::to_string(k) + " (plaintext bytes " + std::to_string(k * C) + ".." +
-                       std::to_string(k * C + op.len) + ") failed authentication: tampered or damaged");
-    }
-  }
-  return result;
+  return open_and_report(ops, r.first, out);
 }
 
 ssize_t ContentFile::read(std::uint64_t off, std::size_t len, std::uint8_t* out) {
@@ -510,16 +515,7 @@ int ContentFile::open_chunks_v2_locked(ChunkRange r, std::uint8_t* out, CipherSe
     std::copy(entry + kChunkNonceOnDisk, entry + kChunkOverhead, op.tag.begin());
     ops.push_back(op);
   }
-  if (!ops.empty()) engine_.open(ops);
-  int result = 0;
-  for (const auto& op : ops) {
-    if (!op.ok) {
-      const std::uint64_t k = r.first + static_cast<std::uint64_t>(op.out - out) / C;
-      result = corrupt("chunk " + std::to_string(k) + " (plaintext bytes " + std::to_string(k * C) + ".." +
-                       std::to_string(k * C + op.len) + ") failed authentication: tampered or damaged");
-    }
-  }
-  return result;
+  return open_and_report(ops, r.first, out);
 }
 
 int ContentFile::seal_and_write_v2_locked(ChunkRange r, const std::uint8_t* const* plains, std::uint64_t new_size,

@@ -129,6 +129,9 @@ class ContentFile {
   // Makes a disk range read as zeros, by punching it or, where that is unsupported, writing zeros.
   int punch_disk_range_locked(std::uint64_t disk_off, std::uint64_t disk_len);
   int corrupt(const std::string& what);
+  // Opens the chunks of OPS (whose outputs lie in OUT, chunk FIRST_CHUNK at OUT) and logs each
+  // that fails authentication; -EIO if any did.
+  int open_and_report(std::vector<ChunkOp>& ops, std::uint64_t first_chunk, const std::uint8_t* out);
   // Format 2's halves of open_chunks_locked and seal_and_write_locked.
   int open_chunks_v2_locked(ChunkRange r, std::uint8_t* out, CipherSeen* seen);
   int seal_and_write_v2_locked(ChunkRange r, const std::uint8_t* const* plains, std::uint64_t new_size,
