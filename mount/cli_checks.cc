@@ -13,8 +13,6 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "crypto/vault_config.h"
 #include "cuda/gpu_engine.h"
@@ -23,6 +21,7 @@
 #include "fs/volume_container.h"
 #include "mount/commands.h"
 #include "mount/exit_status.h"
+#include "mount/mount_lock.h"
 
 namespace gcfs::cli {
 namespace {
@@ -112,25 +111,6 @@ GpuProbe probe_gpus() {
   return out;
 }
 
-// /proc/self/mountinfo escapes space, tab, newline and backslash as \ooo.
-std::string unescape_mountinfo(const std::string& s) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 3 < s.size() && std::isdigit(static_cast<unsigned char>(s[i + 1]))) {
-      out += static_cast<char>(std::strtol(s.substr(i + 1, 3).c_str(), nullptr, 8));
-      i += 3;
-    } else {
-      out += s[i];
-    }
-  }
-  return out;
-}
-
-std::string real_path(const std::string& path) {
-  char buf[PATH_MAX];
-  return ::realpath(path.c_str(), buf) ? std::string(buf) : path;
-}
-
 }  // namespace
 
 void require_vault_directory(const std::string& cipherdir, const std::string& volume_command) {
@@ -211,20 +191,8 @@ void require_usable_gpu_for(const std::string& engine_name) {
 }
 
 std::string find_mountpoint_of(const std::string& cipherdir) {
-  const std::string want = real_path(cipherdir);
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    // id parent major:minor root MOUNTPOINT options [optional fields] - FSTYPE SOURCE superoptions
-    const auto dash = line.find(" - ");
-    if (dash == std::string::npos) continue;
-    std::istringstream head(line.substr(0, dash)), tail(line.substr(dash + 3));
-    std::string id, parent, dev, root, mountpoint, fstype, source;
-    if (!(head >> id >> parent >> dev >> root >> mountpoint) || !(tail >> fstype >> source)) continue;
-    if (fstype != "fuse.gpucryptfs") continue;
-    if (unescape_mountinfo(source) == want) return unescape_mountinfo(mountpoint);
-  }
-  return "";
+  const auto mounts = gpucryptfs_mounts_of(cipherdir);
+  return mounts.empty() ? "" : mounts.front().mountpoint;
 }
 
 }  // namespace gcfs::cli
