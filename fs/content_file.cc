@@ -160,6 +160,22 @@ int ContentFile::corrupt(const std::string& what) {
   return -EIO;
 }
 
+void ContentFile::add_open_op(std::vector<ChunkOp>& ops, std::vector<std::array<std::uint8_t, kChunkAadBytes>>& aads,
+                              std::uint64_t k, const std::uint8_t* nonce, const std::uint8_t* in, std::uint8_t* out,
+                              std::size_t len, const std::uint8_t* tag) {
+  aads.push_back(chunk_aad(header_->id, k));
+  ChunkOp op;
+  op.key = &key_;
+  std::copy(nonce, nonce + kChunkNonceOnDisk, op.nonce.begin());
+  op.aad = aads.back().data();
+  op.aad_len = kChunkAadBytes;
+  op.in = in;
+  op.out = out;
+  op.len = len;
+  std::copy(tag, tag + kChunkTagOnDisk, op.tag.begin());
+  ops.push_back(op);
+}
+
 int ContentFile::open_and_report(std::vector<ChunkOp>& ops, std::uint64_t first_chunk, const std::uint8_t* out) {
   if (!ops.empty()) engine_.open(ops);
   const std::uint64_t C = layout_.chunk_size();
@@ -289,17 +305,8 @@ int ContentFile::open_chunks_locked(ChunkRange r, std::uint8_t* out, CipherSeen*
       std::memset(dst, 0, plen);
       continue;
     }
-    aads.push_back(chunk_aad(header_->id, k));
-    ChunkOp op;
-    op.key = &key_;
-    std::copy(src, src + kChunkNonceOnDisk, op.nonce.begin());
-    op.aad = aads.back().data();
-    op.aad_len = kChunkAadBytes;
-    op.in = src + kChunkNonceOnDisk;
-    op.out = dst;
-    op.len = plen;
-    std::copy(src + kChunkNonceOnDisk + plen, src + kChunkNonceOnDisk + plen + kChunkTagOnDisk, op.tag.begin());
-    ops.push_back(op);
+    // Format 1 keeps each chunk as nonce | ciphertext | tag.
+    add_open_op(ops, aads, k, src, src + kChunkNonceOnDisk, dst, plen, src + kChunkNonceOnDisk + plen);
   }
   return open_and_report(ops, r.first, out);
 }
@@ -503,17 +510,8 @@ int ContentFile::open_chunks_v2_locked(ChunkRange r, std::uint8_t* out, CipherSe
       std::memset(dst, 0, plen);
       continue;
     }
-    aads.push_back(chunk_aad(header_->id, k));
-    ChunkOp op;
-    op.key = &key_;
-    std::copy(entry, entry + kChunkNonceOnDisk, op.nonce.begin());
-    op.aad = aads.back().data();
-    op.aad_len = kChunkAadBytes;
-    op.in = src;
-    op.out = dst;
-    op.len = plen;
-    std::copy(entry + kChunkNonceOnDisk, entry + kChunkOverhead, op.tag.begin());
-    ops.push_back(op);
+    // Format 2 keeps the nonce and tag in the group's entry, the ciphertext in the data block.
+    add_open_op(ops, aads, k, entry, src, dst, plen, entry + kChunkNonceOnDisk);
   }
   return open_and_report(ops, r.first, out);
 }

@@ -10,6 +10,7 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -131,6 +132,11 @@ class ContentFile {
   int corrupt(const std::string& what);
   // Opens the chunks of OPS (whose outputs lie in OUT, chunk FIRST_CHUNK at OUT) and logs each
   // that fails authentication; -EIO if any did.
+  // Appends the open of chunk K to OPS (its AAD to AADS, which the caller reserved so that the
+  // pointers stay put): NONCE and TAG point at the on-disk nonce and tag, IN at the ciphertext.
+  void add_open_op(std::vector<ChunkOp>& ops, std::vector<std::array<std::uint8_t, kChunkAadBytes>>& aads,
+                   std::uint64_t k, const std::uint8_t* nonce, const std::uint8_t* in, std::uint8_t* out,
+                   std::size_t len, const std::uint8_t* tag);
   int open_and_report(std::vector<ChunkOp>& ops, std::uint64_t first_chunk, const std::uint8_t* out);
   // Format 2's halves of open_chunks_locked and seal_and_write_locked.
   int open_chunks_v2_locked(ChunkRange r, std::uint8_t* out, CipherSeen* seen);
