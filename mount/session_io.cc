@@ -126,8 +126,8 @@ void dispatch_request(fuse_session* se, const fuse_buf& buf, RingReplySink* sink
     if (in.opcode == FUSE_INIT) {
       g_init.kernel_offered_uring = init_offers_uring(buf.mem, buf.size);
       t_init_unique = in.unique;
-    } else if (g_options.tmpfile_as_create && (in.opcode == tmpfile_abi::kFuseTmpfile || in.opcode == FUSE_CREATE)) {
-      rewrite_tmpfile_as_create(buf.mem, buf.size);
+    } else if (g_options.tmpfile_as_create) {
+      rewrite_tmpfile_as_create(buf.mem, buf.size);  // touches FUSE_TMPFILE and CREATE only
     }
   }
   t_sink = sink;
