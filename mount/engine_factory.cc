@@ -74,6 +74,24 @@ EngineSet::EngineSet(const EngineOptions& o) {
   }
   cpu_ = std::make_unique<CpuEngine>(cpu_threads);
   const std::size_t threads = static_cast<CpuEngine&>(*cpu_).threads();
+  // One gpu engine per GPU, so that each has its own measured rate, feeder threads and share of
+  // the work, and a GPU that fails is retired alone. Throws with the GPU problem named.
+  auto one_engine_per_gpu = [&] {
+    for (int d : devices) {
+      GpuOptions one = gpu_options;
+      one.devices = {d};
+      gpus_.push_back(make_gpu_engine(one, *cpu_));
+    }
+  };
+  // Each GPU as a hybrid member, calibrated, its feeders bound near it.
+  auto add_gpu_members = [&](std::vector<HybridEngine::Member>& members, std::string* how) {
+    for (std::size_t i = 0; i < gpus_.size(); ++i) {
+      const std::string label = "gpu" + std::to_string(devices[i]);
+      const int device = devices[i];
+      members.push_back({gpus_[i].get(), label, calibrate(*gpus_[i], label, how),
+                         [device] { bind_thread_near_gpu(device); }});
+    }
+  };
   if (o.name == "gpu" && !o.gpu_feeders) {
     gpus_.push_back(make_gpu_engine(gpu_options, *cpu_));  // throws with the GPU problem named
     active_ = gpus_.back().get();
@@ -84,20 +102,11 @@ EngineSet::EngineSet(const EngineOptions& o) {
     // The trial variant: one gpu engine per GPU behind the hybrid engine's queue, every batch taken
     // by the GPUs' feeder threads (none runs in the caller: no inline slot, no small-batch
     // shortcut), the cpu engine only for GPUs that fail.
-    for (int d : devices) {
-      GpuOptions one = gpu_options;
-      one.devices = {d};
-      gpus_.push_back(make_gpu_engine(one, *cpu_));  // throws with the GPU problem named
-    }
+    one_engine_per_gpu();
     std::string how;
     std::vector<HybridEngine::Member> members;
     members.push_back({cpu_.get(), "cpu", {2e-6, 1e-9}});
-    for (std::size_t i = 0; i < gpus_.size(); ++i) {
-      const std::string label = "gpu" + std::to_string(devices[i]);
-      const int device = devices[i];
-      members.push_back({gpus_[i].get(), label, calibrate(*gpus_[i], label, &how),
-                         [device] { bind_thread_near_gpu(device); }});
-    }
+    add_gpu_members(members, &how);
     HybridEngine::Options ho;
     ho.buffer_member = 1;
     ho.inline_slots = 0;
@@ -114,14 +123,8 @@ EngineSet::EngineSet(const EngineOptions& o) {
     description_ = "auto: no usable GPU (" + why + "), using the cpu engine (" + std::to_string(threads) + " threads)";
     return;
   }
-  // One gpu engine per GPU, so that each has its own measured rate, feeder threads and share of
-  // the work, and a GPU that fails is retired alone.
   try {
-    for (int d : devices) {
-      GpuOptions one = gpu_options;
-      one.devices = {d};
-      gpus_.push_back(make_gpu_engine(one, *cpu_));
-    }
+    one_engine_per_gpu();
   } catch (const UserError& e) {
     gpus_.clear();
     active_ = cpu_.get();
@@ -131,12 +134,7 @@ EngineSet::EngineSet(const EngineOptions& o) {
   std::string how;
   std::vector<HybridEngine::Member> members;
   members.push_back({cpu_.get(), "cpu", calibrate(*cpu_, "cpu", &how)});
-  for (std::size_t i = 0; i < gpus_.size(); ++i) {
-    const std::string label = "gpu" + std::to_string(devices[i]);
-    const int device = devices[i];
-    members.push_back({gpus_[i].get(), label, calibrate(*gpus_[i], label, &how),
-                       [device] { bind_thread_near_gpu(device); }});
-  }
+  add_gpu_members(members, &how);
   HybridEngine::Options ho;
   ho.buffer_member = 1;  // the first GPU's page-locked memory: the GPUs then skip their staging copies
   ho.log = [](const std::string& m) { log::error(m); };
