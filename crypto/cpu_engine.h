@@ -14,8 +14,9 @@ namespace gcfs {
 class CpuEngine final : public ChunkEngine {
  public:
   // threads = 0: one per online core. Batches smaller than parallel_min_bytes stay on the calling
-  // thread: below it, waking workers costs more than it saves.
-  explicit CpuEngine(std::size_t threads = 0, std::size_t parallel_min_bytes = 128 * 1024);
+  // thread: below it, waking workers costs more than it saves; larger ones get a thread for every
+  // half of parallel_min_bytes they hold, at most their share of the cores.
+  explicit CpuEngine(std::size_t threads = 0, std::size_t parallel_min_bytes = 256 * 1024);
   std::string name() const override { return "cpu"; }
   void seal(std::span<ChunkOp> ops) override;
   void open(std::span<ChunkOp> ops) override;
