@@ -82,7 +82,7 @@ int cmd_mount(int argc, char** argv) {
     mount::MountOptions mo;
     mount::FsOptions fso;
     std::string cipherdir, log_file, config_option, idle_text;
-    bool no_writeback = false, allow_expensive_kdf = false, reverse = false, nonempty = false;
+    bool no_writeback = false, writeback = false, allow_expensive_kdf = false, reverse = false, nonempty = false;
     MasterKeyOptions master_key;
     std::string gpus, backing_io = "auto", transport = "auto";
     int gpu_streams = 4;
@@ -108,9 +108,11 @@ int cmd_mount(int argc, char** argv) {
         "allow-other", po::bool_switch(&mo.allow_other), "let other users use the mount (needs user_allow_other)")(
         "fuse-options,o", po::value(&mo.extra_options)->composing(), "extra FUSE mount options, comma-separated (may repeat)")(
         "log", po::value(&log_file), "append the log to this file (default when detached: syslog, or ~/.local/state/gpucryptfs/gpucryptfs.log where no syslog daemon listens)")(
-        "no-writeback-cache", po::bool_switch(&no_writeback),
-        "send every write to gpucryptfs as it happens instead of letting the kernel gather small "
-        "writes into pages first (slower for small writes)")(
+        "writeback-cache", po::bool_switch(&writeback),
+        "let the kernel gather writes into pages and send them later from its writeback worker: faster "
+        "for one writer of small pieces, slower for several writers at once (default: every write is "
+        "sent as it happens)")(
+        "no-writeback-cache", po::bool_switch(&no_writeback), "the default; kept for scripts that name it")(
         "cpu-threads", po::value(&engine.cpu_threads)->default_value(0), "cpu engine threads (0: all cores)")(
         "gpus", po::value(&gpus)->default_value("all"),
         "GPUs the gpu engine uses, as 'gpucryptfs info' numbers them: all, or a list such as 0,1")(
@@ -136,7 +138,8 @@ int cmd_mount(int argc, char** argv) {
     // A read-only mount writes nothing to gather, and with the writeback cache the kernel keeps its
     // own idea of a file's size: a file that a read-write mount of the vault beside it grew would
     // read cut at its old length.
-    fso.writeback_cache = !no_writeback && !mo.read_only;
+    if (writeback && no_writeback) throw po::error("--writeback-cache and --no-writeback-cache exclude each other");
+    fso.writeback_cache = writeback && !mo.read_only;
     cipherdir = absolute(cipherdir);
     mo.mountpoint = absolute(mountpoint);
     mo.fsname = cipherdir;

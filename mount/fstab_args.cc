@@ -24,7 +24,8 @@ const std::map<std::string, std::string> kValueOptions = {
 // Flags that become mount options.
 const std::map<std::string, std::string> kFlagOptions = {
     {"ro", "--read-only"},         {"allow_other", "--allow-other"},          {"nonempty", "--nonempty"},
-    {"no_writeback_cache", "--no-writeback-cache"}, {"allow_expensive_kdf", "--allow-expensive-kdf"},
+    {"writeback_cache", "--writeback-cache"},  {"no_writeback_cache", "--no-writeback-cache"},
+    {"allow_expensive_kdf", "--allow-expensive-kdf"},
 };
 // Kernel mount flags that libfuse passes on.
 const std::set<std::string> kPassedThrough = {"noexec", "exec", "noatime", "atime", "sync", "async", "dirsync"};

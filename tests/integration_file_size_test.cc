@@ -70,9 +70,11 @@ std::int64_t file_size(const std::string& path) {
 TEST(FallocateRace, ExtendingDuringWritebackNeverShrinksFsyncedData) {
   VaultOptions o;
   o.chunk_size = static_cast<unsigned>(kChunk);
-  // The race needs the kernel's writeback cache, which is the default: drop a suite-wide opt-out.
+  // The race needs the kernel's writeback cache: drop a suite-wide opt-out and ask for it.
   o.mount_args.erase(std::remove(o.mount_args.begin(), o.mount_args.end(), "--no-writeback-cache"),
                      o.mount_args.end());
+  if (std::find(o.mount_args.begin(), o.mount_args.end(), "--writeback-cache") == o.mount_args.end())
+    o.mount_args.push_back("--writeback-cache");
   MountedVault v(o);
   const std::string p = v.path("raced");
   const int fd = ::open(p.c_str(), O_RDWR | O_CREAT, 0644);

@@ -485,8 +485,8 @@ TEST_F(FsOps, AppendAlwaysWritesAtTheEnd) {
 TEST(AppendWithoutWritebackCache, MappedPagesWrittenThroughAnAppendHandleStayInPlace) {
   VaultOptions o;
   o.chunk_size = 4096;
-  if (std::find(o.mount_args.begin(), o.mount_args.end(), "--no-writeback-cache") == o.mount_args.end())
-    o.mount_args.push_back("--no-writeback-cache");  // unless GPUCRYPTFS_TEST_MOUNT_ARGS gave it
+  // The default; drop a suite-wide --writeback-cache (GPUCRYPTFS_TEST_MOUNT_ARGS).
+  o.mount_args.erase(std::remove(o.mount_args.begin(), o.mount_args.end(), "--writeback-cache"), o.mount_args.end());
   MountedVault v(o);
   const std::string p = v.path("log");
   const std::size_t size = 3 * 4096 + 100;
