@@ -22,7 +22,9 @@ HZ=$(getconf CLK_TCK)
 work=$(mktemp -d /dev/shm/gcfs-fmt2.XXXXXX)
 img=$work/ext4.img mnt=$work/ext4
 truncate -s ${IMG_MB}M $img && mkfs.ext4 -q -F $img && mkdir -p $mnt && mount -o loop $img $mnt || exit 1
-trap 'fusermount3 -u $mnt/p 2>/dev/null; umount $mnt; rm -rf $work' EXIT
+# fusermount3 where installed; plain umount (root) elsewhere, such as the GPU machine.
+unmount() { fusermount3 -u "$1" 2>/dev/null || umount "$1"; }
+trap 'unmount $mnt/p 2>/dev/null; umount $mnt; rm -rf $work' EXIT
 [ -f $work/tree.tar ] || tar -C /usr -cf $work/tree.tar include 2>/dev/null
 echo "pw-format2-bench" > $work/pw
 pid=
@@ -62,6 +64,6 @@ for cfg in $CONFIGS; do
   phase $cfg read_tree 0 bash -c "find $p/include -type f -print0 | xargs -0 cat >/dev/null"
   phase $cfg rm_tree 0 rm -rf $p/include
   grep -m1 "backing I/O" $work/$cfg.log | sed "s|^|$cfg: |"
-  fusermount3 -u $p; sleep 1; pid=
+  unmount $p; sleep 1; pid=
 done
 done
