@@ -125,10 +125,17 @@ void Vault::set_backing_io(BackingIoMode mode) {
     backing_io_->disable();
     return;
   }
+  // The probe reads the root directory's IV: every vault of every format has it in CIPHERDIR
+  // (docs/FORMAT.md), where the config may not be (mount --config keeps it elsewhere).
   UniqueFd dir(::open(cipherdir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  const std::string why = dir ? BackingIo::probe(dir.get(), kConfigFileName)
-                              : "cannot open " + cipherdir_ + ": " + std::strerror(errno);
-  if (why.empty()) {
+  BackingIo::Probe probe;
+  if (dir) probe = BackingIo::probe(dir.get(), kDirIvFileName);
+  else probe = {BackingIo::Probe::Outcome::Refused, "cannot open " + cipherdir_ + ": " + std::strerror(errno)};
+  if (probe.outcome == BackingIo::Probe::Outcome::Damaged)
+    throw CorruptData(cipherdir_ + ": the root directory's IV " + probe.why +
+                      ": the vault is damaged (its root's names cannot be read; see fsck)");
+  const std::string& why = probe.why;
+  if (probe.outcome == BackingIo::Probe::Outcome::Direct) {
     log::info(std::string("backing I/O: O_DIRECT (--backing-io ") + backing_io_mode_name(mode) + ")");
     return;
   }
