@@ -162,6 +162,7 @@ struct VaultOptions {
   std::string shell_prefix;               // run before `gpucryptfs mount` in its shell (ulimit, env)
   std::string password = "correct horse battery staple";
   std::string parent_dir;                 // where CIPHERDIR and MOUNTPOINT go; empty: TMPDIR or /tmp
+  std::string transport = test_transport();  // --transport of every mount
 };
 
 class MountedVault {
@@ -203,7 +204,7 @@ class MountedVault {
   // The mount command line, so tests can vary it.
   std::string mount_command() const {
     std::string cmd = opts_.shell_prefix + test_binary() + " mount --passfile " + shell_quote(passfile_) + " --engine " +
-                      opts_.engine + transport_arg() + " --log " + shell_quote(log_);
+                      opts_.engine + " --transport " + opts_.transport + " --log " + shell_quote(log_);
     for (const auto& a : opts_.mount_args) cmd += " " + a;
     return cmd + " " + shell_quote(cipherdir_) + " " + shell_quote(mountpoint_);
   }
