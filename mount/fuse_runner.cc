@@ -254,14 +254,24 @@ std::optional<Failure> serve(const MountOptions& o, const std::function<FuseFile
     }
     log::info("largest request: " + std::to_string(init.max_write >> 10) + " KiB");
     if (o.read_ahead_kb) raise_read_ahead(o.mountpoint, std::max<unsigned>(o.read_ahead_kb, static_cast<unsigned>(max_request >> 10)));
-    if (report_fd >= 0) {
+    // The parent hears "ok" once the request threads serve (with their buffers): where none can
+    // start, the mount fails with the reason instead of dying after `mount` returned.
+    bool ready = false;
+    loop.on_ready = [&] {
+      ready = true;
+      if (report_fd < 0) return;
       log::echo_warnings_to_stderr(false);
       report(report_fd, std::nullopt);
       detach_stdio();
       if (::chdir("/") != 0) { /* only matters for unmounting the cwd's filesystem */ }
-    }
-    *loop_status = run_request_loop(se.get(), loop);
+    };
+    std::string loop_failure;
+    *loop_status = run_request_loop(se.get(), loop, &loop_failure);
     if (ring) ring->stop();
+    if (!ready) {
+      log::error("cannot serve requests: " + loop_failure);
+      return Failure{1, "cannot serve requests: " + loop_failure};
+    }
     if (*loop_status < 0) log::error(std::string("reading requests from /dev/fuse failed: ") + std::strerror(-*loop_status));
   }
   se.reset();  // runs the filesystem's destroy callback before userdata goes

@@ -1,8 +1,11 @@
-// The io_uring transport's start-up (mount/uring_transport.h) before anything reaches the kernel's
-// FUSE side: prepare() builds real rings, registering a plain descriptor where /dev/fuse would be,
-// so what can fail there is exercised without a mount. Whatever fails (here: no memory for the
-// entries' buffers, a thread's preparation throwing) comes back as one line, with every thread
-// joined and nothing leaked; it never ends the process, which would leave a dead mount behind.
+// How serving starts, on both transports, where what it needs cannot be had: what fails comes back
+// as one line, with every thread joined and nothing leaked; it never ends the process, which would
+// leave a dead mount behind.
+//   - the io_uring transport (mount/uring_transport.h): prepare() builds real rings, registering a
+//     plain descriptor where /dev/fuse would be, so it runs without a mount (no memory for the
+//     entries' buffers, a thread's preparation throwing);
+//   - the classic request loop (mount/request_loop.h), on a session that is never mounted: no
+//     worker can get its buffer, so none serves, and the loop says so instead of reporting ready.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -12,6 +15,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "mount/fuse_api.h"
+#include "mount/request_loop.h"
 #include "mount/uring_transport.h"
 
 namespace gcfs::mount {
@@ -81,6 +86,30 @@ TEST(UringTransportStart, PreparedRingsAreReleasedWithoutActivation) {
   ASSERT_NE(t, nullptr) << why;
   EXPECT_GE(buffers.load(), 4);  // one entry per thread, at least two threads per CPU queue
   t.reset();                     // joins the threads; the sanitizer pass checks nothing leaks
+}
+
+TEST(RequestLoopStart, NoWorkerBufferIsAFailureNotACrash) {
+  fuse_lowlevel_ops ops{};
+  const char* argv[] = {"gpucryptfs-test", nullptr};
+  fuse_args args = FUSE_ARGS_INIT(1, const_cast<char**>(argv));
+  fuse_session* se = fuse_session_new(&args, &ops, sizeof ops, nullptr);
+  ASSERT_NE(se, nullptr);
+  RequestLoopOptions o;
+  o.threads = 4;
+  std::atomic<int> asked{0};
+  o.allocate_buffer = [&](std::size_t) -> HostBuffer {
+    ++asked;
+    throw std::bad_alloc();
+  };
+  bool ready = false;
+  o.on_ready = [&] { ready = true; };
+  std::string failure;
+  const int rc = run_request_loop(se, o, &failure);
+  fuse_session_destroy(se);
+  EXPECT_LT(rc, 0);
+  EXPECT_FALSE(ready);  // the parent of a detached mount hears the failure, not "ok"
+  EXPECT_EQ(asked.load(), 4);
+  EXPECT_NE(failure.find("a request thread could not start"), std::string::npos) << failure;
 }
 
 }  // namespace
