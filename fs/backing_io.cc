@@ -42,8 +42,8 @@ BackingIo::Probe BackingIo::probe(int dirfd, const std::string& name) {
   if (!plain) {
     const int e = plain.error;
     const bool damage = e == ENOENT || e == EUCLEAN || e == ELOOP || e == EXDEV || e == ENOTDIR;
-    return {damage ? Outcome::Damaged : Outcome::Refused,
-            name + " " + (e == ENOENT ? std::string("is missing") : plain.why())};
+    const std::string what = e == ENOENT ? std::string("missing") : plain.why();
+    return damage ? Probe{Outcome::Damaged, what} : Probe{Outcome::Refused, name + ": " + what};
   }
   plain.fd.reset();
   OpenResult o = open_beneath(dirfd, name, FileType::Regular, O_RDONLY | O_DIRECT);

@@ -45,7 +45,7 @@ class BackingIo {
       Damaged,  // the probe file is not the vault's regular file (missing, a FIFO, a link, ...)
     };
     Outcome outcome = Outcome::Direct;
-    std::string why;  // empty for Direct
+    std::string why;  // empty for Direct; for Damaged, what was found ("missing", "is a FIFO, ...")
   };
   // Checks that the backing filesystem takes O_DIRECT, by opening the vault's own regular file
   // `name` beneath dirfd (fs/safe_open.h: no link followed, a FIFO or device only looked at, never

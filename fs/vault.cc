@@ -131,9 +131,14 @@ void Vault::set_backing_io(BackingIoMode mode) {
   BackingIo::Probe probe;
   if (dir) probe = BackingIo::probe(dir.get(), kDirIvFileName);
   else probe = {BackingIo::Probe::Outcome::Refused, "cannot open " + cipherdir_ + ": " + std::strerror(errno)};
-  if (probe.outcome == BackingIo::Probe::Outcome::Damaged)
-    throw CorruptData(cipherdir_ + ": the root directory's IV " + probe.why +
-                      ": the vault is damaged (its root's names cannot be read; see fsck)");
+  if (probe.outcome == BackingIo::Probe::Outcome::Damaged) {
+    // Reported as the mount's own check of the root IV would (fs/dir_iv.h), what was found named.
+    const std::string where = cipherdir_ + "/" + kDirIvFileName;
+    log::error(where + ": cannot open the directory IV: " + probe.why +
+               " (damaged: names in this directory cannot be read or written)");
+    throw CorruptData(where + (probe.why == "missing" ? " is missing" : " is damaged (" + probe.why + ")") +
+                      ": the root's names cannot be read");
+  }
   const std::string& why = probe.why;
   if (probe.outcome == BackingIo::Probe::Outcome::Direct) {
     log::info(std::string("backing I/O: O_DIRECT (--backing-io ") + backing_io_mode_name(mode) + ")");
