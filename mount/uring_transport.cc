@@ -244,14 +244,16 @@ struct UringTransport::Impl {
   template <typename Pick>
   std::string register_entries(RingThread& t, Pick pick) {
     unsigned count = 0;
+    for (auto& e : t.entries) count += pick(*e) ? 1 : 0;
+    // Room for all of them first: half a round left queued would go out with a later submit.
+    if (count > io_uring_sq_space_left(&t.ring)) return "io_uring submission queue full while registering";
     for (auto& e : t.entries) {
       if (!pick(*e)) continue;
       io_uring_sqe* sqe = io_uring_get_sqe(&t.ring);
-      if (!sqe) return "io_uring submission queue full while registering";
+      if (!sqe) return "io_uring submission queue full while registering";  // cannot happen: room was checked
       prepare_cmd(sqe, e.get(), abi::kCmdRegister);
       if (e.get() == refused_for_test) sqe->len = 0;  // the kernel wants two iovecs: refused
       e->live = true;
-      ++count;
     }
     if (count == 0) return "";
     const int rc = io_uring_submit(&t.ring);
