@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <unistd.h>
@@ -113,13 +114,19 @@ unsigned possible_cpus() {
 // the mount command that brings it about, and the reason the log and the refusal must give.
 struct Obstacle {
   const char* name;
-  std::string prefix;
+  const char* deny_errno;  // io_uring_setup fails with it (the deny_io_uring wrapper); or null
+  std::string prefix;      // else this before the mount command
   std::string reason;
 };
 
 void PrintTo(const Obstacle& o, std::ostream* os) { *os << o.name; }
 
-std::string deny(const char* err) { return std::string(GCFS_DENY_IO_URING) + " " + err + " "; }
+// The wrapper that fails io_uring_setup: GPUCRYPTFS_TEST_DENY_IO_URING where the suite runs away
+// from its build (the GPU machine's carry), else the one this build made.
+std::string deny_io_uring() {
+  const char* e = std::getenv("GPUCRYPTFS_TEST_DENY_IO_URING");
+  return e && *e ? e : GCFS_DENY_IO_URING;
+}
 
 class TransportFallback : public ::testing::TestWithParam<Obstacle> {};
 
@@ -134,6 +141,10 @@ TEST_P(TransportFallback, AutoFallsBackAndUringRefusesWithTheReason) {
   VaultOptions o;
   o.mount = false;
   o.shell_prefix = ob.prefix;
+  if (ob.deny_errno) {
+    if (::access(deny_io_uring().c_str(), X_OK) != 0) GTEST_SKIP() << deny_io_uring() << " is not here";
+    o.shell_prefix = deny_io_uring() + " " + ob.deny_errno + " ";
+  }
   o.transport = "uring";
   MountedVault refused(o);
   auto r = run_shell(refused.mount_command());
@@ -159,14 +170,14 @@ INSTANTIATE_TEST_SUITE_P(
     Transport, TransportFallback,
     ::testing::Values(
         // io_uring_setup refused: kernel.io_uring_disabled=2 (EPERM), out of descriptors, memory.
-        Obstacle{"IoUringDisabled", deny("EPERM"), "cannot create an io_uring: Operation not permitted"},
-        Obstacle{"NoDescriptorForTheRing", deny("EMFILE"), "cannot create an io_uring: Too many open files"},
-        Obstacle{"NoMemoryForTheRing", deny("ENOMEM"), "cannot create an io_uring: Cannot allocate memory"},
+        Obstacle{"IoUringDisabled", "EPERM", "", "cannot create an io_uring: Operation not permitted"},
+        Obstacle{"NoDescriptorForTheRing", "EMFILE", "", "cannot create an io_uring: Too many open files"},
+        Obstacle{"NoMemoryForTheRing", "ENOMEM", "", "cannot create an io_uring: Cannot allocate memory"},
         // The kernel refuses a REGISTER after INIT asked for io_uring: before the ring is
         // complete it switches io_uring off for the connection, and /dev/fuse takes over.
-        Obstacle{"RefusedBeforeTheLastQueue", "GPUCRYPTFS_TEST_URING_REFUSE=others ",
+        Obstacle{"RefusedBeforeTheLastQueue", nullptr, "GPUCRYPTFS_TEST_URING_REFUSE=others ",
                  "the kernel refused a ring entry's registration (queue 0): Invalid argument"},
-        Obstacle{"RefusedWhereItWouldComplete", "GPUCRYPTFS_TEST_URING_REFUSE=completing ",
+        Obstacle{"RefusedWhereItWouldComplete", nullptr, "GPUCRYPTFS_TEST_URING_REFUSE=completing ",
                  "the kernel refused a ring entry's registration (queue " + std::to_string(possible_cpus() - 1) +
                      "): Invalid argument"}),
     [](const auto& info) { return std::string(info.param.name); });
@@ -193,9 +204,11 @@ TEST(Transport, AnEntryRefusedAfterTheRingIsCompleteCostsOnlyItself) {
 }
 
 // A descriptor limit barely above what the daemon holds: the mount still comes up and serves, over
-// whichever transport it could set up, and the log says which.
+// whichever transport it could set up, and the log says which. With the cpu engine: a GPU context
+// opens many more descriptors while it starts than it keeps.
 TEST(Transport, AVeryLowDescriptorLimitStillMounts) {
   VaultOptions o;
+  o.engine = "cpu";
   o.transport = "auto";
   o.shell_prefix = "ulimit -n " + std::to_string(daemon_descriptors_after_start() + 3) + " && ";
   MountedVault v(o);
