@@ -203,19 +203,5 @@ TEST(Transport, AnEntryRefusedAfterTheRingIsCompleteCostsOnlyItself) {
   }
 }
 
-// A descriptor limit barely above what the daemon holds: the mount still comes up and serves, over
-// whichever transport it could set up, and the log says which. With the cpu engine: a GPU context
-// opens many more descriptors while it starts than it keeps.
-TEST(Transport, AVeryLowDescriptorLimitStillMounts) {
-  VaultOptions o;
-  o.engine = "cpu";
-  o.transport = "auto";
-  o.shell_prefix = "ulimit -n " + std::to_string(daemon_descriptors_after_start() + 3) + " && ";
-  MountedVault v(o);
-  EXPECT_NE(v.log().find("transport: "), std::string::npos) << v.log();
-  write_file(v.path("f"), "few descriptors");
-  EXPECT_EQ(read_file(v.path("f")), "few descriptors");
-}
-
 }  // namespace
 }  // namespace gcfs::test

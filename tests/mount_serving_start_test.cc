@@ -93,6 +93,7 @@ TEST(RequestLoopStart, NoWorkerBufferIsAFailureNotACrash) {
   const char* argv[] = {"gpucryptfs-test", nullptr};
   fuse_args args = FUSE_ARGS_INIT(1, const_cast<char**>(argv));
   fuse_session* se = fuse_session_new(&args, &ops, sizeof ops, nullptr);
+  fuse_opt_free_args(&args);
   ASSERT_NE(se, nullptr);
   RequestLoopOptions o;
   o.threads = 4;
