@@ -34,17 +34,28 @@ void BackingIo::fall_back(const std::string& reason) {
   std::call_once(logged_, [&] { log::warning("backing I/O: buffered instead of O_DIRECT: " + reason); });
 }
 
-std::string BackingIo::probe(int dirfd, const std::string& name) {
+BackingIo::Probe BackingIo::probe(int dirfd, const std::string& name) {
+  using Outcome = Probe::Outcome;
+  // First without O_DIRECT: what is there at all. Whatever is not the vault's regular file is
+  // damage to report, not a sign of the backing filesystem's abilities.
+  OpenResult plain = open_beneath(dirfd, name, FileType::Regular, O_RDONLY);
+  if (!plain) {
+    const int e = plain.error;
+    const bool damage = e == ENOENT || e == EUCLEAN || e == ELOOP || e == EXDEV || e == ENOTDIR;
+    const std::string what = e == ENOENT ? std::string("missing") : plain.why();
+    return damage ? Probe{Outcome::Damaged, what} : Probe{Outcome::Refused, name + ": " + what};
+  }
+  plain.fd.reset();
   OpenResult o = open_beneath(dirfd, name, FileType::Regular, O_RDONLY | O_DIRECT);
-  if (!o) return "O_DIRECT refused: " + name + " " + o.why();
+  if (!o) return {Outcome::Refused, "O_DIRECT refused: " + name + " " + o.why()};
   constexpr std::size_t kBlock = 4096;
   void* raw = nullptr;
-  if (::posix_memalign(&raw, kBlock, kBlock) != 0) return "no memory for the O_DIRECT probe";
+  if (::posix_memalign(&raw, kBlock, kBlock) != 0) return {Outcome::Refused, "no memory for the O_DIRECT probe"};
   std::unique_ptr<void, decltype(&std::free)> buf(raw, &std::free);
   ssize_t n;
   do n = ::pread(o.fd.get(), buf.get(), kBlock, 0);
   while (n < 0 && errno == EINTR);
-  if (n < 0) return std::string("O_DIRECT read refused: ") + std::strerror(errno);
+  if (n < 0) return {Outcome::Refused, std::string("O_DIRECT read refused: ") + std::strerror(errno)};
   return {};
 }
 

@@ -37,10 +37,20 @@ class BackingIo {
   // Turns O_DIRECT off for good without a message (a format 1 vault, whose chunks are unaligned).
   void disable() { fell_back_.store(true); }
 
-  // Checks that the backing filesystem takes O_DIRECT, by opening the file `name` beneath dirfd
-  // with it and reading its first block into page-aligned memory. Empty when it does; else why
-  // not ("O_DIRECT refused: Invalid argument").
-  static std::string probe(int dirfd, const std::string& name);
+  // What probe() found.
+  struct Probe {
+    enum class Outcome {
+      Direct,   // the backing filesystem takes O_DIRECT
+      Refused,  // it does not, or it could not be checked (why says which)
+      Damaged,  // the probe file is not the vault's regular file (missing, a FIFO, a link, ...)
+    };
+    Outcome outcome = Outcome::Direct;
+    std::string why;  // empty for Direct; for Damaged, what was found ("missing", "is a FIFO, ...")
+  };
+  // Checks that the backing filesystem takes O_DIRECT, by opening the vault's own regular file
+  // `name` beneath dirfd (fs/safe_open.h: no link followed, a FIFO or device only looked at, never
+  // opened) and then again with O_DIRECT, and reading its first block into page-aligned memory.
+  static Probe probe(int dirfd, const std::string& name);
 
   // A descriptor open on the same file as fd, with fd's access mode and O_DIRECT; the caller owns
   // it. -1 when direct I/O is not wanted, or when this file cannot have one (a permission

@@ -125,10 +125,22 @@ void Vault::set_backing_io(BackingIoMode mode) {
     backing_io_->disable();
     return;
   }
+  // The probe reads the root directory's IV: every vault of every format has it in CIPHERDIR
+  // (docs/FORMAT.md), where the config may not be (mount --config keeps it elsewhere).
   UniqueFd dir(::open(cipherdir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  const std::string why = dir ? BackingIo::probe(dir.get(), kConfigFileName)
-                              : "cannot open " + cipherdir_ + ": " + std::strerror(errno);
-  if (why.empty()) {
+  BackingIo::Probe probe;
+  if (dir) probe = BackingIo::probe(dir.get(), kDirIvFileName);
+  else probe = {BackingIo::Probe::Outcome::Refused, "cannot open " + cipherdir_ + ": " + std::strerror(errno)};
+  if (probe.outcome == BackingIo::Probe::Outcome::Damaged) {
+    // Reported as the mount's own check of the root IV would (fs/dir_iv.h), what was found named.
+    const std::string where = cipherdir_ + "/" + kDirIvFileName;
+    log::error(where + ": cannot open the directory IV: " + probe.why +
+               " (damaged: names in this directory cannot be read or written)");
+    throw CorruptData(where + (probe.why == "missing" ? " is missing" : " is damaged (" + probe.why + ")") +
+                      ": the root's names cannot be read");
+  }
+  const std::string& why = probe.why;
+  if (probe.outcome == BackingIo::Probe::Outcome::Direct) {
     log::info(std::string("backing I/O: O_DIRECT (--backing-io ") + backing_io_mode_name(mode) + ")");
     return;
   }

@@ -64,8 +64,11 @@ class Vault {
   const ChunkLayout& layout() const { return layout_; }
   // Whether content files use O_DIRECT (format 2; mount's --backing-io). Buffered until set.
   BackingIo& backing_io() const { return *backing_io_; }
-  // Chooses the backing I/O mode, checking that CIPHERDIR takes O_DIRECT: auto falls back to
-  // buffered with one log line saying why; direct throws UserError instead.
+  // Chooses the backing I/O mode, checking that CIPHERDIR takes O_DIRECT by reading the root
+  // directory's IV with it (the one file every vault keeps in CIPHERDIR): auto falls back to
+  // buffered with one log line saying why; direct throws UserError instead. Throws CorruptData,
+  // in either mode, when that IV is missing or not a regular file (a FIFO, a link: never followed,
+  // never blocked on).
   void set_backing_io(BackingIoMode mode);
   const NameMapping& names() const { return names_; }
 

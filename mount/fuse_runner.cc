@@ -6,8 +6,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <optional>
@@ -125,6 +126,18 @@ void raise_read_ahead(const std::string& mountpoint, unsigned kb) {
   ::close(fd);
 }
 
+// GPUCRYPTFS_TEST_URING_REFUSE=others|completing|rest: the test suites' way to have the kernel
+// refuse one ring entry's registration (UringOptions::refuse_for_test), which nothing else can
+// make happen on demand.
+UringOptions::Refuse uring_refusal_for_test() {
+  const char* v = std::getenv("GPUCRYPTFS_TEST_URING_REFUSE");
+  const std::string s = v ? v : "";
+  if (s == "others") return UringOptions::Refuse::Others;
+  if (s == "completing") return UringOptions::Refuse::Completing;
+  if (s == "rest") return UringOptions::Refuse::Rest;
+  return UringOptions::Refuse::None;
+}
+
 void detach_stdio() {
   int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
   if (null < 0) return;
@@ -183,6 +196,7 @@ std::optional<Failure> serve(const MountOptions& o, const std::function<FuseFile
       u.payload_bytes = max_request;  // what INIT asks for at most (mount/ring_request.h)
       u.allocate_buffer = fs.allocate_buffer;
       u.on_worker_start = fs.on_worker_start;
+      u.refuse_for_test = uring_refusal_for_test();
       ring = UringTransport::prepare(se.get(), fuse_fd, u, &why);
       if (!ring && o.transport == Transport::Uring) return Failure{1, "--transport uring: " + why};
     }
@@ -219,13 +233,20 @@ std::optional<Failure> serve(const MountOptions& o, const std::function<FuseFile
       const long page = ::sysconf(_SC_PAGESIZE);
       const std::size_t kernel_payload =
           std::max({std::size_t{8192}, init.max_write, init.max_pages * static_cast<std::size_t>(page > 0 ? page : 4096)});
-      if (!ring->activate(kernel_payload, &why)) {
-        // INIT asked for io_uring: the kernel now holds every request for the ring, so /dev/fuse
-        // cannot take over. Say so and unmount.
-        log::error("io_uring: " + why);
-        return Failure{1, "the kernel accepted FUSE over io_uring but refused its ring: " + why +
-                              " (mount with --transport classic)"};
+      switch (ring->activate(kernel_payload, &why)) {
+        case UringTransport::Activation::Serving:
+          break;
+        case UringTransport::Activation::FellBack:
+          ring.reset();  // its threads have stopped; the kernel sends everything to /dev/fuse
+          if (o.transport == Transport::Uring) return Failure{1, "--transport uring: " + why};
+          break;
+        case UringTransport::Activation::Failed:
+          // The kernel holds every request for a ring that cannot be completed: unmount.
+          log::error("io_uring: " + why);
+          return Failure{1, "FUSE over io_uring could not be set up: " + why + " (mount with --transport classic)"};
       }
+    }
+    if (ring) {
       log::info("transport: io_uring, " + ring->description());
       loop.threads = 2;  // /dev/fuse now carries only FORGET, INTERRUPT and the like
     } else {
@@ -233,14 +254,24 @@ std::optional<Failure> serve(const MountOptions& o, const std::function<FuseFile
     }
     log::info("largest request: " + std::to_string(init.max_write >> 10) + " KiB");
     if (o.read_ahead_kb) raise_read_ahead(o.mountpoint, std::max<unsigned>(o.read_ahead_kb, static_cast<unsigned>(max_request >> 10)));
-    if (report_fd >= 0) {
+    // The parent hears "ok" once the request threads serve (with their buffers): where none can
+    // start, the mount fails with the reason instead of dying after `mount` returned.
+    bool ready = false;
+    loop.on_ready = [&] {
+      ready = true;
+      if (report_fd < 0) return;
       log::echo_warnings_to_stderr(false);
       report(report_fd, std::nullopt);
       detach_stdio();
       if (::chdir("/") != 0) { /* only matters for unmounting the cwd's filesystem */ }
-    }
-    *loop_status = run_request_loop(se.get(), loop);
+    };
+    std::string loop_failure;
+    *loop_status = run_request_loop(se.get(), loop, &loop_failure);
     if (ring) ring->stop();
+    if (!ready) {
+      log::error("cannot serve requests: " + loop_failure);
+      return Failure{1, "cannot serve requests: " + loop_failure};
+    }
     if (*loop_status < 0) log::error(std::string("reading requests from /dev/fuse failed: ") + std::strerror(-*loop_status));
   }
   se.reset();  // runs the filesystem's destroy callback before userdata goes

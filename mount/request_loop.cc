@@ -11,9 +11,12 @@
 #include <csignal>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
+#include "fs/log.h"
 #include "mount/fuse_api.h"
 #include "mount/session_io.h"
 
@@ -64,7 +67,7 @@ int answer_init(fuse_session* se, const RequestLoopOptions& o) {
   return -ENODEV;
 }
 
-int run_request_loop(fuse_session* se, const RequestLoopOptions& o) {
+int run_request_loop(fuse_session* se, const RequestLoopOptions& o, std::string* failure) {
   struct sigaction wake {}, old_wake {};
   wake.sa_handler = wake_handler;
   sigemptyset(&wake.sa_mask);
@@ -74,29 +77,71 @@ int run_request_loop(fuse_session* se, const RequestLoopOptions& o) {
   std::atomic<int> error{0};
   std::mutex mu;
   std::condition_variable cv;
+  unsigned started = 0, failed = 0;  // workers holding their buffer / that could not get one
+  std::string why;                   // the first failure
+  const auto note_failure = [&](const std::string& what) {
+    if (why.empty()) why = what;
+  };
   const std::size_t bytes = receive_buffer_bytes(o.max_request);
   const unsigned n = o.threads ? o.threads : 1;
   std::vector<std::unique_ptr<Worker>> workers;
   for (unsigned i = 0; i < n; ++i) {
     auto w = std::make_unique<Worker>();
     Worker* self = w.get();
-    w->thread = std::thread([&, self] {
-      if (o.on_worker_start) o.on_worker_start();
-      HostBuffer mem = o.allocate_buffer ? o.allocate_buffer(bytes) : HostBuffer::plain(bytes);
-      while (!fuse_session_exited(se)) {
-        const int res = serve_one(se, mem);
-        if (res < 0) {  // -ENODEV: unmounted; anything else is an error
-          if (res != -ENODEV) error.store(-res);
-          fuse_session_exit(se);
-          break;
+    try {
+      w->thread = std::thread([&, self] {
+        HostBuffer mem;
+        try {
+          if (o.on_worker_start) o.on_worker_start();
+          mem = o.allocate_buffer ? o.allocate_buffer(bytes) : HostBuffer::plain(bytes);
+        } catch (const std::exception& e) {  // nothing may leave a thread: it would end the process
+          std::lock_guard lk(mu);
+          note_failure(std::string("a request thread could not start (") + std::to_string(bytes >> 10) +
+                       " KiB buffer): " + e.what());
+          ++failed;
+          self->done.store(true);
+          cv.notify_all();
+          return;
         }
-      }
-      self->done.store(true);
+        {
+          std::lock_guard lk(mu);
+          ++started;
+          cv.notify_all();
+        }
+        while (!fuse_session_exited(se)) {
+          const int res = serve_one(se, mem);
+          if (res < 0) {  // -ENODEV: unmounted; anything else is an error
+            if (res != -ENODEV) error.store(-res);
+            fuse_session_exit(se);
+            break;
+          }
+        }
+        self->done.store(true);
+        std::lock_guard lk(mu);
+        cv.notify_all();
+      });
+    } catch (const std::system_error& e) {
       std::lock_guard lk(mu);
-      cv.notify_all();
-    });
+      note_failure(std::string("cannot start a request thread: ") + e.what());
+      break;
+    }
     workers.push_back(std::move(w));
   }
+  {
+    // Every worker either serves or gave up: the mount is ready with those that serve, or cannot
+    // serve at all.
+    std::unique_lock lk(mu);
+    cv.wait(lk, [&] { return started + failed == workers.size(); });
+    if (started == 0) {
+      if (why.empty()) why = "no request thread could start";
+      if (failure) *failure = why;
+      error.store(ENOMEM);
+      fuse_session_exit(se);
+    } else if (started < n) {
+      log::warning("serving with " + std::to_string(started) + " of " + std::to_string(n) + " request threads: " + why);
+    }
+  }
+  if (started > 0 && o.on_ready) o.on_ready();
 
   {
     // Signal handlers do not wake a condition variable: look at the session now and then too.

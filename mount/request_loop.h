@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <string>
 
 #include "crypto/chunk_engine.h"
 
@@ -29,6 +30,9 @@ struct RequestLoopOptions {
   std::function<void()> on_worker_start;
   // The largest READ or WRITE the kernel may send (sizes the receive buffers).
   std::size_t max_request = kMaxRequestBytes;
+  // Runs once every worker has started and holds its buffer (or could not, and is left out, with
+  // a warning): the mount is ready. Not run when no worker could start.
+  std::function<void()> on_ready;
 };
 
 // Reads and answers the kernel's first request, INIT, on the calling thread. Returns 0, -ENODEV
@@ -36,7 +40,9 @@ struct RequestLoopOptions {
 int answer_init(fuse_session* se, const RequestLoopOptions& options);
 
 // Serves until the session exits (unmounted, or a signal handler installed with
-// fuse_set_signal_handlers). Returns 0, or -errno when reading /dev/fuse failed.
-int run_request_loop(fuse_session* se, const RequestLoopOptions& options);
+// fuse_set_signal_handlers). Returns 0, or -errno when reading /dev/fuse failed or no worker could
+// start (no thread, no memory for its buffer: *failure, when given, says which; on_ready was
+// not run then).
+int run_request_loop(fuse_session* se, const RequestLoopOptions& options, std::string* failure = nullptr);
 
 }  // namespace gcfs::mount

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -65,6 +66,7 @@ struct RingEntry final : RingReplySink {
   std::uint64_t commit_id = 0;
   std::uint64_t request_unique = 0;
   bool answered = false;
+  bool live = false;  // registered with the kernel, which has not refused it
 
   std::uint64_t unique() const override { return request_unique; }
   unsigned char* room(std::size_t* bytes) override {
@@ -81,6 +83,9 @@ struct RingEntry final : RingReplySink {
 struct RingThread {
   std::vector<unsigned> cpus;  // the queues (CPU numbers) this thread serves
   std::vector<std::unique_ptr<RingEntry>> entries;
+  // Completions seen while registering that are not refusals (a request fetched by an entry of an
+  // earlier round, once the ring is complete): served first when serving starts.
+  std::vector<std::pair<RingEntry*, int>> early;
   io_uring ring{};
   bool ring_ready = false;
   std::thread thread;
@@ -102,6 +107,20 @@ void close_ring_fd(io_uring* ring) {
   ring->ring_fd = -1;
 }
 
+// Registration goes in rounds, because a registered entry cannot be taken back but a refusal can
+// be recovered from until the ring is complete (the kernel's fs/fuse/dev_uring.c):
+//   - from the INIT reply that asked for io_uring, the kernel holds every new request until each
+//     CPU queue has an entry (the ring is "ready"); from then on requests go to the ring, for the
+//     rest of the connection;
+//   - a REGISTER the kernel refuses switches io_uring off for the connection (fc->io_uring = 0)
+//     and releases the held requests to /dev/fuse. Before the ring is ready, that is the way back.
+// So round 1 registers every entry of every queue but the last, round 2 one entry of the last
+// queue (the one that completes the ring), round 3 the rest. A failure in round 1 or 2 leaves the
+// ring incomplete: one more REGISTER, malformed on purpose, makes sure the kernel has switched
+// io_uring off whatever the failure was, and /dev/fuse serves. A refusal in round 3 costs that
+// entry only: the ring is complete and serves with the others.
+enum class Command { None, RegisterOthers, RegisterCompleting, RegisterRest, Withdraw, Serve };
+
 struct UringTransport::Impl {
   fuse_session* se = nullptr;
   int fuse_fd = -1;
@@ -110,19 +129,24 @@ struct UringTransport::Impl {
   std::vector<std::unique_ptr<RingThread>> threads;
   bool stopped = false;
   int wake_fd = -1;  // one eventfd: every ring polls it, one write wakes them all
+  unsigned last_queue = 0;
+  RingEntry* completing = nullptr;        // round 2's entry
+  RingEntry* refused_for_test = nullptr;  // UringOptions::refuse_for_test's entry
+  char withdraw_tag = 0;                  // user data of the malformed REGISTER
 
   ~Impl() {
     if (wake_fd >= 0) ::close(wake_fd);
   }
 
-  // Start-up handshake, in two rounds: each thread reports once its ring is built (before INIT),
-  // then once its entries are registered (after INIT, when activate() says go).
+  // The threads' start-up, driven by prepare() and activate(): each thread reports once its ring
+  // is built, then once per command it is given; Serve it does not report.
   std::mutex mu;
   std::condition_variable cv;
-  unsigned reported = 0;
-  std::string failure;
-  bool go = false;     // activate(): register now
-  bool abort = false;  // stop() before or during start-up
+  unsigned generation = 0;  // bumped with every command
+  Command command = Command::None;
+  unsigned reported = 0;  // reports for the current command (or for the build)
+  std::string failure;    // the first failure among them
+  bool abort = false;     // stop() before or during start-up
 
   void report(const std::string& why) {
     std::lock_guard lk(mu);
@@ -130,11 +154,23 @@ struct UringTransport::Impl {
     ++reported;
     cv.notify_all();
   }
-  // Until every thread reported `round` times; false when one failed or start-up was aborted.
-  bool wait_reports(unsigned round) {
+  // Until every thread reported; the first failure, or "stopped" when start-up was aborted.
+  std::string wait_reports() {
     std::unique_lock lk(mu);
-    cv.wait(lk, [&] { return reported >= round * threads.size() || abort; });
-    return failure.empty() && !abort;
+    cv.wait(lk, [&] { return reported >= threads.size() || abort; });
+    return abort ? std::string("stopped") : failure;
+  }
+  // Gives every thread command c and, but for Serve, waits for their reports.
+  std::string post(Command c) {
+    {
+      std::lock_guard lk(mu);
+      failure.clear();
+      reported = 0;
+      command = c;
+      ++generation;
+      cv.notify_all();
+    }
+    return c == Command::Serve ? std::string() : wait_reports();
   }
 
   static void prepare_cmd(io_uring_sqe* sqe, RingEntry* e, std::uint32_t cmd) {
@@ -154,6 +190,19 @@ struct UringTransport::Impl {
     }
   }
 
+  // A REGISTER the kernel refuses whatever the connection's state: no iovec at all (it wants
+  // exactly two). Its user data is `tag`.
+  static void prepare_malformed_register(io_uring_sqe* sqe, unsigned qid, void* tag) {
+    std::memset(sqe, 0, 2 * sizeof(io_uring_sqe));
+    sqe->opcode = IORING_OP_URING_CMD;
+    sqe->flags = IOSQE_FIXED_FILE;
+    sqe->cmd_op = abi::kCmdRegister;
+    io_uring_sqe_set_data(sqe, tag);
+    abi::CmdReq req{};
+    req.qid = static_cast<std::uint16_t>(qid);
+    std::memcpy(sqe->cmd, &req, sizeof req);
+  }
+
   // Builds one thread's ring and its entries (nothing is submitted yet); "" or why not.
   std::string build(RingThread& t) {
     const unsigned depth = queue_depth(options.payload_bytes);
@@ -166,12 +215,18 @@ struct UringTransport::Impl {
     t.ring_ready = true;
     rc = io_uring_register_files(&t.ring, &fuse_fd, 1);
     if (rc < 0) return std::string("cannot register /dev/fuse with the io_uring: ") + std::strerror(-rc);
+    const std::size_t bytes = kRingPrefixBytes + options.payload_bytes;
     for (unsigned cpu : t.cpus) {
       for (unsigned i = 0; i < depth; ++i) {
         auto e = std::make_unique<RingEntry>();
         e->qid = cpu;
-        const std::size_t bytes = kRingPrefixBytes + options.payload_bytes;
-        e->memory = options.allocate_buffer ? options.allocate_buffer(bytes) : HostBuffer::plain(bytes);
+        try {
+          e->memory = options.allocate_buffer ? options.allocate_buffer(bytes) : HostBuffer::plain(bytes);
+        } catch (const std::bad_alloc&) {
+          return "no memory for the ring entries' buffers (" + std::to_string(bytes >> 10) + " KiB each)";
+        } catch (const std::exception& ex) {
+          return "no memory for the ring entries' buffers (" + std::to_string(bytes >> 10) + " KiB each): " + ex.what();
+        }
         e->payload = e->memory.data() + kRingPrefixBytes;
         e->payload_bytes = options.payload_bytes;
         e->iov[0] = {e->header.get(), sizeof(abi::ReqHeader)};
@@ -183,25 +238,84 @@ struct UringTransport::Impl {
     return "";
   }
 
-  // Registers the thread's entries (after INIT) and arms the wake-up poll; "" or why not.
-  std::string register_entries(RingThread& t) {
+  // Registers the thread's entries that `pick` selects; "" or why one was refused. A refusal
+  // completes at once (the kernel checks a REGISTER while it is submitted); an accepted entry
+  // stays pending until a request comes for it, and is marked live.
+  template <typename Pick>
+  std::string register_entries(RingThread& t, Pick pick) {
+    unsigned count = 0;
+    for (auto& e : t.entries) count += pick(*e) ? 1 : 0;
+    // Room for all of them first: half a round left queued would go out with a later submit.
+    if (count > io_uring_sq_space_left(&t.ring)) return "io_uring submission queue full while registering";
     for (auto& e : t.entries) {
+      if (!pick(*e)) continue;
       io_uring_sqe* sqe = io_uring_get_sqe(&t.ring);
-      if (!sqe) return "io_uring submission queue full while registering";
+      if (!sqe) return "io_uring submission queue full while registering";  // cannot happen: room was checked
       prepare_cmd(sqe, e.get(), abi::kCmdRegister);
+      if (e.get() == refused_for_test) sqe->len = 0;  // the kernel wants two iovecs: refused
+      e->live = true;
     }
-    io_uring_sqe* poll = io_uring_get_sqe(&t.ring);
-    if (!poll) return "io_uring submission queue full while registering";
-    io_uring_prep_poll_add(poll, wake_fd, POLLIN);
-    io_uring_sqe_set_data(poll, nullptr);
+    if (count == 0) return "";
+    const int rc = io_uring_submit(&t.ring);
+    if (rc < 0) {
+      for (auto& e : t.entries)
+        if (pick(*e)) e->live = false;
+      return std::string("io_uring submit: ") + std::strerror(-rc);
+    }
+    std::string why;
+    io_uring_cqe* cqe = nullptr;
+    unsigned head = 0, seen = 0;
+    io_uring_for_each_cqe(&t.ring, head, cqe) {
+      ++seen;
+      auto* e = static_cast<RingEntry*>(io_uring_cqe_get_data(cqe));
+      if (e && cqe->res < 0 && pick(*e) && e->commit_id == 0) {
+        e->live = false;
+        if (why.empty())
+          why = "the kernel refused a ring entry's registration (queue " + std::to_string(e->qid) +
+                "): " + std::strerror(-cqe->res);
+      } else {
+        t.early.emplace_back(e, cqe->res);
+      }
+    }
+    io_uring_cq_advance(&t.ring, seen);
+    return why;
+  }
+
+  // Makes sure the kernel has switched io_uring off for this connection, with a REGISTER it
+  // refuses (any refusal does: see above). "" once it has; else why not.
+  std::string withdraw(RingThread& t) {
+    io_uring_sqe* sqe = io_uring_get_sqe(&t.ring);
+    if (!sqe) return "io_uring submission queue full";
+    prepare_malformed_register(sqe, t.cpus.front(), &withdraw_tag);
     const int rc = io_uring_submit(&t.ring);
     if (rc < 0) return std::string("io_uring submit: ") + std::strerror(-rc);
-    // A refused registration completes at once; an accepted one only when a request comes.
+    int res = 1;
     io_uring_cqe* cqe = nullptr;
-    unsigned head = 0;
+    unsigned head = 0, seen = 0;
     io_uring_for_each_cqe(&t.ring, head, cqe) {
-      if (cqe->res < 0 && io_uring_cqe_get_data(cqe) != nullptr)
-        return std::string("the kernel refused the ring's registration: ") + std::strerror(-cqe->res);
+      ++seen;
+      if (io_uring_cqe_get_data(cqe) == &withdraw_tag) res = cqe->res;
+      else t.early.emplace_back(static_cast<RingEntry*>(io_uring_cqe_get_data(cqe)), cqe->res);
+    }
+    io_uring_cq_advance(&t.ring, seen);
+    if (res > 0) return "the kernel did not answer the REGISTER that switches io_uring off";
+    if (res == 0) return "the kernel accepted a malformed REGISTER";
+    return "";
+  }
+
+  std::string act(RingThread& t, Command c) {
+    switch (c) {
+      case Command::RegisterOthers:
+        return register_entries(t, [&](const RingEntry& e) { return e.qid != last_queue; });
+      case Command::RegisterCompleting:
+        return register_entries(t, [&](const RingEntry& e) { return &e == completing; });
+      case Command::RegisterRest:
+        return register_entries(t, [&](const RingEntry& e) { return e.qid == last_queue && &e != completing; });
+      case Command::Withdraw:
+        return &t == threads.front().get() ? withdraw(t) : std::string();
+      case Command::None:
+      case Command::Serve:
+        break;
     }
     return "";
   }
@@ -250,20 +364,69 @@ struct UringTransport::Impl {
     CPU_ZERO(&set);
     for (unsigned c : t.cpus) CPU_SET(c, &set);
     ::pthread_setaffinity_np(::pthread_self(), sizeof set, &set);
-    if (options.on_worker_start) options.on_worker_start();
-    std::string why = build(t);
+    std::string why;
+    try {
+      if (options.on_worker_start) options.on_worker_start();
+      why = build(t);
+    } catch (const std::exception& e) {  // nothing may leave a thread: it would end the process
+      why = std::string("cannot prepare an io_uring thread: ") + e.what();
+    }
     report(why);
     if (!why.empty()) return;
-    {
-      std::unique_lock lk(mu);
-      cv.wait(lk, [&] { return go || abort; });
-      if (abort) return;
+    for (unsigned seen = 0;;) {
+      Command c;
+      {
+        std::unique_lock lk(mu);
+        cv.wait(lk, [&] { return generation != seen || abort; });
+        if (abort) return;
+        seen = generation;
+        c = command;
+      }
+      if (c == Command::Serve) break;
+      report(act(t, c));
     }
-    why = register_entries(t);
-    report(why);
-    // Serve only once every thread registered: a failure elsewhere ends all of them.
-    if (!why.empty() || !wait_reports(2)) return;
+    serve(t);
+  }
+
+  // One completion while serving: e's request fetched (res >= 0), or e's command ended; a null e
+  // is the wake-up poll.
+  void handle_completion(RingThread& t, RingEntry* e, int res, bool* ended) {
+    if (!e) {  // the wake-up poll
+      *ended = true;
+      return;
+    }
+    if (res == -EINTR || res == -EAGAIN) {
+      io_uring_sqe* sqe = io_uring_get_sqe(&t.ring);
+      if (sqe) prepare_cmd(sqe, e, e->commit_id ? abi::kCmdCommitAndFetch : abi::kCmdRegister);
+      return;
+    }
+    if (res < 0) {
+      // ENOTCONN/ECONNABORTED: the connection ended (unmounted). Anything else is an error the
+      // entry does not come back from (it cannot be registered twice): rather than leave its queue
+      // short and its CPU's requests waiting, the mount ends, with the reason logged.
+      if (res != -ENOTCONN && res != -ECONNABORTED && res != -ENODEV)
+        log::error(std::string("io_uring: queue ") + std::to_string(e->qid) + ": " + std::strerror(-res));
+      *ended = true;
+      return;
+    }
+    serve_entry(t, *e);
+  }
+
+  void serve(RingThread& t) {
+    // A thread whose entries were all refused (after the ring was complete) has nothing to serve.
+    if (std::none_of(t.entries.begin(), t.entries.end(), [](const auto& e) { return e->live; })) return;
+    io_uring_sqe* poll = io_uring_get_sqe(&t.ring);
+    if (!poll) {
+      io_uring_submit(&t.ring);
+      poll = io_uring_get_sqe(&t.ring);
+    }
+    if (poll) {
+      io_uring_prep_poll_add(poll, wake_fd, POLLIN);
+      io_uring_sqe_set_data(poll, nullptr);
+    }
     bool ended = false;
+    for (const auto& [e, res] : t.early) handle_completion(t, e, res, &ended);
+    t.early.clear();
     while (!ended && !t.stopping.load()) {
       const int rc = io_uring_submit_and_wait(&t.ring, 1);
       if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
@@ -274,26 +437,7 @@ struct UringTransport::Impl {
       unsigned head = 0, seen = 0;
       io_uring_for_each_cqe(&t.ring, head, cqe) {
         ++seen;
-        auto* e = static_cast<RingEntry*>(io_uring_cqe_get_data(cqe));
-        if (!e) {  // the wake-up poll
-          ended = true;
-          continue;
-        }
-        if (cqe->res == -EINTR || cqe->res == -EAGAIN) {
-          io_uring_sqe* sqe = io_uring_get_sqe(&t.ring);
-          if (sqe) prepare_cmd(sqe, e, e->commit_id ? abi::kCmdCommitAndFetch : abi::kCmdRegister);
-          continue;
-        }
-        if (cqe->res < 0) {
-          // ENOTCONN/ECONNABORTED: the connection ended (unmounted). Anything else is an error
-          // the entry does not come back from (it cannot be registered twice): rather than leave
-          // its queue short and its CPU's requests waiting, the mount ends, with the reason logged.
-          if (cqe->res != -ENOTCONN && cqe->res != -ECONNABORTED && cqe->res != -ENODEV)
-            log::error(std::string("io_uring: queue ") + std::to_string(e->qid) + ": " + std::strerror(-cqe->res));
-          ended = true;
-          continue;
-        }
-        serve_entry(t, *e);
+        handle_completion(t, static_cast<RingEntry*>(io_uring_cqe_get_data(cqe)), cqe->res, &ended);
       }
       io_uring_cq_advance(&t.ring, seen);
     }
@@ -316,6 +460,7 @@ std::unique_ptr<UringTransport> UringTransport::prepare(fuse_session* se, int fu
   impl->fuse_fd = fuse_fd;
   impl->options = options;
   impl->queues = queues;
+  impl->last_queue = queues - 1;
   impl->wake_fd = ::eventfd(0, EFD_CLOEXEC);
   if (impl->wake_fd < 0) {
     *why = std::string("eventfd: ") + std::strerror(errno);
@@ -330,34 +475,67 @@ std::unique_ptr<UringTransport> UringTransport::prepare(fuse_session* se, int fu
     impl->threads.push_back(std::move(t));
   }
   Impl* p = impl.get();
-  for (auto& t : impl->threads) {
-    RingThread* tp = t.get();
-    t->thread = std::thread([p, tp] { p->run(*tp); });
-  }
+  // Owned before any thread starts: on every way out, its destructor stops and joins them.
   std::unique_ptr<UringTransport> transport(new UringTransport(std::move(impl)));
-  if (!p->wait_reports(1)) {
-    *why = p->failure;
-    return nullptr;  // the destructor stops the threads and closes what was built
+  try {
+    for (auto& t : p->threads) {
+      RingThread* tp = t.get();
+      t->thread = std::thread([p, tp] { p->run(*tp); });
+    }
+  } catch (const std::system_error& e) {
+    *why = std::string("cannot start the io_uring threads: ") + e.what();
+    return nullptr;
+  }
+  if (std::string failure = p->wait_reports(); !failure.empty()) {
+    *why = failure;
+    return nullptr;  // the destructor stops the threads and releases what was built
+  }
+  // The entries of the rounds (see Command), now that every thread has built its own.
+  RingEntry* first_other = nullptr;
+  RingEntry* first_rest = nullptr;
+  for (auto& t : p->threads)
+    for (auto& e : t->entries) {
+      if (e->qid != p->last_queue) {
+        if (!first_other) first_other = e.get();
+      } else if (!p->completing) {
+        p->completing = e.get();
+      } else if (!first_rest) {
+        first_rest = e.get();
+      }
+    }
+  switch (options.refuse_for_test) {
+    case UringOptions::Refuse::None: break;
+    case UringOptions::Refuse::Others: p->refused_for_test = first_other; break;
+    case UringOptions::Refuse::Completing: p->refused_for_test = p->completing; break;
+    case UringOptions::Refuse::Rest: p->refused_for_test = first_rest; break;
   }
   return transport;
 }
 
-bool UringTransport::activate(std::size_t kernel_payload_bytes, std::string* why) {
+UringTransport::Activation UringTransport::activate(std::size_t kernel_payload_bytes, std::string* why) {
   Impl* p = impl_.get();
-  if (kernel_payload_bytes > p->options.payload_bytes) {
-    *why = "the kernel's requests (" + std::to_string(kernel_payload_bytes) + " bytes) exceed the ring's buffers";
-    return false;
+  std::string failure;
+  if (kernel_payload_bytes > p->options.payload_bytes)
+    failure = "the kernel's requests (" + std::to_string(kernel_payload_bytes) + " bytes) exceed the ring's buffers";
+  if (failure.empty()) failure = p->post(Command::RegisterOthers);
+  if (failure.empty()) failure = p->post(Command::RegisterCompleting);
+  if (!failure.empty()) {
+    // The ring is incomplete, so nothing was ever handed to it: once the kernel has switched
+    // io_uring off for the connection, /dev/fuse carries everything.
+    const std::string withdrawn = p->post(Command::Withdraw);
+    stop();  // each thread's exit cancels its pending registrations
+    *why = failure;
+    if (!withdrawn.empty()) {
+      *why = failure + "; and io_uring could not be switched off for this mount: " + withdrawn;
+      return Activation::Failed;
+    }
+    return Activation::FellBack;
   }
-  {
-    std::lock_guard lk(p->mu);
-    p->go = true;
-    p->cv.notify_all();
-  }
-  if (!p->wait_reports(2)) {
-    *why = p->failure;
-    return false;
-  }
-  return true;
+  // The ring is complete and serving from here on.
+  if (std::string late = p->post(Command::RegisterRest); !late.empty())
+    log::warning("io_uring: " + late + "; the ring serves with its other entries");
+  p->post(Command::Serve);
+  return Activation::Serving;
 }
 
 void UringTransport::stop() {
@@ -382,7 +560,8 @@ UringTransport::~UringTransport() {
 
 std::string UringTransport::description() const {
   std::size_t entries = 0;
-  for (const auto& t : impl_->threads) entries += t->entries.size();
+  for (const auto& t : impl_->threads)
+    entries += static_cast<std::size_t>(std::count_if(t->entries.begin(), t->entries.end(), [](const auto& e) { return e->live; }));
   return std::to_string(impl_->queues) + " CPU queues served by " + std::to_string(impl_->threads.size()) +
          " threads, " + std::to_string(entries) + " entries of " + std::to_string(impl_->options.payload_bytes >> 10) +
          " KiB";

@@ -12,10 +12,13 @@
 // into the entry, and the commit goes out with the thread's next wait: no locks, no hand-off.
 //
 // The kernel uses the ring only once every CPU's queue has an entry, and registration only works
-// after INIT was answered with FUSE_OVER_IO_URING. Once INIT said so there is no way back: the
-// kernel holds every request until the ring is ready. So the rings are built first (prepare(),
-// before INIT; where that fails INIT does not ask for io_uring), and registered after it
-// (activate()).
+// after INIT was answered with FUSE_OVER_IO_URING. From that INIT reply the kernel holds every
+// request until the ring is complete; a REGISTER it refuses before then switches io_uring off for
+// the connection and hands the held requests to /dev/fuse, but once the ring is complete there is
+// no way back. So everything that can fail on our side is done before INIT (prepare(): rings,
+// buffers, threads; where that fails INIT does not ask for io_uring), and activate() registers
+// after it in an order that keeps the ring incomplete until every other entry is in: a refusal up
+// to that point still falls back to /dev/fuse (uring_transport.cc says how).
 #pragma once
 
 #include <cstddef>
@@ -35,6 +38,12 @@ struct UringOptions {
   std::size_t payload_bytes = 1u << 20;
   std::function<HostBuffer(std::size_t)> allocate_buffer;  // null: ordinary memory
   std::function<void()> on_worker_start;
+  // For tests only (GPUCRYPTFS_TEST_URING_REFUSE, mount/fuse_runner.cc): one REGISTER goes out
+  // malformed, so that the kernel really refuses it: the first of the entries registered before
+  // the ring is complete (Others), the one that would complete it (Completing), or one after
+  // (Rest).
+  enum class Refuse { None, Others, Completing, Rest };
+  Refuse refuse_for_test = Refuse::None;
 };
 
 class UringTransport {
@@ -43,10 +52,15 @@ class UringTransport {
   // nothing yet. Null, with *why set to one line, when that fails (nothing is left running).
   static std::unique_ptr<UringTransport> prepare(fuse_session* se, int fuse_fd, const UringOptions& options,
                                                  std::string* why);
-  // After INIT asked for io_uring: registers every entry and starts serving. False, with *why,
-  // when the kernel refused (the mount then cannot serve: the kernel waits for the ring).
-  // kernel_payload_bytes: the largest request INIT settled (each entry must hold it).
-  bool activate(std::size_t kernel_payload_bytes, std::string* why);
+  // After INIT asked for io_uring: registers every entry and starts serving. kernel_payload_bytes:
+  // the largest request INIT settled (each entry must hold it).
+  //   Serving:  the ring is complete and serves (an entry refused after that only logs a warning);
+  //   FellBack: it could not be completed (*why: the one-line reason); the kernel has switched
+  //             io_uring off for this connection, the threads have stopped, and /dev/fuse carries
+  //             every request: serve it with the classic loop;
+  //   Failed:   neither (*why): the kernel still waits for a ring, the mount cannot serve.
+  enum class Activation { Serving, FellBack, Failed };
+  Activation activate(std::size_t kernel_payload_bytes, std::string* why);
   // Stops and joins the serving threads (idempotent). Requests the kernel still has queued for
   // the ring are ended by the unmount. Rings and buffers are released by the destructor, which
   // belongs after the unmount.

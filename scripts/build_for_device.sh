@@ -16,11 +16,11 @@ integration="integration_fs_ops_test integration_programs_test integration_rando
 # travels is limited to 64 MiB with the working tree).
 cpu_tests="crypto_hybrid_engine_test"
 cmake --build "$build" -j"${JOBS:-2}" --target gpu_math_test gpu_engine_test gpu_buffers_test gpu_engine_bench gpucryptfs \
-  $integration $cpu_tests
+  deny_io_uring $integration $cpu_tests
 rm -rf "$build/carry"
 mkdir -p "$build/carry"
 cp "$build/tests/gpu_math_test" "$build/tests/gpu_engine_test" "$build/tests/gpu_buffers_test" "$build/tests/gpu_engine_bench" \
-   "$build/mount/gpucryptfs" "$build/carry/"
+   "$build/mount/gpucryptfs" "$build/tests/deny_io_uring" "$build/carry/"
 for t in $integration $cpu_tests; do cp "$build/tests/$t" "$build/carry/"; done
 # All symbols go, not only debug information: the carry must stay well under the 64 MiB that may
 # travel with the working tree.

@@ -104,6 +104,7 @@ if [[ ${SKIP_TESTS:-0} != 1 ]] && enough 120; then
         [ -x "$t" ] || continue
         tlog="$integ_dir/$(basename "$t").$tr.log"
         ( GPUCRYPTFS_TEST_ENGINE=$TEST_ENGINE GPUCRYPTFS_TEST_TRANSPORT=$tr GPUCRYPTFS_TEST_BIN="$BIN/gpucryptfs" \
+            GPUCRYPTFS_TEST_DENY_IO_URING="$BIN/deny_io_uring" \
             timeout "$(limit 200)" "$t" > "$tlog" 2>&1; echo "exit $?" >> "$tlog" ) &
         integ_pids+=($!)
       done

@@ -3,7 +3,9 @@
 // version, which must keep mounting and reading as they did.
 #include <cstdlib>
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <string>
 
@@ -139,6 +141,71 @@ TEST(Format2, FallsBackToBufferedOnceWhereTheBackingRefusesODirect) {
   EXPECT_NE(r.status, 0);
   EXPECT_NE((r.output + v.log()).find("does not take O_DIRECT"), std::string::npos) << r.output << v.log();
   EXPECT_FALSE(v.in_mount_table());
+}
+
+// Whether files in dir can be opened with O_DIRECT (tmpfs only since Linux 6.6).
+bool takes_o_direct(const std::string& dir) {
+  const std::string probe = dir + "/gcfs-o-direct-probe." + std::to_string(::getpid());
+  const int fd = ::open(probe.c_str(), O_CREAT | O_RDWR | O_DIRECT | O_CLOEXEC, 0600);
+  if (fd >= 0) ::close(fd);
+  ::unlink(probe.c_str());
+  return fd >= 0;
+}
+
+// mount --config FILE keeps the config outside CIPHERDIR: the O_DIRECT probe must not depend on
+// it. On a backing folder that takes O_DIRECT, `direct` mounts and round-trips data, and `auto`
+// chooses O_DIRECT (it must not fall back because CIPHERDIR holds no config).
+class ConfigOutside : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ConfigOutside, ODirectIsProbedOnTheVaultsOwnFile) {
+  const std::string backing = "/dev/shm";
+  if (::access(backing.c_str(), W_OK) != 0 || !takes_o_direct(backing))
+    GTEST_SKIP() << backing << " does not take O_DIRECT here (tmpfs needs Linux 6.6 or later)";
+  const std::string mode = GetParam();
+  TempDir elsewhere("gcfs-config");
+  const std::string config = elsewhere.path() + "/vault.conf";
+  VaultOptions o = with_format(2, {"--config", shell_quote(config), "--backing-io", mode});
+  o.parent_dir = backing;
+  o.mount = false;
+  MountedVault v(o);
+  ASSERT_EQ(run_shell("mv " + shell_quote(v.cipherdir() + "/gpucryptfs.conf") + " " + shell_quote(config)).status, 0);
+  v.mount();
+  ASSERT_EQ(v.sh(kFillScript).status, 0);
+  const std::string sums = v.sh("sha256sum small past_inline_limit past_a_group sparse").output;
+  v.remount();
+  EXPECT_EQ(v.sh("sha256sum small past_inline_limit past_a_group sparse").output, sums);
+  const std::string log = v.log();
+  EXPECT_NE(log.find("backing I/O: O_DIRECT (--backing-io " + mode + ")"), std::string::npos) << log;
+  EXPECT_EQ(log.find("buffered instead of O_DIRECT"), std::string::npos) << log;
+  // The config stayed outside: the probe found O_DIRECT without it.
+  EXPECT_NE(::access((v.cipherdir() + "/gpucryptfs.conf").c_str(), F_OK), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(BackingIo, ConfigOutside, ::testing::Values("direct", "auto"));
+
+// The probe's file, the root directory's IV, replaced by a FIFO or a symbolic link: the mount
+// refuses at once with the damage named, in every --backing-io mode that probes; it never blocks
+// on the FIFO and never follows the link.
+TEST(Format2, DamagedRootIvIsReportedByTheODirectProbe) {
+  MountedVault v(with_format(2));
+  v.unmount();
+  const std::string iv = v.cipherdir() + "/gpucryptfs.diriv";
+  for (const char* kind : {"fifo", "symlink"}) {
+    const std::string plant = std::string(kind) == "fifo" ? "mkfifo " + shell_quote(iv)
+                                                          : "ln -s /etc/hostname " + shell_quote(iv);
+    ASSERT_EQ(run_shell("rm -f " + shell_quote(iv) + " && " + plant).status, 0);
+    for (const char* mode : {"direct", "auto"}) {
+      auto r = run_shell("timeout 20 " + v.binary() + " mount --backing-io " + mode + " --passfile " +
+                         shell_quote(v.passfile()) + " " + shell_quote(v.cipherdir()) + " " + shell_quote(v.mountpoint()));
+      EXPECT_NE(r.status, 0) << kind << " " << mode << ": " << r.output;
+      EXPECT_NE(r.status, 124) << kind << " " << mode << ": blocked";
+      EXPECT_NE(r.output.find("gpucryptfs.diriv is damaged (is"), std::string::npos)
+          << kind << " " << mode << ": " << r.output;
+      EXPECT_NE(r.output.find(std::string(kind) == "fifo" ? "FIFO" : "symbolic link"), std::string::npos)
+          << kind << " " << mode << ": " << r.output;
+      EXPECT_FALSE(v.in_mount_table());
+    }
+  }
 }
 
 // tests/data/vault-vN: a small vault of each format version, made by the gpucryptfs of its time

@@ -120,12 +120,14 @@ inline void write_file(const std::string& path, const std::string& data) {
   if (!out) throw std::runtime_error("cannot write " + path);
 }
 
-// A temporary directory, removed with everything in it.
+// A temporary directory, removed with everything in it: in parent when given, else in TMPDIR or
+// /tmp.
 class TempDir {
  public:
-  explicit TempDir(const std::string& tag = "gcfs") {
+  explicit TempDir(const std::string& tag = "gcfs", const std::string& parent = "") {
     const char* base = std::getenv("TMPDIR");
-    std::string templ = std::string(base && *base ? base : "/tmp") + "/" + tag + ".XXXXXX";
+    const std::string where = !parent.empty() ? parent : std::string(base && *base ? base : "/tmp");
+    std::string templ = where + "/" + tag + ".XXXXXX";
     std::vector<char> buf(templ.begin(), templ.end());
     buf.push_back('\0');
     if (!::mkdtemp(buf.data())) throw std::runtime_error("mkdtemp failed");
@@ -159,11 +161,13 @@ struct VaultOptions {
   bool mount = true;                      // mount in the constructor
   std::string shell_prefix;               // run before `gpucryptfs mount` in its shell (ulimit, env)
   std::string password = "correct horse battery staple";
+  std::string parent_dir;                 // where CIPHERDIR and MOUNTPOINT go; empty: TMPDIR or /tmp
+  std::string transport = test_transport();  // --transport of every mount
 };
 
 class MountedVault {
  public:
-  explicit MountedVault(VaultOptions o = {}) : opts_(std::move(o)), root_("gcfs-test") {
+  explicit MountedVault(VaultOptions o = {}) : opts_(std::move(o)), root_("gcfs-test", opts_.parent_dir) {
     cipherdir_ = root_.path() + "/cipher";
     mountpoint_ = root_.path() + "/plain";
     passfile_ = root_.path() + "/passfile";
@@ -200,7 +204,7 @@ class MountedVault {
   // The mount command line, so tests can vary it.
   std::string mount_command() const {
     std::string cmd = opts_.shell_prefix + test_binary() + " mount --passfile " + shell_quote(passfile_) + " --engine " +
-                      opts_.engine + transport_arg() + " --log " + shell_quote(log_);
+                      opts_.engine + " --transport " + opts_.transport + " --log " + shell_quote(log_);
     for (const auto& a : opts_.mount_args) cmd += " " + a;
     return cmd + " " + shell_quote(cipherdir_) + " " + shell_quote(mountpoint_);
   }
