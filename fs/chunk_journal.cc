@@ -161,6 +161,7 @@ ChunkJournal::ChunkJournal(UniqueFd fd, std::string path, std::string cipherdir,
       path_(std::move(path)),
       cipherdir_(std::move(cipherdir)),
       key_(key),
+      mac_(key_),
       chunk_size_(chunk_size),
       slot_bytes_(slot_bytes(chunk_size)),
       chunks_per_record_(journal_chunks_per_record(chunk_size)),
@@ -406,7 +407,8 @@ int ChunkJournal::record(const FileId& id, std::uint64_t first_chunk, std::uint3
     seq = next_sequence_;
     next_sequence_ += nrec;
   }
-  std::vector<std::uint8_t> header(kJournalHeaderBlock, 0);
+  // encode_journal_header fills the whole block; one per thread, not an allocation per record.
+  thread_local std::vector<std::uint8_t> header(kJournalHeaderBlock);
   for (std::size_t i = 0; i < nrec; ++i) {
     const std::uint32_t c0 = static_cast<std::uint32_t>(i) * chunks_per_record_;
     const std::uint32_t n = std::min<std::uint32_t>(chunks_per_record_, count - c0);
@@ -423,7 +425,7 @@ int ChunkJournal::record(const FileId& id, std::uint64_t first_chunk, std::uint3
     h.payload_len = std::min<std::uint64_t>(len - pay_off, std::uint64_t{n} * D);
     h.path = hint;
     try {
-      encode_journal_header(h, payload + pay_off, key_, header.data());
+      encode_journal_header(h, payload + pay_off, mac_, header.data());
     } catch (const std::invalid_argument&) {
       p.release();
       return -EINVAL;  // a chunk index past what a file can hold

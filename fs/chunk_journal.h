@@ -168,6 +168,7 @@ class ChunkJournal {
   UniqueFd fd_;
   std::string path_, cipherdir_;
   JournalKey key_;
+  JournalMac mac_;  // key_, keyed once for every record written
   std::uint32_t chunk_size_;
   std::uint64_t slot_bytes_;
   std::uint32_t chunks_per_record_;

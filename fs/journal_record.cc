@@ -174,6 +174,70 @@ void encode_journal_header(const JournalRecordHeader& h, const std::uint8_t* pay
   std::copy(d.begin(), d.end(), block + kJournalDigestOffset);
 }
 
+struct JournalMac::Ctx {
+  EVP_MAC_CTX* ctx;
+};
+
+JournalMac::JournalMac(const JournalKey& key) : keyed_(new Ctx{nullptr}) {
+  static EVP_MAC* const mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);  // never freed: shared, immutable
+  if (!mac) throw std::runtime_error("OpenSSL has no HMAC");
+  keyed_->ctx = EVP_MAC_CTX_new(mac);
+  char digest_name[] = "SHA256";
+  const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest_name, 0),
+                               OSSL_PARAM_construct_end()};
+  if (!keyed_->ctx || EVP_MAC_init(keyed_->ctx, key.data(), key.size(), params) != 1) {
+    EVP_MAC_CTX_free(keyed_->ctx);
+    delete keyed_;
+    throw std::runtime_error("HMAC-SHA256 failed");
+  }
+}
+
+JournalMac::~JournalMac() {
+  // EVP_MAC_CTX_free cleanses the HMAC state (the key's pads) before freeing it.
+  for (Ctx* c : idle_) {
+    EVP_MAC_CTX_free(c->ctx);
+    delete c;
+  }
+  EVP_MAC_CTX_free(keyed_->ctx);
+  delete keyed_;
+}
+
+void JournalMac::digest(const std::uint8_t* block, const JournalRecordHeader& h, const std::uint8_t* payload,
+                        std::uint8_t* out) const {
+  Ctx* c = nullptr;
+  {
+    std::lock_guard lk(mu_);
+    if (!idle_.empty()) {
+      c = idle_.back();
+      idle_.pop_back();
+    }
+  }
+  if (!c) {
+    c = new Ctx{EVP_MAC_CTX_dup(keyed_->ctx)};
+    if (!c->ctx) {
+      delete c;
+      throw std::runtime_error("HMAC-SHA256 failed");
+    }
+  }
+  std::size_t len = 0;
+  // A null key re-initialises the context with the key it holds (OpenSSL's HMAC provider).
+  const bool ok = EVP_MAC_init(c->ctx, nullptr, 0, nullptr) == 1 &&
+                  feed(block, h, payload,
+                       [&](const std::uint8_t* p, std::size_t n) { return EVP_MAC_update(c->ctx, p, n) == 1; }) &&
+                  EVP_MAC_final(c->ctx, out, &len, kJournalDigestBytes) == 1 && len == kJournalDigestBytes;
+  {
+    std::lock_guard lk(mu_);
+    idle_.push_back(c);
+  }
+  if (!ok) throw std::runtime_error("HMAC-SHA256 failed");
+}
+
+void encode_journal_header(const JournalRecordHeader& h, const std::uint8_t* payload, const JournalMac& mac,
+                           std::uint8_t* block) {
+  encode_fields(h, kJournalRecordVersion, block);
+  mac.digest(block, h, payload, block + kJournalDigestOffset);
+}
+
 void encode_legacy_journal_header(const JournalRecordHeader& h, const std::uint8_t* payload, std::uint8_t* block) {
   encode_fields(h, kJournalLegacyRecordVersion, block);
   const Digest d = sha256_digest(block, h, payload);
