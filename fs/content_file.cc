@@ -374,7 +374,7 @@ int ContentFile::seal_and_write_locked(ChunkRange r, const std::uint8_t* const* 
   std::vector<std::array<std::uint8_t, kChunkAadBytes>> aads(r.count());
   // One call to the generator for every nonce of the batch.
   std::vector<std::uint8_t> nonces(r.count() * kChunkNonceOnDisk);
-  random_bytes(nonces);
+  random_public_bytes(nonces);
   for (std::uint64_t i = 0; i < r.count(); ++i) {
     const std::uint64_t k = r.first + i;
     aads[i] = chunk_aad(header_->id, k);
@@ -524,12 +524,16 @@ int ContentFile::seal_and_write_v2_locked(ChunkRange r, const std::uint8_t* cons
 
   const std::uint64_t n = r.count();
   auto& ct = scratch(engine_, 2, n * C);
+  // Per thread, reused by every request (none of them calls here again while it runs).
   thread_local std::vector<std::uint8_t> entries;
+  thread_local std::vector<ChunkOp> ops;
+  thread_local std::vector<std::array<std::uint8_t, kChunkAadBytes>> aads;
+  thread_local std::vector<std::uint8_t> nonces;
   entries.resize(n * kChunkOverhead);
-  std::vector<ChunkOp> ops(n);
-  std::vector<std::array<std::uint8_t, kChunkAadBytes>> aads(n);
-  std::vector<std::uint8_t> nonces(n * kChunkNonceOnDisk);
-  random_bytes(nonces);
+  ops.assign(n, ChunkOp{});
+  aads.resize(n);
+  nonces.resize(n * kChunkNonceOnDisk);
+  random_public_bytes(nonces);
   for (std::uint64_t i = 0; i < n; ++i) {
     const std::uint64_t k = r.first + i;
     aads[i] = chunk_aad(header_->id, k);
