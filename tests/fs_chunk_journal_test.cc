@@ -196,14 +196,14 @@ TEST(JournalFormat, Version3RecordMatchesTheDocumentedHmac) {
   EXPECT_FALSE(parsed->legacy());
 }
 
-// The journal's keyed MAC (one keying, contexts reused for every record) writes the same pinned
-// digest as keying from scratch: for each of many records in a row and from threads at once, so
-// that no state of one record's digest leaks into the next one's.
+// The journal's keyed MAC (one keying, a context per lane reused for every record) writes the same
+// pinned digest as keying from scratch: for each of many records in a row and from threads at once
+// (a lane each), so that no state of one record's digest leaks into the next one's.
 TEST(JournalFormat, TheJournalsKeyedMacGivesThePinnedDigestEveryTime) {
   std::array<std::uint8_t, kMasterKeyBytes> master{};
   for (std::size_t i = 0; i < master.size(); ++i) master[i] = static_cast<std::uint8_t>(i);
   const KeyRing keys(master);
-  const JournalMac mac(keys.journal_key());
+  const JournalMac mac(keys.journal_key(), 4);
   JournalRecordHeader h;
   h.sequence = 5;
   for (std::size_t i = 0; i < h.file_id.size(); ++i) h.file_id[i] = static_cast<std::uint8_t>(0xA0 + i);
@@ -218,9 +218,9 @@ TEST(JournalFormat, TheJournalsKeyedMacGivesThePinnedDigestEveryTime) {
   std::fill(payload.begin(), payload.begin() + 12, 0x11);
   std::fill(payload.end() - 16, payload.end(), 0x22);
   const std::string pinned = "3b0a4d0976816a18e57994b445a5e1b21f65680f20ab1fd1731c1ab22bea191c";
-  auto digest_of = [&](const JournalRecordHeader& rec) {
+  auto digest_of = [&](const JournalRecordHeader& rec, unsigned lane = 0) {
     Bytes block(kJournalHeaderBlock);
-    encode_journal_header(rec, payload.data(), mac, block.data());
+    encode_journal_header(rec, payload.data(), mac, lane, block.data());
     return hex(block.data() + kJournalDigestOffset, kJournalDigestBytes);
   };
   JournalRecordHeader other = h;
@@ -231,16 +231,16 @@ TEST(JournalFormat, TheJournalsKeyedMacGivesThePinnedDigestEveryTime) {
   }
   std::vector<std::thread> threads;
   std::atomic<int> wrong{0};
-  for (int t = 0; t < 4; ++t)
-    threads.emplace_back([&] {
+  for (unsigned t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
       for (int i = 0; i < 200; ++i)
-        if (digest_of(i % 2 ? other : h) == pinned ? i % 2 != 0 : i % 2 == 0) ++wrong;
+        if (digest_of(i % 2 ? other : h, t) == pinned ? i % 2 != 0 : i % 2 == 0) ++wrong;
     });
   for (auto& t : threads) t.join();
   EXPECT_EQ(wrong.load(), 0);
   // And what the journal writes is what a reader keyed from scratch accepts.
   Bytes block(kJournalHeaderBlock);
-  encode_journal_header(other, payload.data(), mac, block.data());
+  encode_journal_header(other, payload.data(), mac, 3, block.data());
   auto parsed = parse_journal_header(block.data(), 4096);
   ASSERT_TRUE(parsed);
   EXPECT_TRUE(journal_digest_ok(block.data(), *parsed, payload.data(), keys.journal_key()));
