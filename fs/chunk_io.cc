@@ -21,7 +21,8 @@ ssize_t read_chunk_forms(int fd, const ChunkLayout& layout, std::uint64_t first,
   const std::uint64_t total = chunk_forms_bytes(layout, first, last, plain_size);
   if (layout.format() == 1) return pread_full(fd, out, total, layout.disk_offset(first));
   const std::uint64_t C = layout.chunk_size(), D = C + kChunkOverhead;
-  std::vector<std::uint8_t> entries, data;
+  // Per thread, not per call: a rewrite journals its pre-image through here on every request.
+  thread_local std::vector<std::uint8_t> entries, data;
   std::uint64_t done = 0;
   for (std::uint64_t a = first; a <= last;) {
     // One group at a time: its entries in one read, its chunks' data in another.

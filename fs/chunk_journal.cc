@@ -161,6 +161,7 @@ ChunkJournal::ChunkJournal(UniqueFd fd, std::string path, std::string cipherdir,
       path_(std::move(path)),
       cipherdir_(std::move(cipherdir)),
       key_(key),
+      mac_(key_, slots),
       chunk_size_(chunk_size),
       slot_bytes_(slot_bytes(chunk_size)),
       chunks_per_record_(journal_chunks_per_record(chunk_size)),
@@ -335,11 +336,14 @@ void ChunkJournal::Pending::release() {
   journal_ = nullptr;
 }
 
-std::vector<unsigned> ChunkJournal::take_slots(std::size_t n) {
+std::vector<unsigned> ChunkJournal::take_slots(std::size_t n, std::uint64_t* first_sequence) {
+  // The slots and their sequence numbers under one lock: every protected write comes here.
   std::unique_lock lk(mu_);
   cv_.wait(lk, [&] { return free_.size() >= n; });
   std::vector<unsigned> got(free_.end() - static_cast<std::ptrdiff_t>(n), free_.end());
   free_.resize(free_.size() - n);
+  *first_sequence = next_sequence_;
+  next_sequence_ += n;
   return got;
 }
 
@@ -399,14 +403,10 @@ int ChunkJournal::record(const FileId& id, std::uint64_t first_chunk, std::uint3
   const std::string& hint = path_hint.size() <= kJournalMaxPathBytes ? path_hint : std::string();
   Pending p;
   p.journal_ = this;
-  p.slots_ = take_slots(nrec);
   std::uint64_t seq;
-  {
-    std::lock_guard lk(mu_);
-    seq = next_sequence_;
-    next_sequence_ += nrec;
-  }
-  std::vector<std::uint8_t> header(kJournalHeaderBlock, 0);
+  p.slots_ = take_slots(nrec, &seq);
+  // encode_journal_header fills the whole block; one per thread, not an allocation per record.
+  thread_local std::vector<std::uint8_t> header(kJournalHeaderBlock);
   for (std::size_t i = 0; i < nrec; ++i) {
     const std::uint32_t c0 = static_cast<std::uint32_t>(i) * chunks_per_record_;
     const std::uint32_t n = std::min<std::uint32_t>(chunks_per_record_, count - c0);
@@ -423,7 +423,7 @@ int ChunkJournal::record(const FileId& id, std::uint64_t first_chunk, std::uint3
     h.payload_len = std::min<std::uint64_t>(len - pay_off, std::uint64_t{n} * D);
     h.path = hint;
     try {
-      encode_journal_header(h, payload + pay_off, key_, header.data());
+      encode_journal_header(h, payload + pay_off, mac_, p.slots_[i], header.data());
     } catch (const std::invalid_argument&) {
       p.release();
       return -EINVAL;  // a chunk index past what a file can hold

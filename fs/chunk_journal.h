@@ -162,12 +162,13 @@ class ChunkJournal {
  private:
   ChunkJournal(UniqueFd fd, std::string path, std::string cipherdir, const JournalKey& key, std::uint32_t chunk_size,
                unsigned slots, std::uint64_t next_sequence);
-  std::vector<unsigned> take_slots(std::size_t n);
+  std::vector<unsigned> take_slots(std::size_t n, std::uint64_t* first_sequence);
   void give_back(std::vector<unsigned>& slots);
 
   UniqueFd fd_;
   std::string path_, cipherdir_;
   JournalKey key_;
+  JournalMac mac_;  // key_, keyed once: a lane per slot, used by the slot's writer
   std::uint32_t chunk_size_;
   std::uint64_t slot_bytes_;
   std::uint32_t chunks_per_record_;

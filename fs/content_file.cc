@@ -226,6 +226,7 @@ int ContentFile::reload() {
   {
     std::lock_guard hl(header_mu_);
     header_.reset();
+    header_ready_.store(false, std::memory_order_relaxed);
   }
   return load_size_locked();
 }
@@ -244,6 +245,9 @@ std::int64_t ContentFile::plain_size() {
 }
 
 int ContentFile::ensure_header_locked(bool create) {
+  // Every read and write comes here: once the header is known, without a lock (it is dropped
+  // only under size_mu_ held exclusively, so never while a caller, who holds it, reads it).
+  if (header_ready_.load(std::memory_order_acquire)) return 0;
   std::lock_guard hl(header_mu_);
   if (header_) return 0;
   std::array<std::uint8_t, kFileHeaderBytes> raw{};
@@ -270,6 +274,7 @@ int ContentFile::ensure_header_locked(bool create) {
     header_ = *h;
   }
   key_ = keys_.content_key(header_->id);
+  header_ready_.store(true, std::memory_order_release);
   return 0;
 }
 
@@ -374,7 +379,7 @@ int ContentFile::seal_and_write_locked(ChunkRange r, const std::uint8_t* const* 
   std::vector<std::array<std::uint8_t, kChunkAadBytes>> aads(r.count());
   // One call to the generator for every nonce of the batch.
   std::vector<std::uint8_t> nonces(r.count() * kChunkNonceOnDisk);
-  random_bytes(nonces);
+  random_public_bytes(nonces);
   for (std::uint64_t i = 0; i < r.count(); ++i) {
     const std::uint64_t k = r.first + i;
     aads[i] = chunk_aad(header_->id, k);
@@ -493,8 +498,12 @@ int ContentFile::open_chunks_v2_locked(ChunkRange r, std::uint8_t* out, CipherSe
   int hr = ensure_header_locked(false);
   if (hr < 0) return hr;
 
-  std::vector<ChunkOp> ops;
-  std::vector<std::array<std::uint8_t, kChunkAadBytes>> aads;
+  // Per thread, reused by every read (none of them calls here again while it runs); reserved
+  // up front so that add_open_op's AAD pointers stay put.
+  thread_local std::vector<ChunkOp> ops;
+  thread_local std::vector<std::array<std::uint8_t, kChunkAadBytes>> aads;
+  ops.clear();
+  aads.clear();
   ops.reserve(r.count());
   aads.reserve(r.count());
   for (std::uint64_t k = r.first; k <= r.last; ++k) {
@@ -524,12 +533,16 @@ int ContentFile::seal_and_write_v2_locked(ChunkRange r, const std::uint8_t* cons
 
   const std::uint64_t n = r.count();
   auto& ct = scratch(engine_, 2, n * C);
+  // Per thread, reused by every request (none of them calls here again while it runs).
   thread_local std::vector<std::uint8_t> entries;
+  thread_local std::vector<ChunkOp> ops;
+  thread_local std::vector<std::array<std::uint8_t, kChunkAadBytes>> aads;
+  thread_local std::vector<std::uint8_t> nonces;
   entries.resize(n * kChunkOverhead);
-  std::vector<ChunkOp> ops(n);
-  std::vector<std::array<std::uint8_t, kChunkAadBytes>> aads(n);
-  std::vector<std::uint8_t> nonces(n * kChunkNonceOnDisk);
-  random_bytes(nonces);
+  ops.assign(n, ChunkOp{});
+  aads.resize(n);
+  nonces.resize(n * kChunkNonceOnDisk);
+  random_public_bytes(nonces);
   for (std::uint64_t i = 0; i < n; ++i) {
     const std::uint64_t k = r.first + i;
     aads[i] = chunk_aad(header_->id, k);
@@ -573,7 +586,8 @@ int ContentFile::seal_and_write_v2_locked(ChunkRange r, const std::uint8_t* cons
   struct Part {
     std::uint64_t a, b;
   };
-  std::vector<Part> parts;
+  thread_local std::vector<Part> parts;  // per thread: no allocation per write
+  parts.clear();
   for (std::uint64_t a = r.first; a <= r.last;) {
     const std::uint64_t b = std::min(r.last, (layout_.group_of(a) + 1) * kV2ChunksPerGroup - 1);
     parts.push_back({a, b});
@@ -629,7 +643,7 @@ int ContentFile::seal_and_write_v2_locked(ChunkRange r, const std::uint8_t* cons
 std::string ContentFile::path_hint() {
   const std::uint64_t epoch = journal_->names_epoch();  // before reading the link: a rename after it bumps
   {
-    std::lock_guard lk(hint_mu_);
+    std::shared_lock lk(hint_mu_);  // every protected write reads it: readers share
     if (hint_epoch_ == epoch) return hint_;
   }
   std::string h = journal_->hint_for_fd(fd());
@@ -745,7 +759,8 @@ ssize_t ContentFile::write_locked(std::uint64_t off, const std::uint8_t* in, std
     std::memcpy(slot + (from - cs), in + (from - off), to - from);
     return 0;
   };
-  std::vector<const std::uint8_t*> plains(r.count());
+  thread_local std::vector<const std::uint8_t*> plains;  // per thread: no allocation per write
+  plains.assign(r.count(), nullptr);
   auto& edges = scratch(engine_, 1, 2 * C);
   for (std::uint64_t k = r.first; k <= r.last; ++k) {
     if (covered(k)) {  // every chunk between the edges is
@@ -831,6 +846,7 @@ int ContentFile::truncate_locked(std::uint64_t new_size) {
     if (::ftruncate(fd(), static_cast<off_t>(layout_.base_offset())) != 0) return -errno;
     std::lock_guard hl(header_mu_);
     header_.reset();  // the next write starts a new file ID, hence a new key
+    header_ready_.store(false, std::memory_order_relaxed);
     size_ = 0;
     fragment_ = 0;
     durable_size_.store(0);
@@ -905,6 +921,7 @@ int ContentFile::truncate(std::uint64_t new_size) {
     if (::ftruncate(fd(), static_cast<off_t>(layout_.base_offset())) != 0) return -errno;
     std::lock_guard hl(header_mu_);
     header_.reset();
+    header_ready_.store(false, std::memory_order_relaxed);
     size_ = 0;
     size_valid_ = true;
     fragment_ = 0;

@@ -165,7 +165,7 @@ class ContentFile {
   // single cost of a small rewrite after the crypto). An unlinked file keeps its last path: a
   // recovery that finds another file there skips the record by its file ID.
   std::string path_hint();
-  std::mutex hint_mu_;
+  std::shared_mutex hint_mu_;
   std::string hint_;
   std::uint64_t hint_epoch_ = ~std::uint64_t{0};
 
@@ -199,6 +199,8 @@ class ContentFile {
   std::mutex header_mu_;
   std::optional<FileHeader> header_;
   ChunkKey key_;
+  // header_ and key_ are set: ensure_header_locked's fast path, with no lock.
+  std::atomic<bool> header_ready_{false};
 };
 
 // pread/pwrite loops that retry short transfers and EINTR. Return bytes moved or -errno.

@@ -174,6 +174,62 @@ void encode_journal_header(const JournalRecordHeader& h, const std::uint8_t* pay
   std::copy(d.begin(), d.end(), block + kJournalDigestOffset);
 }
 
+struct JournalMac::Ctx {
+  EVP_MAC_CTX* ctx;
+};
+
+JournalMac::JournalMac(const JournalKey& key, unsigned lanes) {
+  static EVP_MAC* const mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);  // never freed: shared, immutable
+  if (!mac) throw std::runtime_error("OpenSSL has no HMAC");
+  EVP_MAC_CTX* keyed = EVP_MAC_CTX_new(mac);
+  char digest_name[] = "SHA256";
+  const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest_name, 0),
+                               OSSL_PARAM_construct_end()};
+  if (!keyed || EVP_MAC_init(keyed, key.data(), key.size(), params) != 1) {
+    EVP_MAC_CTX_free(keyed);
+    throw std::runtime_error("HMAC-SHA256 failed");
+  }
+  ctxs_.push_back(new Ctx{keyed});
+  for (unsigned i = 1; i < lanes; ++i) {
+    EVP_MAC_CTX* c = EVP_MAC_CTX_dup(keyed);
+    if (!c) {
+      for (Ctx* made : ctxs_) {
+        EVP_MAC_CTX_free(made->ctx);
+        delete made;
+      }
+      throw std::runtime_error("HMAC-SHA256 failed");
+    }
+    ctxs_.push_back(new Ctx{c});
+  }
+}
+
+JournalMac::~JournalMac() {
+  // EVP_MAC_CTX_free cleanses the HMAC state (the key's pads) before freeing it.
+  for (Ctx* c : ctxs_) {
+    EVP_MAC_CTX_free(c->ctx);
+    delete c;
+  }
+  ctxs_.clear();
+}
+
+void JournalMac::digest(unsigned lane, const std::uint8_t* block, const JournalRecordHeader& h,
+                        const std::uint8_t* payload, std::uint8_t* out) const {
+  if (lane >= ctxs_.size()) throw std::invalid_argument("journal MAC: no such lane");
+  EVP_MAC_CTX* c = ctxs_[lane]->ctx;
+  std::size_t len = 0;
+  // A null key re-initialises the context with the key it holds (OpenSSL's HMAC provider).
+  const bool ok = EVP_MAC_init(c, nullptr, 0, nullptr) == 1 &&
+                  feed(block, h, payload, [&](const std::uint8_t* p, std::size_t n) { return EVP_MAC_update(c, p, n) == 1; }) &&
+                  EVP_MAC_final(c, out, &len, kJournalDigestBytes) == 1 && len == kJournalDigestBytes;
+  if (!ok) throw std::runtime_error("HMAC-SHA256 failed");
+}
+
+void encode_journal_header(const JournalRecordHeader& h, const std::uint8_t* payload, const JournalMac& mac,
+                           unsigned lane, std::uint8_t* block) {
+  encode_fields(h, kJournalRecordVersion, block);
+  mac.digest(lane, block, h, payload, block + kJournalDigestOffset);
+}
+
 void encode_legacy_journal_header(const JournalRecordHeader& h, const std::uint8_t* payload, std::uint8_t* block) {
   encode_fields(h, kJournalLegacyRecordVersion, block);
   const Digest d = sha256_digest(block, h, payload);

@@ -1,6 +1,8 @@
 // base64 / base64url, the name cipher, the blob cipher and the key ring: the encodings and key
 // derivations that FORMAT.md fixes, so a vault written today opens tomorrow.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -17,6 +19,7 @@
 #include "crypto/kdf.h"
 #include "crypto/key_ring.h"
 #include "crypto/name_cipher.h"
+#include "crypto/random.h"
 
 namespace gcfs {
 namespace {
@@ -298,6 +301,44 @@ TEST(KeyRing, RejectsMasterKeyOfWrongSize) {
   EXPECT_THROW(KeyRing{Bytes(31)}, std::invalid_argument);
   EXPECT_THROW(KeyRing{Bytes(33)}, std::invalid_argument);
   EXPECT_THROW(KeyRing{Bytes{}}, std::invalid_argument);
+}
+
+// Nonces come from a per-thread pool of generator output: no value is ever handed out twice, and
+// a child of fork() does not hand out what its parent's pool still holds (the parent would use
+// the same bytes next, as nonces under the same keys).
+TEST(PublicRandom, BytesNeverRepeatAndAForkedChildDrawsOthers) {
+  std::set<Bytes> seen;
+  for (int i = 0; i < 2000; ++i) {
+    Bytes n(12);
+    random_public_bytes(n);
+    EXPECT_TRUE(seen.insert(n).second) << "a 12-byte value came twice";
+  }
+  Bytes big(2000);  // larger than the pool: straight from the generator
+  random_public_bytes(big);
+  EXPECT_TRUE(std::any_of(big.begin(), big.end(), [](std::uint8_t b) { return b != 0; }));
+
+  Bytes warm(12);
+  random_public_bytes(warm);  // this thread's pool now holds unused bytes
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    Bytes child(12);
+    random_public_bytes(child);
+    const bool ok = ::write(fds[1], child.data(), child.size()) == static_cast<ssize_t>(child.size());
+    ::_exit(ok ? 0 : 1);
+  }
+  ::close(fds[1]);
+  Bytes child(12);
+  ASSERT_EQ(::read(fds[0], child.data(), child.size()), static_cast<ssize_t>(child.size()));
+  ::close(fds[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  Bytes parent(12);
+  random_public_bytes(parent);
+  EXPECT_NE(parent, child) << "parent and child handed out the same bytes";
 }
 
 }  // namespace
