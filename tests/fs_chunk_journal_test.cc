@@ -167,11 +167,8 @@ std::string hex(const std::uint8_t* p, std::size_t n) {
 // label) and its HMAC (over bytes 0..87, the path, and each chunk's nonce and tag), both computed
 // independently of this code (Python's hmac and hashlib, from docs/FORMAT.md). A change to
 // either would leave every journal of an earlier build unreadable.
-TEST(JournalFormat, Version3RecordMatchesTheDocumentedHmac) {
-  std::array<std::uint8_t, kMasterKeyBytes> master{};
-  for (std::size_t i = 0; i < master.size(); ++i) master[i] = static_cast<std::uint8_t>(i);
-  const KeyRing keys(master);
-  EXPECT_EQ(hex(keys.journal_key().data(), 32), "4cd40b92e9527803c9a4fa513711e025a7fe6098841d8e63e34be89957463b85");
+// The record of FORMAT.md's worked example, whose digest the two tests below pin.
+JournalRecordHeader documented_record() {
   JournalRecordHeader h;
   h.sequence = 5;
   for (std::size_t i = 0; i < h.file_id.size(); ++i) h.file_id[i] = static_cast<std::uint8_t>(0xA0 + i);
@@ -182,9 +179,22 @@ TEST(JournalFormat, Version3RecordMatchesTheDocumentedHmac) {
   h.new_cipher_size = 110000;
   h.payload_len = 4096 + kChunkOverhead;
   h.path = "dir/file";
+  return h;
+}
+Bytes documented_payload(const JournalRecordHeader& h) {
   Bytes payload(h.payload_len, 0);
   std::fill(payload.begin(), payload.begin() + 12, 0x11);
   std::fill(payload.end() - 16, payload.end(), 0x22);
+  return payload;
+}
+
+TEST(JournalFormat, Version3RecordMatchesTheDocumentedHmac) {
+  std::array<std::uint8_t, kMasterKeyBytes> master{};
+  for (std::size_t i = 0; i < master.size(); ++i) master[i] = static_cast<std::uint8_t>(i);
+  const KeyRing keys(master);
+  EXPECT_EQ(hex(keys.journal_key().data(), 32), "4cd40b92e9527803c9a4fa513711e025a7fe6098841d8e63e34be89957463b85");
+  JournalRecordHeader h = documented_record();
+  const Bytes payload = documented_payload(h);
   Bytes block(kJournalHeaderBlock);
   encode_journal_header(h, payload.data(), keys.journal_key(), block.data());
   EXPECT_EQ(hex(block.data() + 8, 2), "0003");
@@ -204,19 +214,8 @@ TEST(JournalFormat, TheJournalsKeyedMacGivesThePinnedDigestEveryTime) {
   for (std::size_t i = 0; i < master.size(); ++i) master[i] = static_cast<std::uint8_t>(i);
   const KeyRing keys(master);
   const JournalMac mac(keys.journal_key(), 4);
-  JournalRecordHeader h;
-  h.sequence = 5;
-  for (std::size_t i = 0; i < h.file_id.size(); ++i) h.file_id[i] = static_cast<std::uint8_t>(0xA0 + i);
-  h.first_chunk = 3;
-  h.chunk_count = 1;
-  h.chunk_size = 4096;
-  h.old_cipher_size = 100000;
-  h.new_cipher_size = 110000;
-  h.payload_len = 4096 + kChunkOverhead;
-  h.path = "dir/file";
-  Bytes payload(h.payload_len, 0);
-  std::fill(payload.begin(), payload.begin() + 12, 0x11);
-  std::fill(payload.end() - 16, payload.end(), 0x22);
+  JournalRecordHeader h = documented_record();
+  const Bytes payload = documented_payload(h);
   const std::string pinned = "3b0a4d0976816a18e57994b445a5e1b21f65680f20ab1fd1731c1ab22bea191c";
   auto digest_of = [&](const JournalRecordHeader& rec, unsigned lane = 0) {
     Bytes block(kJournalHeaderBlock);
