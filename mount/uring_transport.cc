@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "fs/log.h"
+#include "mount/bulk_workers.h"
 #include "mount/fuse_api.h"
 #include "mount/fuse_uring_abi.h"
 #include "mount/ring_request.h"
@@ -45,6 +46,21 @@ unsigned queue_depth(std::size_t) { return 1; }
 unsigned serving_threads(unsigned queues, unsigned max_threads) {
   return std::clamp(std::max(max_threads, 2 * queues), 1u, 256u);
 }
+
+// Bulk workers (large buffered READs, see serve_entry), per CPU queue: two, so that a reader's
+// next readahead window is worked on while the one before it is; started only when such READs
+// come. They run on any CPU but the queue's own, which is the reader's.
+constexpr unsigned kBulkThreadsPerQueue = 2;
+std::vector<unsigned> cpus_but(unsigned cpu, unsigned queues) {
+  std::vector<unsigned> cpus;
+  for (unsigned c = 0; c < queues; ++c)
+    if (c != cpu) cpus.push_back(c);
+  return cpus;  // one CPU: empty, anywhere
+}
+
+// READs through the page cache from this size on are handed to a BulkWorkers thread (see
+// serve_entry).
+constexpr std::size_t kHandOffMinBytes = 256 * 1024;
 
 // Rate-limits the log lines about malformed requests: a flood must not fill the disk.
 std::atomic<unsigned> g_malformed_logged{0};
@@ -85,11 +101,20 @@ struct RingThread {
   bool ring_ready = false;
   std::thread thread;
   std::atomic<bool> stopping{false};
+  // Entries a bulk worker has answered, for this thread to commit (only the thread that owns a
+  // ring submits on it). notify_fd is polled by the ring: one write wakes the thread.
+  int notify_fd = -1;
+  std::mutex answered_mu;
+  std::vector<RingEntry*> answered;
 
   ~RingThread() {
     if (ring_ready) io_uring_queue_exit(&ring);
+    if (notify_fd >= 0) ::close(notify_fd);
   }
 };
+
+// user_data of the poll on a thread's notify_fd (entries and the stop poll use theirs).
+char g_notify_tag;
 
 // The ring's own descriptor is registered with the thread's io_uring context and closed, so the
 // rings cost the daemon no descriptors (a vault's descriptor caches are sized from what is free).
@@ -110,6 +135,7 @@ struct UringTransport::Impl {
   std::vector<std::unique_ptr<RingThread>> threads;
   bool stopped = false;
   int wake_fd = -1;  // one eventfd: every ring polls it, one write wakes them all
+  std::vector<std::unique_ptr<BulkWorkers>> bulk;  // per CPU queue
 
   ~Impl() {
     if (wake_fd >= 0) ::close(wake_fd);
@@ -157,10 +183,12 @@ struct UringTransport::Impl {
   // Builds one thread's ring and its entries (nothing is submitted yet); "" or why not.
   std::string build(RingThread& t) {
     const unsigned depth = queue_depth(options.payload_bytes);
-    const unsigned sqes = depth * static_cast<unsigned>(t.cpus.size()) + 1;  // + the wake-up poll
+    const unsigned sqes = depth * static_cast<unsigned>(t.cpus.size()) + 2;  // + the stop and notify polls
     io_uring_params params{};
     params.flags = IORING_SETUP_SQE128 | IORING_SETUP_CQSIZE;
     params.cq_entries = 2 * sqes;
+    t.notify_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (t.notify_fd < 0) return std::string("eventfd: ") + std::strerror(errno);
     int rc = io_uring_queue_init_params(sqes, &t.ring, &params);
     if (rc < 0) return std::string("cannot create an io_uring: ") + std::strerror(-rc);
     t.ring_ready = true;
@@ -194,19 +222,45 @@ struct UringTransport::Impl {
     if (!poll) return "io_uring submission queue full while registering";
     io_uring_prep_poll_add(poll, wake_fd, POLLIN);
     io_uring_sqe_set_data(poll, nullptr);
+    if (!arm_notify(t)) return "io_uring submission queue full while registering";
     const int rc = io_uring_submit(&t.ring);
     if (rc < 0) return std::string("io_uring submit: ") + std::strerror(-rc);
     // A refused registration completes at once; an accepted one only when a request comes.
     io_uring_cqe* cqe = nullptr;
     unsigned head = 0;
     io_uring_for_each_cqe(&t.ring, head, cqe) {
-      if (cqe->res < 0 && io_uring_cqe_get_data(cqe) != nullptr)
+      if (cqe->res < 0 && io_uring_cqe_get_data(cqe) != nullptr && io_uring_cqe_get_data(cqe) != &g_notify_tag)
         return std::string("the kernel refused the ring's registration: ") + std::strerror(-cqe->res);
     }
     return "";
   }
 
-  // Answers one fetched request and queues its commit (submitted with the next wait).
+  bool arm_notify(RingThread& t) {
+    io_uring_sqe* sqe = io_uring_get_sqe(&t.ring);
+    if (!sqe) return false;
+    io_uring_prep_poll_add(sqe, t.notify_fd, POLLIN);
+    io_uring_sqe_set_data(sqe, &g_notify_tag);
+    return true;
+  }
+
+  // Queues the commit of an answered entry (submitted with the thread's next wait).
+  void queue_commit(RingThread& t, RingEntry& e) {
+    io_uring_sqe* sqe = io_uring_get_sqe(&t.ring);
+    if (!sqe) {  // cannot happen: every entry and poll owns one SQE slot
+      io_uring_submit(&t.ring);
+      sqe = io_uring_get_sqe(&t.ring);
+    }
+    if (sqe) prepare_cmd(sqe, &e, abi::kCmdCommitAndFetch);
+  }
+
+  // Takes one fetched request. A large READ through the page cache is the kernel's readahead,
+  // sent from the reader's CPU, whose queue this thread serves, pinned there: served here, it
+  // would share that CPU with the reader, which goes on copying the pages before it meanwhile,
+  // while other CPUs sit idle (/dev/fuse lets any idle thread take it). Such a READ goes to one
+  // of the queue's bulk workers, which run on the other CPUs (left to the scheduler, a woken
+  // worker stayed on the reader's CPU: measured), and comes back here to be committed.
+  // Everything else (small requests, whose caller waits, and O_DIRECT reads) is answered here,
+  // on the caller's CPU, with no hand-off.
   void serve_entry(RingThread& t, RingEntry& e) {
     e.commit_id = e.header->ring_ent_in_out.commit_id;
     if (e.commit_id == 0) {
@@ -214,6 +268,42 @@ struct UringTransport::Impl {
       log_malformed("commit id 0 (entry dropped)");
       return;
     }
+    if (e.qid < bulk.size() && is_buffered_read_of(*e.header, kHandOffMinBytes)) {
+      RingThread* tp = &t;
+      RingEntry* ep = &e;
+      bulk[e.qid]->post([this, tp, ep] {
+        answer_entry(*ep);
+        {
+          std::lock_guard lk(tp->answered_mu);
+          tp->answered.push_back(ep);
+        }
+        const std::uint64_t one = 1;
+        [[maybe_unused]] ssize_t n = ::write(tp->notify_fd, &one, sizeof one);
+      });
+      return;
+    }
+    answer_entry(e);
+    queue_commit(t, e);
+  }
+
+  // Commits what bulk workers answered for this thread, and polls for more.
+  void commit_answered(RingThread& t) {
+    std::uint64_t count;
+    [[maybe_unused]] ssize_t n = ::read(t.notify_fd, &count, sizeof count);  // resets it
+    std::vector<RingEntry*> done;
+    {
+      std::lock_guard lk(t.answered_mu);
+      done.swap(t.answered);
+    }
+    for (RingEntry* e : done) queue_commit(t, *e);
+    if (!arm_notify(t)) {
+      io_uring_submit(&t.ring);
+      arm_notify(t);
+    }
+  }
+
+  // Answers one fetched request into its entry (on whichever thread runs it).
+  void answer_entry(RingEntry& e) {
     RingRequest r = assemble_ring_request(*e.header, e.payload, e.payload_bytes);
     e.request_unique = r.unique;
     e.answered = false;
@@ -232,12 +322,6 @@ struct UringTransport::Impl {
         store_ring_error(e.header.get(), EIO);
       }
     }
-    io_uring_sqe* sqe = io_uring_get_sqe(&t.ring);
-    if (!sqe) {  // cannot happen: every entry owns one SQE slot
-      io_uring_submit(&t.ring);
-      sqe = io_uring_get_sqe(&t.ring);
-    }
-    if (sqe) prepare_cmd(sqe, &e, abi::kCmdCommitAndFetch);
   }
 
   // Each thread is pinned to the CPUs whose queues it serves, as the kernel's design intends
@@ -274,11 +358,21 @@ struct UringTransport::Impl {
       unsigned head = 0, seen = 0;
       io_uring_for_each_cqe(&t.ring, head, cqe) {
         ++seen;
-        auto* e = static_cast<RingEntry*>(io_uring_cqe_get_data(cqe));
-        if (!e) {  // the wake-up poll
+        void* data = io_uring_cqe_get_data(cqe);
+        if (!data) {  // the wake-up poll
           ended = true;
           continue;
         }
+        if (data == &g_notify_tag) {
+          if (cqe->res < 0) {  // an eventfd poll does not fail; if it did, answered entries would wait
+            log::error(std::string("io_uring: poll of the hand-off eventfd: ") + std::strerror(-cqe->res));
+            ended = true;
+            continue;
+          }
+          commit_answered(t);
+          continue;
+        }
+        auto* e = static_cast<RingEntry*>(data);
         if (cqe->res == -EINTR || cqe->res == -EAGAIN) {
           io_uring_sqe* sqe = io_uring_get_sqe(&t.ring);
           if (sqe) prepare_cmd(sqe, e, e->commit_id ? abi::kCmdCommitAndFetch : abi::kCmdRegister);
@@ -316,6 +410,8 @@ std::unique_ptr<UringTransport> UringTransport::prepare(fuse_session* se, int fu
   impl->fuse_fd = fuse_fd;
   impl->options = options;
   impl->queues = queues;
+  for (unsigned q = 0; q < queues; ++q)
+    impl->bulk.push_back(std::make_unique<BulkWorkers>(kBulkThreadsPerQueue, options.on_worker_start, cpus_but(q, queues)));
   impl->wake_fd = ::eventfd(0, EFD_CLOEXEC);
   if (impl->wake_fd < 0) {
     *why = std::string("eventfd: ") + std::strerror(errno);
@@ -373,6 +469,9 @@ void UringTransport::stop() {
   [[maybe_unused]] ssize_t n = ::write(impl_->wake_fd, &one, sizeof one);
   for (auto& t : impl_->threads)
     if (t->thread.joinable()) t->thread.join();
+  // After the ring threads: what a bulk worker answers now is not committed any more (the
+  // unmount ends those requests), but it must not outlive the entries it writes into.
+  for (auto& b : impl_->bulk) b->stop();
 }
 
 UringTransport::~UringTransport() {
@@ -385,7 +484,8 @@ std::string UringTransport::description() const {
   for (const auto& t : impl_->threads) entries += t->entries.size();
   return std::to_string(impl_->queues) + " CPU queues served by " + std::to_string(impl_->threads.size()) +
          " threads, " + std::to_string(entries) + " entries of " + std::to_string(impl_->options.payload_bytes >> 10) +
-         " KiB";
+         " KiB; reads of " + std::to_string(kHandOffMinBytes >> 10) + " KiB or more through the page cache by up to " +
+         std::to_string(kBulkThreadsPerQueue) + " threads per queue on the other CPUs";
 }
 
 unsigned possible_cpu_count_from(const std::string& list) {
