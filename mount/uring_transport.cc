@@ -358,7 +358,8 @@ struct UringTransport::Impl {
   // READ of a 1-stream read served on the CPU that sent it). Such a READ goes to a bulk ring of
   // its queue, whose thread runs on the other CPUs, answers it and commits it there; the entry
   // then stays with that ring, so the reader's next readahead, which takes the entry its last
-  // one freed, goes straight to it. Anything else arriving on a bulk ring goes back home.
+  // one freed, goes straight to it. Anything else arriving on a bulk ring goes back home, and so
+  // does a large READ while no CPU is spare (spare_cpu_for).
   void take(Ring& r, RingEntry& e, bool home) {
     e.commit_id = e.header->ring_ent_in_out.commit_id;
     if (e.commit_id == 0) {

@@ -15,7 +15,8 @@
 // goes to a bulk ring of its queue, whose thread runs on the other CPUs, so that the reader and
 // the daemon do not share one CPU. The entry stays with the ring that committed it last (its
 // next request arrives there), so a stream's next readahead goes straight to the bulk ring;
-// anything else arriving there is handed back to the entry's pinned thread.
+// anything else arriving there is handed back to the entry's pinned thread. Not while every CPU
+// has a stream of its own: then there is no idle CPU to move the work to.
 //
 // The kernel uses the ring only once every CPU's queue has an entry, and registration only works
 // after INIT was answered with FUSE_OVER_IO_URING. Once INIT said so there is no way back: the
