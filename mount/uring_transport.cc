@@ -219,10 +219,20 @@ struct UringTransport::Impl {
 
   // Creates a ring of `sqes` entries with /dev/fuse registered; "" or why not.
   std::string make_ring(Ring& r, unsigned sqes) {
+    // Only the ring's own thread, which creates it here, submits on it: the kernel may then run an
+    // entry's completion work (copying the next request in) when that thread next waits, instead
+    // of interrupting it wherever it runs (measured, 1-stream read: 1403-1492 MB/s against
+    // 1317-1402 without). A kernel that refuses it gets the ring without.
     io_uring_params params{};
-    params.flags = IORING_SETUP_SQE128 | IORING_SETUP_CQSIZE;
+    params.flags = IORING_SETUP_SQE128 | IORING_SETUP_CQSIZE | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
     params.cq_entries = 2 * sqes;
     int rc = io_uring_queue_init_params(sqes, &r.ring, &params);
+    if (rc == -EINVAL) {
+      params = io_uring_params{};
+      params.flags = IORING_SETUP_SQE128 | IORING_SETUP_CQSIZE;
+      params.cq_entries = 2 * sqes;
+      rc = io_uring_queue_init_params(sqes, &r.ring, &params);
+    }
     if (rc < 0) return std::string("cannot create an io_uring: ") + std::strerror(-rc);
     r.ring_ready = true;
     rc = io_uring_register_files(&r.ring, &fuse_fd, 1);
