@@ -1,5 +1,6 @@
 #include "mount/ring_request.h"
 
+#include <fcntl.h>
 #include <linux/fuse.h>
 #include <unistd.h>
 
@@ -84,6 +85,19 @@ void store_ring_error(ReqHeader* header, int error) {
   out.unique = in.unique;
   std::memcpy(header->in_out, &out, sizeof out);
   header->ring_ent_in_out.payload_sz = 0;
+}
+
+bool is_buffered_read_of(const ReqHeader& header, std::size_t min_bytes) {
+  fuse_in_header in;
+  std::memcpy(&in, header.in_out, sizeof in);
+  if (in.opcode != FUSE_READ) return false;
+  // The op header's size, as assemble_ring_request finds it: too short for fuse_read_in is
+  // malformed, and left to that check.
+  const std::uint64_t payload_bytes = header.ring_ent_in_out.payload_sz;
+  if (in.len < sizeof in + payload_bytes || in.len - sizeof in - payload_bytes < sizeof(fuse_read_in)) return false;
+  fuse_read_in read;
+  std::memcpy(&read, header.op_in, sizeof read);
+  return read.size >= min_bytes && !(read.flags & O_DIRECT);
 }
 
 bool init_offers_uring(const void* request, std::size_t bytes) {

@@ -54,6 +54,10 @@ long store_ring_reply(const iovec* iov, int count, uring_abi::ReqHeader* header,
 // waits for ever.
 void store_ring_error(uring_abi::ReqHeader* header, int error);
 
+// Whether a fetched entry holds a READ through the page cache (the file is not O_DIRECT) of at
+// least min_bytes: what the kernel's readahead sends, without the reader waiting for it.
+bool is_buffered_read_of(const uring_abi::ReqHeader& header, std::size_t min_bytes);
+
 // FUSE_INIT: whether the kernel's request offers io_uring (the request as /dev/fuse delivers it).
 bool init_offers_uring(const void* request, std::size_t bytes);
 

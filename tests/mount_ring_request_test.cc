@@ -122,6 +122,30 @@ TEST(RingRequest, LargestOpHeaderFits) {
   EXPECT_EQ(std::memcmp(r.start + sizeof(fuse_in_header), op, 128), 0);
 }
 
+TEST(RingRequest, OnlyLargeReadsThroughThePageCacheAreBulkReads) {
+  const std::uint32_t h = sizeof(fuse_in_header);
+  auto read_of = [&](std::uint32_t size, std::uint32_t flags, std::uint32_t len) {
+    Entry e(8192);
+    fuse_read_in r{};
+    r.size = size;
+    r.flags = flags;
+    e.fetch(FUSE_READ, 11, len, &r, sizeof r, 0);
+    return is_buffered_read_of(e.header, 256 * 1024);
+  };
+  EXPECT_TRUE(read_of(1 << 20, O_RDONLY, h + sizeof(fuse_read_in)));  // readahead
+  EXPECT_TRUE(read_of(256 * 1024, O_RDWR, h + sizeof(fuse_read_in)));
+  EXPECT_FALSE(read_of(256 * 1024 - 1, O_RDONLY, h + sizeof(fuse_read_in)));  // small: its caller waits
+  EXPECT_FALSE(read_of(1 << 20, O_RDONLY | O_DIRECT, h + sizeof(fuse_read_in)));  // the caller waits
+  EXPECT_FALSE(read_of(1 << 20, O_RDONLY, h + sizeof(fuse_read_in) - 1));  // op header cut short
+  EXPECT_FALSE(read_of(1 << 20, O_RDONLY, 12));                               // malformed length
+
+  Entry w(8192);
+  fuse_write_in wr{};
+  wr.size = 1 << 20;
+  w.fetch(FUSE_WRITE, 12, h + sizeof wr, &wr, sizeof wr, 0);
+  EXPECT_FALSE(is_buffered_read_of(w.header, 256 * 1024));
+}
+
 TEST(RingReply, BodyGoesToThePayloadAndHeaderToInOut) {
   Entry e(4096);
   fuse_out_header out{0, 0, 77};
