@@ -51,6 +51,17 @@ struct KeyHash {
 // Key material per key, built once: round keys and GHASH tables in locked, wiped memory.
 class HostKeyCache {
  public:
+  bool has(const ChunkKey& key) {
+    std::lock_guard lock(mu_);
+    return map_.count(key) != 0;
+  }
+  // Counts a batch with a key not prepared yet; true once the key has come back `needed` times.
+  bool seen_enough(const ChunkKey& key, unsigned needed) {
+    std::lock_guard lock(mu_);
+    if (seen_.size() >= 4 * kCapacity) seen_.clear();  // bounded; a key starts counting again
+    return ++seen_[key] >= needed;
+  }
+
   std::shared_ptr<const SecretBytes> get(const ChunkKey& key) {
     {
       std::lock_guard lock(mu_);
@@ -68,6 +79,7 @@ class HostKeyCache {
   static constexpr std::size_t kCapacity = 1024;
   std::mutex mu_;
   std::unordered_map<ChunkKey, std::shared_ptr<const SecretBytes>, KeyHash> map_;
+  std::unordered_map<ChunkKey, unsigned, KeyHash> seen_;  // batches of keys not prepared yet
 };
 
 // The page-locked buffers this engine handed out (allocate_io_buffer): an op whose data lies wholly
@@ -293,6 +305,22 @@ class GpuEngine final : public ChunkEngine {
     return parse_variant(k, &variant_);
   }
 
+  // See GpuOptions::cold_key_cpu_bytes.
+  bool small_with_a_cold_key(std::span<const ChunkOp> ops) {
+    if (options_.cold_key_cpu_bytes == 0) return false;
+    std::size_t bytes = 0;
+    for (const auto& op : ops) bytes += op.len;
+    if (bytes >= options_.cold_key_cpu_bytes) return false;
+    bool cold = false;
+    const ChunkKey* last = nullptr;
+    for (const auto& op : ops) {
+      if (!op.key || op.key == last) continue;
+      last = op.key;
+      if (!host_keys_.has(*op.key) && !host_keys_.seen_enough(*op.key, options_.key_warmup_batches)) cold = true;
+    }
+    return cold;
+  }
+
   static bool gpu_can_take(const ChunkOp& op) {
     return op.key && op.len <= kMaxGpuChunkBytes && op.aad_len <= kMaxAadBytes;
   }
@@ -303,6 +331,7 @@ class GpuEngine final : public ChunkEngine {
       std::lock_guard lock(mu_);
       if (disabled_) return run_fallback(ops, seal);
     }
+    if (small_with_a_cold_key(ops)) return run_fallback(ops, seal);
     Request req;
     std::vector<Piece> pieces;
     split(ops, seal, req, pieces);

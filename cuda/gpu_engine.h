@@ -49,6 +49,15 @@ struct GpuOptions {
   // direct: the kernel reads and writes that host memory itself over the bus, so the request
   // costs one small header copy and the launch, no data copies. False: such batches are copied.
   bool direct = true;
+  // A key's GPU tables (round keys and GHASH tables for its powers, built on the host and copied to
+  // the GPU with the batch) cost more CPU than AES-NI takes for a few hundred KiB. A batch of fewer
+  // bytes than this, with a key the engine has not prepared, runs on the fallback instead, until
+  // that key has come back in key_warmup_batches batches: a tree of small files read once then
+  // costs each file its AES, not a table build and a GPU round trip (measured through the mount,
+  // 20k files: 180 us of daemon CPU more per file on the GPU), while a file read or written many
+  // times over gets its tables and the GPU. 0: every batch to the GPU (the kernels' tests).
+  std::size_t cold_key_cpu_bytes = 0;
+  unsigned key_warmup_batches = 4;
   // Threads that copy large batches into and out of the pinned staging buffers (0: up to 8).
   int copy_threads = 0;
   // Tests only: the n-th batch (1-based) fails as if the GPU had, to exercise the fallback path;

@@ -60,6 +60,9 @@ EngineSet::EngineSet(const EngineOptions& o) {
   }
   GpuOptions gpu_options = o.gpu;
   if (!gpu_options.on_error) gpu_options.on_error = [](const std::string& m) { log::error(m); };
+  // Small batches of keys not prepared on the GPU yet run on the cpu engine (GpuOptions): a key's
+  // tables cost more than the AES of a small file.
+  gpu_options.cold_key_cpu_bytes = 256u << 10;
   std::string why;
   const auto gpus = list_gpus(&why);
   std::vector<int> devices = o.gpu.devices;

@@ -660,6 +660,49 @@ TEST(GpuEngineFallback, OversizedChunksGoToTheFallback) {
   b.expect_same_seal();
 }
 
+// The cpu engine behind the gpu engine, counting the batches it is given.
+class CountingFallback final : public ChunkEngine {
+ public:
+  std::string name() const override { return "counting cpu"; }
+  void seal(std::span<ChunkOp> ops) override {
+    ++batches;
+    cpu.seal(ops);
+  }
+  void open(std::span<ChunkOp> ops) override {
+    ++batches;
+    cpu.open(ops);
+  }
+  CpuEngine cpu{1};
+  std::atomic<int> batches{0};
+};
+
+// A small batch with a key the GPU has no tables for runs on the fallback, until the key has come
+// back key_warmup_batches times; then it goes to the GPU, and so does a large batch of a new key
+// at once. The results are the cpu engine's every time.
+TEST(GpuEngineFallback, SmallBatchesOfColdKeysRunOnTheCpuUntilTheKeyComesBack) {
+  std::string why;
+  if (list_gpus(&why).empty()) GTEST_SKIP() << "no GPU: " << why;
+  CountingFallback fallback;
+  GpuOptions o;
+  o.cold_key_cpu_bytes = 64u << 10;
+  o.key_warmup_batches = 3;
+  auto gpu = make_gpu_engine(o, fallback);
+  Batch small({4096, 4096}, 1);
+  fallback.cpu.seal(small.ref_ops);
+  for (int round = 1; round <= 4; ++round) {
+    gpu->seal(small.ops);
+    small.expect_same_seal();
+    // Rounds 1 and 2 count towards the warm-up and run on the cpu; round 3 is the third time the
+    // key came: the GPU prepares it, and round 4 finds it prepared.
+    EXPECT_EQ(fallback.batches.load(), std::min(round, 2)) << "round " << round;
+  }
+  Batch large(std::vector<std::size_t>(32, 4096), 1);  // 128 KiB of a new key
+  fallback.cpu.seal(large.ref_ops);
+  gpu->seal(large.ops);
+  large.expect_same_seal();
+  EXPECT_EQ(fallback.batches.load(), 2) << "a batch of cold_key_cpu_bytes or more goes to the GPU at once";
+}
+
 TEST(GpuEngineAvailability, WithoutAGpuMakeGpuEngineNamesTheProblem) {
   std::string why;
   if (!list_gpus(&why).empty()) GTEST_SKIP() << "a GPU is present; this test covers machines without one";
