@@ -638,12 +638,14 @@ TEST(GpuEngineFailover, TheHybridEngineRetiresAGpuThatFails) {
     log.push_back(m);
   };
   HybridEngine hybrid({{&cpu, "cpu", {2e-6, 1e-9 / 10}}, {gpu.get(), "gpu0", {30e-6, 1e-9 / 40}}}, ho);
-  EXPECT_EQ(mismatches_from_callers(hybrid, 6, 6), 0);
+  // Rounds until the GPU's fourth launch has failed: a fast GPU gathers a round's batches into
+  // few launches, so how many rounds that takes is the GPU's affair.
+  for (int round = 0; round < 50 && !hybrid.stats()[1].retired; ++round)
+    EXPECT_EQ(mismatches_from_callers(hybrid, 6, 6), 0);
+  ASSERT_TRUE(hybrid.stats()[1].retired) << hybrid.describe();
   ASSERT_EQ(log.size(), 1u) << hybrid.describe();
   EXPECT_NE(log[0].find("gpu0 lost its device"), std::string::npos) << log[0];
-  EXPECT_TRUE(hybrid.stats()[1].retired);
-  // After the retirement the cpu engine takes the work. (The failing launch may have been the
-  // last of the first round, when a fast GPU gathered every caller's batch into few launches.)
+  // After the retirement the cpu engine takes the work.
   EXPECT_EQ(mismatches_from_callers(hybrid, 2, 2), 0);
   EXPECT_GT(hybrid.stats()[0].bytes, 0u) << hybrid.describe();
   EXPECT_EQ(log.size(), 1u);
