@@ -192,6 +192,8 @@ void HybridEngine::run(std::span<ChunkOp> ops, bool seal) {
   job.bytes_left = total;
   std::unique_lock lock(mu_);
   if (!any_fed_member_locked()) {
+    // Every fed member is retired: member 0 takes it all, and its share says so.
+    members_[0].bytes += total, ++members_[0].parts;
     lock.unlock();
     return seal ? first.seal(ops) : first.open(ops);
   }

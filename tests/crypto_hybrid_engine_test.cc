@@ -433,6 +433,10 @@ TEST(HybridEngine, ADegradedMemberIsRetired) {
   EXPECT_NE(log[0].find("gpu0 lost its device"), std::string::npos) << log[0];
   EXPECT_TRUE(hybrid.stats()[1].retired);
   EXPECT_EQ(flaky.calls(), 3) << "called again after it said it was degraded";
+  // What comes after the retirement is member 0's, and its share in the stats says so.
+  const std::size_t before = hybrid.stats()[0].bytes;
+  EXPECT_EQ(mismatches_under_load(hybrid, 2, 4, 3000), 0);
+  EXPECT_GT(hybrid.stats()[0].bytes, before) << hybrid.describe();
 }
 
 // When every fed member has failed, callers that were waiting for an inline slot (there are none
