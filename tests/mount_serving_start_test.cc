@@ -35,12 +35,18 @@ struct Devnull {
 #define SKIP_WITHOUT_IO_URING(why)                                                                 \
   if ((why).rfind("cannot create an io_uring", 0) == 0) GTEST_SKIP() << "no io_uring here: " << (why)
 
-TEST(UringTransportStart, BuffersThatCannotBeHadAreAReasonNotACrash) {
-  Devnull dev;
-  ASSERT_GE(dev.fd, 0);
+// Rings small enough to build quickly: four threads, 64 KiB entries.
+UringOptions small_rings() {
   UringOptions o;
   o.max_threads = 4;
   o.payload_bytes = 64 << 10;
+  return o;
+}
+
+TEST(UringTransportStart, BuffersThatCannotBeHadAreAReasonNotACrash) {
+  Devnull dev;
+  ASSERT_GE(dev.fd, 0);
+  UringOptions o = small_rings();
   std::atomic<int> asked{0};
   o.allocate_buffer = [&](std::size_t) -> HostBuffer {
     ++asked;
@@ -57,9 +63,7 @@ TEST(UringTransportStart, BuffersThatCannotBeHadAreAReasonNotACrash) {
 TEST(UringTransportStart, AThreadsPreparationThrowingIsAReason) {
   Devnull dev;
   ASSERT_GE(dev.fd, 0);
-  UringOptions o;
-  o.max_threads = 4;
-  o.payload_bytes = 64 << 10;
+  UringOptions o = small_rings();
   o.on_worker_start = [] { throw std::runtime_error("engine refused the thread"); };
   std::string why;
   auto t = UringTransport::prepare(nullptr, dev.fd, o, &why);
@@ -72,9 +76,7 @@ TEST(UringTransportStart, PreparedRingsAreReleasedWithoutActivation) {
   // The path of a mount whose INIT did not ask for io_uring: built, never registered, dropped.
   Devnull dev;
   ASSERT_GE(dev.fd, 0);
-  UringOptions o;
-  o.max_threads = 4;
-  o.payload_bytes = 64 << 10;
+  UringOptions o = small_rings();
   std::atomic<int> buffers{0};
   o.allocate_buffer = [&](std::size_t n) {
     ++buffers;
