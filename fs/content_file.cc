@@ -375,24 +375,7 @@ int ContentFile::seal_and_write_locked(ChunkRange r, const std::uint8_t* const* 
   const std::uint64_t last_len = layout_.chunk_plain_len(r.last, new_size);
   const std::size_t disk_len = (r.count() - 1) * D + last_len + kChunkOverhead;
   auto& ct = scratch(engine_, 2, disk_len);
-  std::vector<ChunkOp> ops(r.count());
-  std::vector<std::array<std::uint8_t, kChunkAadBytes>> aads(r.count());
-  // One call to the generator for every nonce of the batch.
-  std::vector<std::uint8_t> nonces(r.count() * kChunkNonceOnDisk);
-  random_public_bytes(nonces);
-  for (std::uint64_t i = 0; i < r.count(); ++i) {
-    const std::uint64_t k = r.first + i;
-    aads[i] = chunk_aad(header_->id, k);
-    ChunkOp& op = ops[i];
-    op.key = &key_;
-    std::copy_n(nonces.data() + i * kChunkNonceOnDisk, kChunkNonceOnDisk, op.nonce.begin());
-    op.aad = aads[i].data();
-    op.aad_len = kChunkAadBytes;
-    op.in = plains[i];
-    op.len = layout_.chunk_plain_len(k, new_size);
-    op.out = ct.data() + i * D + kChunkNonceOnDisk;
-  }
-  engine_.seal(ops);
+  const auto& ops = seal_chunks_locked(r, plains, new_size, ct.data() + kChunkNonceOnDisk, D);
   for (std::uint64_t i = 0; i < r.count(); ++i) {
     std::uint8_t* base = ct.data() + i * D;
     std::copy(ops[i].nonce.begin(), ops[i].nonce.end(), base);
@@ -525,24 +508,17 @@ int ContentFile::open_chunks_v2_locked(ChunkRange r, std::uint8_t* out, CipherSe
   return open_and_report(ops, r.first, out);
 }
 
-int ContentFile::seal_and_write_v2_locked(ChunkRange r, const std::uint8_t* const* plains, std::uint64_t new_size,
-                                          const CipherSeen* seen) {
-  const std::uint64_t C = layout_.chunk_size();
-  int hr = ensure_header_locked(true);
-  if (hr < 0) return hr;
-
-  const std::uint64_t n = r.count();
-  auto& ct = scratch(engine_, 2, n * C);
-  // Per thread, reused by every request (none of them calls here again while it runs).
-  thread_local std::vector<std::uint8_t> entries;
+std::vector<ChunkOp>& ContentFile::seal_chunks_locked(ChunkRange r, const std::uint8_t* const* plains,
+                                                     std::uint64_t new_size, std::uint8_t* out, std::size_t stride) {
+  // Per thread, reused by every write (none of them calls here again while it runs).
   thread_local std::vector<ChunkOp> ops;
   thread_local std::vector<std::array<std::uint8_t, kChunkAadBytes>> aads;
   thread_local std::vector<std::uint8_t> nonces;
-  entries.resize(n * kChunkOverhead);
+  const std::uint64_t n = r.count();
   ops.assign(n, ChunkOp{});
   aads.resize(n);
   nonces.resize(n * kChunkNonceOnDisk);
-  random_public_bytes(nonces);
+  random_public_bytes(nonces);  // one call to the generator for every nonce of the batch
   for (std::uint64_t i = 0; i < n; ++i) {
     const std::uint64_t k = r.first + i;
     aads[i] = chunk_aad(header_->id, k);
@@ -553,9 +529,25 @@ int ContentFile::seal_and_write_v2_locked(ChunkRange r, const std::uint8_t* cons
     op.aad_len = kChunkAadBytes;
     op.in = plains[i];
     op.len = layout_.chunk_plain_len(k, new_size);
-    op.out = ct.data() + i * C;  // each chunk's ciphertext where an aligned write takes it from
+    op.out = out + i * stride;
   }
   engine_.seal(ops);
+  return ops;
+}
+
+int ContentFile::seal_and_write_v2_locked(ChunkRange r, const std::uint8_t* const* plains, std::uint64_t new_size,
+                                          const CipherSeen* seen) {
+  const std::uint64_t C = layout_.chunk_size();
+  int hr = ensure_header_locked(true);
+  if (hr < 0) return hr;
+
+  const std::uint64_t n = r.count();
+  auto& ct = scratch(engine_, 2, n * C);
+  // Per thread, reused by every request (none of them calls here again while it runs).
+  thread_local std::vector<std::uint8_t> entries;
+  entries.resize(n * kChunkOverhead);
+  // Each chunk's ciphertext where an aligned write takes it from.
+  const auto& ops = seal_chunks_locked(r, plains, new_size, ct.data(), C);
   for (std::uint64_t i = 0; i < n; ++i) {
     std::uint8_t* e = entries.data() + i * kChunkOverhead;
     std::copy(ops[i].nonce.begin(), ops[i].nonce.end(), e);

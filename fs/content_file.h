@@ -130,13 +130,17 @@ class ContentFile {
   // Makes a disk range read as zeros, by punching it or, where that is unsupported, writing zeros.
   int punch_disk_range_locked(std::uint64_t disk_off, std::uint64_t disk_len);
   int corrupt(const std::string& what);
-  // Opens the chunks of OPS (whose outputs lie in OUT, chunk FIRST_CHUNK at OUT) and logs each
-  // that fails authentication; -EIO if any did.
+  // Seals chunks r.first..r.last of plaintexts plains[i] into out + i * stride, each with a fresh
+  // nonce; the ops (nonces, tags, lengths) are the calling thread's until its next call.
+  std::vector<ChunkOp>& seal_chunks_locked(ChunkRange r, const std::uint8_t* const* plains, std::uint64_t new_size,
+                                           std::uint8_t* out, std::size_t stride);
   // Appends the open of chunk K to OPS (its AAD to AADS, which the caller reserved so that the
   // pointers stay put): NONCE and TAG point at the on-disk nonce and tag, IN at the ciphertext.
   void add_open_op(std::vector<ChunkOp>& ops, std::vector<std::array<std::uint8_t, kChunkAadBytes>>& aads,
                    std::uint64_t k, const std::uint8_t* nonce, const std::uint8_t* in, std::uint8_t* out,
                    std::size_t len, const std::uint8_t* tag);
+  // Opens the chunks of OPS (whose outputs lie in OUT, chunk FIRST_CHUNK at OUT) and logs each
+  // that fails authentication; -EIO if any did.
   int open_and_report(std::vector<ChunkOp>& ops, std::uint64_t first_chunk, const std::uint8_t* out);
   // Format 2's halves of open_chunks_locked and seal_and_write_locked.
   int open_chunks_v2_locked(ChunkRange r, std::uint8_t* out, CipherSeen* seen);
