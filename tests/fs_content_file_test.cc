@@ -445,6 +445,17 @@ TEST_F(ContentFileTest, AFileOfAnImpossibleSizeCanStillBeEmptied) {
   EXPECT_EQ(b.read_all(b.reopen()), Bytes(data.begin(), data.begin() + 10));
 }
 
+
+// Which pages of the file's first len bytes are in the page cache (mincore, one byte per page;
+// bit 0 set: cached). Empty if the file cannot be mapped.
+std::vector<unsigned char> cached_pages(int fd, std::size_t len) {
+  void* map = ::mmap(nullptr, len, PROT_READ, MAP_SHARED, fd, 0);
+  if (map == MAP_FAILED) return {};
+  std::vector<unsigned char> vec((len + 4095) / 4096);
+  if (::mincore(map, len, vec.data()) != 0) vec.clear();
+  ::munmap(map, len);
+  return vec;
+}
 TEST_F(ContentFileTest, FormatTwoDirectWritesBypassThePageCache) {
   // Whole chunks written through O_DIRECT are not in the page cache afterwards; the short last
   // chunk and the metadata blocks are (they go buffered). mincore tells which pages are cached.
@@ -454,12 +465,8 @@ TEST_F(ContentFileTest, FormatTwoDirectWritesBypassThePageCache) {
   const Bytes data = pattern(8 * C + 100, 8);
   ASSERT_EQ(b.file->write(0, data.data(), data.size()), static_cast<ssize_t>(data.size()));
   ASSERT_FALSE(io.fell_back());
-  const std::size_t len = static_cast<std::size_t>(b.disk_size());
-  void* map = ::mmap(nullptr, len, PROT_READ, MAP_SHARED, b.fd, 0);
-  ASSERT_NE(map, MAP_FAILED);
-  std::vector<unsigned char> vec((len + 4095) / 4096);
-  ASSERT_EQ(::mincore(map, len, vec.data()), 0);
-  ::munmap(map, len);
+  const std::vector<unsigned char> vec = cached_pages(b.fd, static_cast<std::size_t>(b.disk_size()));
+  ASSERT_FALSE(vec.empty());
   EXPECT_TRUE(vec[0] & 1) << "the metadata block is written through the page cache";
   for (std::size_t page = 1; page <= 8; ++page) EXPECT_FALSE(vec[page] & 1) << "chunk data page " << page;
   EXPECT_TRUE(vec[9] & 1) << "the short last chunk is written through the page cache";
@@ -479,12 +486,8 @@ TEST_F(ContentFileTest, FormatTwoAfterAFallbackEveryFileGoesBuffered) {
   const Bytes data = pattern(3 * 4096 + 7, 4);
   ASSERT_EQ(b.file->write(0, data.data(), data.size()), static_cast<ssize_t>(data.size()));
   // The data blocks went through the page cache (with O_DIRECT they would not be there).
-  const std::size_t len = static_cast<std::size_t>(b.disk_size());
-  void* map = ::mmap(nullptr, len, PROT_READ, MAP_SHARED, b.fd, 0);
-  ASSERT_NE(map, MAP_FAILED);
-  std::vector<unsigned char> vec((len + 4095) / 4096);
-  ASSERT_EQ(::mincore(map, len, vec.data()), 0);
-  ::munmap(map, len);
+  const std::vector<unsigned char> vec = cached_pages(b.fd, static_cast<std::size_t>(b.disk_size()));
+  ASSERT_FALSE(vec.empty());
   for (std::size_t page = 1; page <= 3; ++page) EXPECT_TRUE(vec[page] & 1) << "data page " << page;
   EXPECT_EQ(b.read_all(b.reopen()), data);
 }
