@@ -445,7 +445,6 @@ TEST_F(ContentFileTest, AFileOfAnImpossibleSizeCanStillBeEmptied) {
   EXPECT_EQ(b.read_all(b.reopen()), Bytes(data.begin(), data.begin() + 10));
 }
 
-
 // Which pages of the file's first len bytes are in the page cache (mincore, one byte per page;
 // bit 0 set: cached). Empty if the file cannot be mapped.
 std::vector<unsigned char> cached_pages(int fd, std::size_t len) {
@@ -456,6 +455,7 @@ std::vector<unsigned char> cached_pages(int fd, std::size_t len) {
   ::munmap(map, len);
   return vec;
 }
+
 TEST_F(ContentFileTest, FormatTwoDirectWritesBypassThePageCache) {
   // Whole chunks written through O_DIRECT are not in the page cache afterwards; the short last
   // chunk and the metadata blocks are (they go buffered). mincore tells which pages are cached.
