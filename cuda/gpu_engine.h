@@ -98,6 +98,9 @@ struct GpuKernelTiming {
 // 4 KiB copy there and back, pinned copy bandwidth each way and both at once, and one core's memcpy
 // into pinned memory. Pairs of (name, value); names carry the unit.
 std::vector<std::pair<std::string, double>> gpu_transfer_probe(int device = 0);
+// The same pinned bandwidths with every listed GPU copying at once (summed over them): the host's
+// ceiling for an engine spread over those GPUs. Names start with "all_N_gpus_".
+std::vector<std::pair<std::string, double>> gpu_transfer_probe_all(const std::vector<int>& devices);
 
 GpuKernelTiming gpu_kernel_benchmark(const std::string& variant, const std::string& what, std::size_t chunk_size,
                                      std::size_t total_bytes, int device = 0);

@@ -30,6 +30,10 @@ std::vector<std::pair<std::string, double>> gpu_transfer_probe(int) {
   throw UserError("no GPU transfers to probe: this gpucryptfs was built without CUDA");
 }
 
+std::vector<std::pair<std::string, double>> gpu_transfer_probe_all(const std::vector<int>&) {
+  throw UserError("no GPU transfers to probe: this gpucryptfs was built without CUDA");
+}
+
 GpuKernelTiming gpu_kernel_benchmark(const std::string&, const std::string&, std::size_t, std::size_t, int) {
   throw UserError("no GPU kernels: this gpucryptfs was built without CUDA");
 }

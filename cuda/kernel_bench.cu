@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -206,6 +207,59 @@ std::vector<std::pair<std::string, double>> gpu_transfer_probe(int device) {
       t.push_back(static_cast<double>(big) / std::chrono::duration<double>(Clock::now() - t0).count() / 1e9);
     }
     out.emplace_back("memcpy_out_of_pinned_1core_GBps", median(t));
+  } catch (const CudaError& e) {
+    throw UserError(std::string("GPU transfer probe failed: ") + e.what());
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, double>> gpu_transfer_probe_all(const std::vector<int>& devices) {
+  using namespace gpu;
+  // Every GPU copies at once, each from and to its own page-locked buffers: what the host (its
+  // memory and its PCIe root complexes) carries for all of them together, the ceiling under an
+  // engine that spreads its batches over these GPUs. Timed by the wall clock: events of different
+  // devices cannot be compared.
+  struct PerDevice {
+    int device;
+    Stream up, down;
+    PinnedBuffer h_in, h_out;
+    DeviceBuffer d_in, d_out;
+  };
+  constexpr std::size_t big = std::size_t{128} << 20;
+  std::vector<std::pair<std::string, double>> out;
+  try {
+    std::vector<std::unique_ptr<PerDevice>> per;
+    for (int d : devices) {
+      check_cuda(cudaSetDevice(d), "cudaSetDevice");
+      per.push_back(std::unique_ptr<PerDevice>(
+          new PerDevice{d, Stream(d), Stream(d), PinnedBuffer(big), PinnedBuffer(big), DeviceBuffer(d, big), DeviceBuffer(d, big)}));
+      std::memset(per.back()->h_in.get(), 1, big);
+    }
+    using Clock = std::chrono::steady_clock;
+    auto bandwidth = [&](bool h2d, bool d2h) {
+      std::vector<double> gbs;
+      for (int i = 0; i < 7; ++i) {
+        const auto t0 = Clock::now();
+        for (auto& p : per) {
+          check_cuda(cudaSetDevice(p->device), "cudaSetDevice");
+          if (h2d) check_cuda(cudaMemcpyAsync(p->d_in.get(), p->h_in.get(), big, cudaMemcpyHostToDevice, p->up.get()), "copy");
+          if (d2h) check_cuda(cudaMemcpyAsync(p->h_out.get(), p->d_out.get(), big, cudaMemcpyDeviceToHost, p->down.get()), "copy");
+        }
+        for (auto& p : per) {
+          check_cuda(cudaSetDevice(p->device), "cudaSetDevice");
+          check_cuda(cudaStreamSynchronize(p->up.get()), "copy");
+          check_cuda(cudaStreamSynchronize(p->down.get()), "copy");
+        }
+        const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+        gbs.push_back(static_cast<double>(big) * per.size() * ((h2d ? 1 : 0) + (d2h ? 1 : 0)) / s / 1e9);
+      }
+      std::sort(gbs.begin(), gbs.end());
+      return gbs[gbs.size() / 2];
+    };
+    const std::string tag = "all_" + std::to_string(devices.size()) + "_gpus_";
+    out.emplace_back(tag + "pinned_h2d_GBps", bandwidth(true, false));
+    out.emplace_back(tag + "pinned_d2h_GBps", bandwidth(false, true));
+    out.emplace_back(tag + "pinned_both_ways_GBps", bandwidth(true, true));
   } catch (const CudaError& e) {
     throw UserError(std::string("GPU transfer probe failed: ") + e.what());
   }

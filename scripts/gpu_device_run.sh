@@ -6,7 +6,8 @@
 #   1. tests: the GPU tests, the hybrid engine's tests, and the mounted-vault suites with --engine
 #      $TEST_ENGINE (default auto) over /dev/fuse and over io_uring (switched on for the run and put
 #      back after) in parallel with them, before any timing;
-#   2. engine rows: gpu_engine_bench --shapes (8 x 16 MiB, 32 x 128 KiB, 4 x 16 MiB, 16 x 1 MiB; seal
+#   2. engine rows (on several GPUs first the pinned copy bandwidth of each GPU and of all at once):
+#      gpu_engine_bench --shapes (8 x 16 MiB, 32 x 128 KiB, 4 x 16 MiB, 16 x 1 MiB; seal
 #      and open) for the cpu engine, the gpu engine and auto (the hybrid), once with
 #      CUDA_VISIBLE_DEVICES=0 and once with every GPU (--gpus 0,1,...);
 #   3. mount rows: 8 streams writing and reading through a mounted vault (backing in /dev/shm) with
@@ -143,6 +144,11 @@ shapes_run() {  # cuda_visible_devices gpus_argument
   grep '^csv,throughput' /tmp/gcfs-shapes.txt >> "$OUT/engine.csv"
 }
 if have gpu_engine_bench && ((NGPU > 0)); then
+  if ((NGPU > 1)) && enough 30; then
+    # Pinned copies of each GPU alone and of all at once: the host's ceiling for several GPUs.
+    echo "-- gpu_engine_bench --probe" | tee -a "$LOG"
+    timeout "$(limit 60)" "$BIN/gpu_engine_bench" --probe 2>&1 | grep '^csv,probe' | tee -a "$LOG"
+  fi
   enough 45 && shapes_run 0 0
   ((NGPU > 1)) && enough 45 && shapes_run "$ALL_GPUS" "$ALL_GPUS"
 else

@@ -218,21 +218,43 @@ int run_fake_gpu(double gb_per_s, double secs, int threads) {
   return 0;
 }
 
+// --probe: the transfer floors of each GPU alone, then of every GPU copying at once (what the host
+// carries for all of them: the ceiling of an engine spread over them).
+int run_probe() {
+  std::string why;
+  const auto gpus = list_gpus(&why);
+  if (gpus.empty()) {
+    std::printf("no GPU: %s\n", why.c_str());
+    return 1;
+  }
+  std::vector<int> all;
+  for (const auto& g : gpus) {
+    all.push_back(g.index);
+    for (const auto& [name, value] : gpu_transfer_probe(g.index))
+      emit({"probe", "gpu" + std::to_string(g.index), name, value, "", 0});
+  }
+  if (all.size() > 1)
+    for (const auto& [name, value] : gpu_transfer_probe_all(all)) emit({"probe", "all", name, value, "", 0});
+  print_table();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false, shapes = false;
+  bool quick = false, shapes = false, probe_only = false;
   double fake_gpu = 0;
   int cpu_threads = 0;
   std::vector<int> devices;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) quick = true;
     else if (std::strcmp(argv[i], "--shapes") == 0) shapes = true;
+    else if (std::strcmp(argv[i], "--probe") == 0) probe_only = true;
     else if (std::strcmp(argv[i], "--fake-gpu") == 0 && i + 1 < argc) fake_gpu = std::atof(argv[++i]);
     else if (std::strcmp(argv[i], "--cpu-threads") == 0 && i + 1 < argc) cpu_threads = std::atoi(argv[++i]);
     else if (std::strcmp(argv[i], "--gpus") == 0 && i + 1 < argc) devices = parse_gpu_list(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: gpu_engine_bench [--quick] [--shapes [--gpus LIST] | --fake-gpu GBPS [--cpu-threads N]]\n");
+      std::fprintf(stderr, "usage: gpu_engine_bench [--quick] [--probe | --shapes [--gpus LIST] | --fake-gpu GBPS [--cpu-threads N]]\n");
       return 2;
     }
   }
@@ -240,6 +262,7 @@ int main(int argc, char** argv) {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   std::printf("csv,what,engine,detail,value,unit,cpu_s_per_gb\n");
   if (shapes) return run_shapes(devices, secs);
+  if (probe_only) return run_probe();
   if (fake_gpu > 0) return run_fake_gpu(fake_gpu, secs, cpu_threads);
 
   std::string why;
