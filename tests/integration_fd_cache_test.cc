@@ -12,7 +12,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <set>
@@ -27,8 +29,9 @@ namespace {
 
 // A limit of twice what the daemon holds after starting with the engine under test plus 48
 // (low_descriptor_limit): its caches of descriptors get a quarter of what is free at start (about
-// 15 each with the cpu engine, 28 with two GPUs over io_uring), so the 40 fillers evict them
-// whatever the engine (a GPU context and its feeder threads hold far more than the cpu engine).
+// 15 each with the cpu engine, 28 with two GPUs over io_uring on 16 CPUs, 60 on 32 CPUs, whose
+// rings hold more), so the fillers outnumber the cache the log names, whatever the engine and the
+// machine.
 VaultOptions low_limit() {
   VaultOptions o;
   o.shell_prefix = low_descriptor_limit(48);
@@ -61,10 +64,22 @@ std::set<ino_t> daemon_fd_inodes(pid_t pid) {
   return out;
 }
 
+// The size of the daemon's cache of descriptors for files other than directories, from its log
+// line "descriptors: ... a cache of at most N for other files"; 0 where the log does not say.
+int file_cache_size(const std::string& log) {
+  const std::string tail = " for other files";
+  const std::size_t end = log.find(tail);
+  if (end == std::string::npos) return 0;
+  std::size_t start = end;
+  while (start > 0 && std::isdigit(static_cast<unsigned char>(log[start - 1]))) --start;
+  return start < end ? std::stoi(log.substr(start, end - start)) : 0;
+}
+
 class FdCache : public ::testing::Test {
  protected:
   FdCache() : v_(low_limit()) {
-    for (int i = 0; i < kFillers; ++i) write_file(v_.path("filler" + std::to_string(i)), std::to_string(i));
+    const int fillers = std::max(kFillers, file_cache_size(v_.log()) + 8);
+    for (int i = 0; i < fillers; ++i) write_file(v_.path("filler" + std::to_string(i)), std::to_string(i));
   }
   // Opens more other files than the cache holds, so the descriptors of the files under test are
   // evicted, and checks that they are: the daemon holds no descriptor of any of paths.
