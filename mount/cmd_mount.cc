@@ -43,11 +43,17 @@ struct RunningVault {
   std::unique_ptr<EngineSet> engines;
   std::unique_ptr<mount::EncryptedFs> fs;
   std::unique_ptr<mount::IdleWatch> idle;  // first to go: it may unmount
+  // Once no request runs any more: the write lock goes at once, before the transport's buffers,
+  // the open files and the engines are torn down (GPU contexts and page-locked memory take
+  // seconds), so that a script that unmounts and mounts again at once finds the vault free. The
+  // open files still point at the journal, but nothing writes through them from here on: their
+  // teardown only closes descriptors and sets mtimes.
+  void served() {
+    if (vault) vault->close_journal();
+  }
   ~RunningVault() {
     idle.reset();
     fs.reset();
-    // The write lock goes before the engines: tearing down GPU contexts takes seconds, and a
-    // script that unmounts and mounts again at once must find the vault free.
     if (vault) vault->close_journal();
     engines.reset();
     vault.reset();
@@ -246,6 +252,9 @@ int cmd_mount(int argc, char** argv) {
       }
       f.userdata = rv->fs.get();
       f.keep_alive = rv;
+      f.on_served = [weak = std::weak_ptr<RunningVault>(rv)] {
+        if (auto v = weak.lock()) v->served();
+      };
       ChunkEngine& engine = rv->engines->engine();
       const ChunkLayout& layout = rv->vault->layout();
       f.allocate_buffer = [&engine](std::size_t n) { return engine.allocate_io_buffer(n); };

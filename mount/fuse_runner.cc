@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -183,6 +184,7 @@ std::optional<Failure> serve(const MountOptions& o, const std::function<FuseFile
     return Failure{1, "cannot mount on " + o.mountpoint + " (libfuse's reason is printed above; is /dev/fuse there "
                       "and fusermount3 installed?)"};
   }
+  auto served_at = std::chrono::steady_clock::now();
   {
     // Released after the unmount below (declared first, destroyed last), before the engine goes.
     std::unique_ptr<UringTransport> ring;
@@ -268,6 +270,8 @@ std::optional<Failure> serve(const MountOptions& o, const std::function<FuseFile
     std::string loop_failure;
     *loop_status = run_request_loop(se.get(), loop, &loop_failure);
     if (ring) ring->stop();
+    if (fs.on_served) fs.on_served();
+    served_at = std::chrono::steady_clock::now();
     if (!ready) {
       log::error("cannot serve requests: " + loop_failure);
       return Failure{1, "cannot serve requests: " + loop_failure};
@@ -276,7 +280,9 @@ std::optional<Failure> serve(const MountOptions& o, const std::function<FuseFile
   }
   se.reset();  // runs the filesystem's destroy callback before userdata goes
   fs.keep_alive.reset();
-  log::info("unmounted " + o.mountpoint);
+  const auto teardown_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - served_at).count();
+  log::info("unmounted " + o.mountpoint + " (teardown after the last request: " + std::to_string(teardown_ms) + " ms)");
   return std::nullopt;
 }
 

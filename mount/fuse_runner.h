@@ -54,6 +54,11 @@ struct FuseFilesystem {
   // the kernel's FUSE_TMPFILE reaches it. Off: FUSE_TMPFILE gets ENOSYS (open(O_TMPFILE) fails
   // with EOPNOTSUPP).
   bool tmpfile_as_create = false;
+  // Called once no request can run any more (every serving thread has stopped), before the
+  // transport's memory, the session and keep_alive are torn down, which can take seconds (GPU
+  // contexts, page-locked buffers): what a remount right after the unmount waits for (the vault's
+  // write lock) is released here. Optional.
+  std::function<void()> on_served;
 };
 
 // Thrown by setup to end with a particular exit code (other exceptions go through error_code_of),
