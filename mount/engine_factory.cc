@@ -7,6 +7,7 @@
 #include "crypto/cpu_engine.h"
 #include "crypto/errors.h"
 #include "crypto/hybrid_engine.h"
+#include "crypto/size_routed_engine.h"
 #include "cuda/gpu_engine.h"
 #include "fs/engine_bench.h"
 #include "fs/log.h"
@@ -34,6 +35,33 @@ EngineCost calibrate(ChunkEngine& e, const std::string& label, std::string* how)
   std::snprintf(line, sizeof line, "%s %.1f us + %.1f GB/s", label.c_str(), overhead * 1e6, rate * 1e-9);
   *how += (how->empty() ? "" : ", ") + std::string(line);
   return {overhead, rate > 0 ? 1.0 / rate : 1.0};
+}
+
+// The batch size from which the GPU finishes a lone batch sooner than one cpu thread (what the
+// cpu engine gives a batch under its fan-out size), by a linear model of each measured here: the
+// GPU's lone 4 KiB round trip plus bytes over its rate on a lone 1 MiB batch, against bytes over
+// one thread's rate on a lone 64 KiB batch. 4 KiB chunks, as new vaults have. A few milliseconds.
+std::size_t crossover_bytes(ChunkEngine& cpu, ChunkEngine& gpu, std::string* how) {
+  constexpr std::size_t kCap = 1u << 20;
+  auto lone = [](ChunkEngine& e, std::size_t bytes, int repeats) {
+    LatencyConfig l;
+    l.request_bytes = bytes;
+    l.chunk_size = 4096;
+    l.repeats = repeats;
+    l.warmup = 5;
+    return measure_latency(e, l).median_us * 1e-6;
+  };
+  const double gpu_4k = lone(gpu, 4096, 30), gpu_1m = lone(gpu, 1u << 20, 20), cpu_64k = lone(cpu, 64u << 10, 30);
+  const double gpu_s_per_byte = std::max(0.0, gpu_1m - gpu_4k) / static_cast<double>((1u << 20) - 4096);
+  const double cpu_s_per_byte = cpu_64k / static_cast<double>(64u << 10);
+  std::size_t below = kCap;
+  if (cpu_s_per_byte > gpu_s_per_byte)
+    below = static_cast<std::size_t>(std::min<double>(kCap, gpu_4k / (cpu_s_per_byte - gpu_s_per_byte)));
+  char line[200];
+  std::snprintf(line, sizeof line, "GPU %.1f us + %.1f GB/s, one cpu thread %.1f GB/s", gpu_4k * 1e6,
+                gpu_s_per_byte > 0 ? 1e-9 / gpu_s_per_byte : 0.0, 1e-9 / cpu_s_per_byte);
+  *how = line;
+  return below;
 }
 
 std::string describe_gpus(const GpuOptions& o) {
@@ -99,6 +127,14 @@ EngineSet::EngineSet(const EngineOptions& o) {
     gpus_.push_back(make_gpu_engine(gpu_options, *cpu_));  // throws with the GPU problem named
     active_ = gpus_.back().get();
     description_ = "gpu engine (" + describe_gpus(o.gpu) + "), cpu engine as fallback";
+    if (o.small_batches_on_cpu) {
+      std::string how;
+      const std::size_t below = crossover_bytes(*cpu_, *gpus_.back(), &how);
+      router_ = std::make_unique<SizeRoutedEngine>(*cpu_, *gpus_.back(), below);
+      active_ = router_.get();
+      description_ += "; batches under " + std::to_string(below >> 10) + " KiB on the cpu engine, where one thread " +
+                      "finishes them sooner than the GPU's round trip (measured at start: " + how + ")";
+    }
     return;
   }
   if (o.name == "gpu") {

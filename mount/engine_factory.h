@@ -24,6 +24,10 @@ struct EngineOptions {
   // gpu engine per GPU behind the hybrid engine's queue, so that every batch is gathered and
   // launched by feeder threads instead of by the callers.
   bool gpu_feeders = false;
+  // "gpu" only: batches smaller than the crossover measured at start (where the GPU's round trip
+  // beats one CPU thread) run on the cpu engine (crypto/size_routed_engine.h). False: every batch
+  // to the GPU (the GPU benchmarks, which measure the GPU itself).
+  bool small_batches_on_cpu = true;
 };
 
 // Owns the engines it builds; engine() is what the filesystem talks to.
@@ -39,6 +43,7 @@ class EngineSet {
 
  private:
   std::unique_ptr<ChunkEngine> cpu_;
+  std::unique_ptr<ChunkEngine> router_;  // "gpu": small batches to cpu_, the rest to the GPU
   std::vector<std::unique_ptr<ChunkEngine>> gpus_;  // gpu: one over every GPU; auto: one per GPU
   std::unique_ptr<ChunkEngine> hybrid_;
   ChunkEngine* active_ = nullptr;

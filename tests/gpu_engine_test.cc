@@ -15,6 +15,7 @@
 #include "crypto/cpu_engine.h"
 #include "crypto/errors.h"
 #include "crypto/hybrid_engine.h"
+#include "crypto/size_routed_engine.h"
 #include "cuda/gpu_engine.h"
 #include "mount/engine_factory.h"
 
@@ -753,6 +754,38 @@ TEST(EngineFactory, GpuAndAutoSealLikeTheCpuEngine) {
     // Both hand out the gpu engine's pinned memory (auto too: its gpu side then skips staging).
     EXPECT_TRUE(set.engine().allocate_io_buffer(4096).pinned()) << name;
   }
+}
+
+// --engine gpu on a mount sends batches under the crossover it measured at start to the cpu
+// engine (a lone small batch is slower on the GPU, and its driver calls cost more CPU than its
+// AES), and the rest to the GPU; both sides seal as the cpu engine does.
+TEST(EngineFactory, GpuSendsBatchesUnderTheMeasuredCrossoverToTheCpuEngine) {
+  std::string why;
+  if (list_gpus(&why).empty()) GTEST_SKIP() << "no GPU: " << why;
+  EngineOptions o;
+  o.name = "gpu";
+  EngineSet set(o);
+  auto* routed = dynamic_cast<SizeRoutedEngine*>(&set.engine());
+  ASSERT_NE(routed, nullptr) << set.description();
+  std::printf("%s\n", set.description().c_str());
+  EXPECT_NE(set.description().find("KiB on the cpu engine"), std::string::npos) << set.description();
+  EXPECT_EQ(set.engine().name(), "gpu");
+  const std::size_t line = routed->below_bytes();
+  EXPECT_LE(line, std::size_t{1} << 20);
+  if (line > 4096) {
+    Batch small({4096}, 1);
+    CpuEngine(1).seal(small.ref_ops);
+    set.engine().seal(small.ops);
+    small.expect_same_seal();
+    EXPECT_EQ(routed->small_batches(), 1u);
+  }
+  std::vector<std::size_t> lens((std::max<std::size_t>(line, 4096) + 65535) / 65536 + 1, 65536);
+  Batch large(lens, 2);
+  CpuEngine(1).seal(large.ref_ops);
+  set.engine().seal(large.ops);
+  large.expect_same_seal();
+  EXPECT_EQ(routed->large_batches(), 1u);
+  EXPECT_TRUE(set.engine().allocate_io_buffer(4096).pinned());
 }
 
 // --engine auto on a machine with a GPU is the hybrid engine: large batches from several callers are
