@@ -185,6 +185,14 @@ void HybridEngine::run(std::span<ChunkOp> ops, bool seal) {
   std::size_t total = 0;
   for (const auto& op : ops) total += op.len;
   if (total < options_.inline_bytes || members_.size() == 1) return seal ? first.seal(ops) : first.open(ops);
+  // Counted from here to the return: whether this caller is alone in the engine.
+  struct Caller {
+    std::atomic<std::size_t>& n;
+    std::size_t before;
+    explicit Caller(std::atomic<std::size_t>& c) : n(c), before(c.fetch_add(1, std::memory_order_acq_rel)) {}
+    ~Caller() { n.fetch_sub(1, std::memory_order_acq_rel); }
+  } caller(callers_);
+  if (caller.before == 0 && total <= options_.lone_inline_bytes) return seal ? first.seal(ops) : first.open(ops);
 
   Job job;
   job.ops = ops;

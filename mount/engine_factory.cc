@@ -176,6 +176,9 @@ EngineSet::EngineSet(const EngineOptions& o) {
   add_gpu_members(members, &how);
   HybridEngine::Options ho;
   ho.buffer_member = 1;  // the first GPU's page-locked memory: the GPUs then skip their staging copies
+  // A lone request (a single stream through the mount) runs on the cpu engine's threads: sharing
+  // it with a GPU only makes it end later. 4 MiB: the largest request FUSE sends.
+  ho.lone_inline_bytes = 4u << 20;
   ho.log = [](const std::string& m) { log::error(m); };
   hybrid_ = std::make_unique<HybridEngine>(std::move(members), ho);
   active_ = hybrid_.get();

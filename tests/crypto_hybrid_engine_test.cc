@@ -230,6 +230,73 @@ TEST(HybridEngine, SmallBatchesRunOnTheFirstMemberAlone) {
   for (const auto& s : hybrid.stats()) EXPECT_EQ(s.parts, 0u) << s.label;
 }
 
+// A lone caller's batch up to lone_inline_bytes runs whole on member 0 (a single stream's request
+// is latency; the cpu engine spreads it over its threads), while a batch above it, or one that
+// comes while another caller is inside the engine, is shared as before.
+TEST(HybridEngine, ALoneBatchUpToTheLimitStaysOnTheFirstMember) {
+  CpuEngine cpu(2), reference(1);
+  HybridEngine::Options o;
+  o.learn = false;
+  o.inline_bytes = 16u << 10;
+  o.min_part_bytes = 16u << 10;
+  o.inline_part_bytes = 16u << 10;
+  o.lone_inline_bytes = 1u << 20;
+  // The second member looks far faster than the cpu engine: the model would give it most of a batch.
+  SlowEngine fast_looking(1, 1);
+  HybridEngine hybrid({{&cpu, "cpu", {2e-6, kGBps / 2}}, {&fast_looking, "fast-looking", {1e-6, kGBps / 100}}}, o);
+  const auto lens = chunk_lengths(60, 16u << 10);  // about 965 KiB
+  for (int round = 0; round < 20; ++round) {
+    Batch ref(31 + round, lens, 2), got(31 + round, lens, 2);
+    reference.seal(ref.ops);
+    hybrid.seal(got.ops);
+    expect_same_as_cpu(ref, got);
+  }
+  EXPECT_EQ(fast_looking.bytes(), 0u) << "a lone batch under the limit left member 0: " << hybrid.describe();
+
+  // Over the limit, a lone batch is shared as before.
+  const auto big = chunk_lengths(80, 16u << 10);  // 1.3 MiB
+  for (int round = 0; round < 50 && fast_looking.bytes() == 0; ++round) {
+    Batch ref(90 + round, big, 2), got(90 + round, big, 2);
+    reference.seal(ref.ops);
+    hybrid.seal(got.ops);
+    expect_same_as_cpu(ref, got);
+  }
+  EXPECT_GT(fast_looking.bytes(), 0u) << "a batch over the limit was not shared: " << hybrid.describe();
+}
+
+// A batch under lone_inline_bytes that comes while another caller is inside the engine is shared.
+TEST(HybridEngine, ABatchBesideAnotherCallerIsShared) {
+  CpuEngine cpu(2), reference(1);
+  GatedEngine gated;  // holds what it takes until released: the first caller stays inside
+  HybridEngine::Options o;
+  o.learn = false;
+  o.inline_bytes = 16u << 10;
+  o.min_part_bytes = 16u << 10;
+  o.inline_part_bytes = 16u << 10;
+  o.inline_slots = 0;  // the fed member takes every part, so each batch reaches it
+  o.lone_inline_bytes = 1u << 20;
+  HybridEngine hybrid({{&cpu, "cpu", {2e-6, kGBps / 2}}, {&gated, "gated", {1e-6, kGBps / 100}}}, o);
+  const auto big = chunk_lengths(80, 16u << 10), small = chunk_lengths(20, 16u << 10);
+  Batch ref_big(90, big, 2), got_big(90, big, 2), ref_small(91, small, 2), got_small(91, small, 2);
+  reference.seal(ref_big.ops);
+  reference.seal(ref_small.ops);
+  std::thread first([&] { hybrid.seal(got_big.ops); });
+  gated.wait_for_caller();
+  std::atomic<bool> second_done{false};
+  std::thread second([&] {
+    hybrid.seal(got_small.ops);
+    second_done = true;
+  });
+  // Not alone: its batch is queued for the gated member, so it cannot end before the release.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(second_done.load()) << "a batch beside another caller ran inline";
+  gated.release();
+  first.join();
+  second.join();
+  expect_same_as_cpu(ref_big, got_big);
+  expect_same_as_cpu(ref_small, got_small);
+}
+
 // The model's split: a small batch stays whole on the member that finishes it first (the one with
 // the small overhead); a large one is shared so that every part is predicted to end together.
 TEST(HybridEngine, SmallBatchesStayWholeLargeOnesFinishTogether) {
