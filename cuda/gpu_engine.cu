@@ -439,17 +439,21 @@ class GpuEngine final : public ChunkEngine {
     cv_.wait_for(lock, options_.gather_wait);
   }
 
-  // Takes queued pieces of one kind for a free slot. While other slots are free too, it takes only
-  // its share of the queue (the rest starts on the other streams at once); with one free slot it
-  // takes all that fits: the queue grew while the GPU was busy, and one launch carries it.
+  // Takes queued pieces of one kind for a free slot. While other slots of its GPU are free too, it
+  // takes only its share of the queue (the rest starts on the other streams at once); with one free
+  // slot it takes all that fits: the queue grew while the GPU was busy, and one launch carries it.
   Batch take_batch() {
     Batch b;
-    const std::size_t free_slots = free_.size();
     b.slot = take_free_slot();
     b.seal = queue_.front().seal;
     std::size_t queued = 0;
     for (const auto& p : queue_)
       if (p.seal == b.seal) queued += p.bytes;
+    // The share is counted over the free streams of the GPU this batch goes to, so that a second
+    // GPU's idle streams do not halve the batches of a load the first one carries alone; a queue
+    // of two pieces' worth or more (a large request, many callers) is shared over every free stream.
+    std::size_t free_slots = 1;
+    for (const Slot* f : free_) free_slots += queued >= 2 * piece_limit_ || f->dev == b.slot->dev;
     const std::size_t share = (queued + free_slots - 1) / free_slots;
     std::size_t bytes = 0, keys = 0, chunks = 0;
     for (auto it = queue_.begin(); it != queue_.end() && (b.pieces.empty() || bytes < share);) {
