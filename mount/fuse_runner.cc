@@ -185,6 +185,7 @@ std::optional<Failure> serve(const MountOptions& o, const std::function<FuseFile
                       "and fusermount3 installed?)"};
   }
   auto served_at = std::chrono::steady_clock::now();
+  long long rings_stop_ms = 0;
   {
     // Released after the unmount below (declared first, destroyed last), before the engine goes.
     std::unique_ptr<UringTransport> ring;
@@ -269,9 +270,11 @@ std::optional<Failure> serve(const MountOptions& o, const std::function<FuseFile
     };
     std::string loop_failure;
     *loop_status = run_request_loop(se.get(), loop, &loop_failure);
+    const auto loop_ended = std::chrono::steady_clock::now();
     if (ring) ring->stop();
     if (fs.on_served) fs.on_served();
     served_at = std::chrono::steady_clock::now();
+    rings_stop_ms = std::chrono::duration_cast<std::chrono::milliseconds>(served_at - loop_ended).count();
     if (!ready) {
       log::error("cannot serve requests: " + loop_failure);
       return Failure{1, "cannot serve requests: " + loop_failure};
@@ -282,7 +285,8 @@ std::optional<Failure> serve(const MountOptions& o, const std::function<FuseFile
   fs.keep_alive.reset();
   const auto teardown_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - served_at).count();
-  log::info("unmounted " + o.mountpoint + " (teardown after the last request: " + std::to_string(teardown_ms) + " ms)");
+  log::info("unmounted " + o.mountpoint + " (stopping the serving threads: " + std::to_string(rings_stop_ms) +
+            " ms; teardown after them: " + std::to_string(teardown_ms) + " ms)");
   return std::nullopt;
 }
 
