@@ -158,6 +158,10 @@ class ContentFile {
   int zero_short_hole_entry_locked(std::uint64_t chunk, std::uint64_t plain_size, bool is_new);
   // The O_DIRECT descriptor of this file, opened on first use; -1 when there is none.
   int direct_fd();
+  // The same for a transfer of `bytes`: opened only for one of at least kDirectOpenMinBytes; a
+  // smaller one uses it when it is open already, and goes buffered otherwise.
+  static constexpr std::size_t kDirectOpenMinBytes = 16384;
+  int direct_fd_for(std::size_t bytes);
   // Journals the pre-image of the chunks of r that may hold durable data (a contiguous run at the
   // start of r) before seal_and_write_locked overwrites them. 0, or -errno from reading them;
   // a journal that cannot take the record leaves the write unprotected (logged).
