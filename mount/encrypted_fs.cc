@@ -228,22 +228,28 @@ int EncryptedFs::make_entry(Inode& dir, int dirfd, const std::string& entry, fus
   struct stat st {};
   if (known && !S_ISDIR(known->st_mode)) st = *known;
   else if (::fstatat(dirfd, entry.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return -errno;
-  // A directory's descriptor goes into the cache (it is likely to be used next); other files are
-  // found again by name when needed.
-  int fd = -1;
-  if (S_ISDIR(st.st_mode)) {
-    fd = openat_or_warn(dirfd, entry.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) return -errno;
-    // The stat of what we hold (the entry may have been replaced since the fstatat).
-    if (::fstat(fd, &st) != 0) {
-      const int err = errno;
-      ::close(fd);
-      return -err;
+  // A file the table knows (a directory with its descriptor cached) needs nothing more: no
+  // descriptor opened and closed again, no backing handle (it has its node ID already).
+  Inode* known_inode = inodes_.find_known(dir, entry, st);
+  if (!known_inode) {
+    // A directory's descriptor goes into the cache (it is likely to be used next); other files are
+    // found again by name when needed.
+    int fd = -1;
+    if (S_ISDIR(st.st_mode)) {
+      fd = openat_or_warn(dirfd, entry.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (fd < 0) return -errno;
+      // The stat of what we hold (the entry may have been replaced since the fstatat).
+      if (::fstat(fd, &st) != 0) {
+        const int err = errno;
+        ::close(fd);
+        return -err;
+      }
     }
+    std::string handle;
+    if (export_) handle = backing_handle(fd >= 0 ? fd : dirfd, fd >= 0 ? "" : entry.c_str());
+    known_inode = &inodes_.find_or_insert(dir, entry, st, fd, export_ ? &handle : nullptr);
   }
-  std::string handle;
-  if (export_) handle = backing_handle(fd >= 0 ? fd : dirfd, fd >= 0 ? "" : entry.c_str());
-  Inode& inode = inodes_.find_or_insert(dir, entry, st, fd, export_ ? &handle : nullptr);
+  Inode& inode = *known_inode;
   // A damaged file still gets an entry, so it can be renamed or removed; with no caching of its
   // attributes every stat, and every read (the kernel refreshes the size first), gets the EIO.
   const bool damaged = plain_attr(inode, &st, dirfd, entry.c_str()) == -EIO;
@@ -490,7 +496,7 @@ void EncryptedFs::setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int
   if (new_mode && (change.mode || *new_mode != (before.st_mode & 07777) || change.owner))
     if (::chmod(proc.c_str(), *new_mode) != 0) return (void)fuse_reply_err(req, errno);
   if (change.mode && (S_ISREG(in.type) || S_ISDIR(in.type)))
-    if (int rc = chmod_acl(proc, *new_mode, label_of(in)); rc < 0) return (void)fuse_reply_err(req, -rc);
+    if (int rc = chmod_acl(proc, *new_mode, in); rc < 0) return (void)fuse_reply_err(req, -rc);
   if (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME)) {
     timespec tv[2];
     tv[0].tv_sec = 0;
