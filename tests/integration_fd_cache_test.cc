@@ -392,5 +392,41 @@ TEST_F(FdCache, DirectoriesRenamedWhileEvicted) {
   EXPECT_EQ(v_.log().find("out of file descriptors"), std::string::npos) << v_.log();
 }
 
+// A lookup of a directory the daemon knows, whose descriptor it holds, costs one fstatat: the
+// number that fstatat gives decides whether it is that directory. A directory replaced behind the
+// daemon's back (another directory under its ciphertext name, here a copy of it made before a
+// change through the mount) is a new number: it is opened and served as what it is now, and
+// files in it are removed and the directory itself too, IV and all.
+TEST_F(FdCache, DirectoryReplacedBehindTheDaemonIsLookedUpAfresh) {
+  ASSERT_EQ(::mkdir(v_.path("d").c_str(), 0755), 0);
+  write_file(v_.path("d/f"), "before");
+  ASSERT_EQ(v_.sh("ls -l d > /dev/null").status, 0);  // known, with its descriptor cached
+  auto r = run_shell("find " + shell_quote(v_.cipherdir()) + " -maxdepth 1 -inum " +
+                     std::to_string(ino_of(v_.path("d"))) + " -printf %f");
+  const std::string cd = r.output;
+  ASSERT_FALSE(cd.empty());
+  r = run_shell("cp -a -- " + shell_quote(cd) + " copy", v_.cipherdir());
+  ASSERT_EQ(r.status, 0) << r.output;
+  write_file(v_.path("d/f"), "after, in the directory that goes");
+  write_file(v_.path("d/g"), "only in the directory that goes");
+  r = run_shell("rm -rf -- " + shell_quote(cd) + " && mv -- copy " + shell_quote(cd), v_.cipherdir());
+  ASSERT_EQ(r.status, 0) << r.output;
+  ::usleep(1'200'000);  // past the kernel's entry timeout: the next use of d looks it up again
+
+  EXPECT_EQ(read_file(v_.path("d/f")), "before");
+  EXPECT_EQ(v_.sh("ls d").output, "f\n");
+  struct stat st {};
+  EXPECT_NE(::stat(v_.path("d/g").c_str(), &st), 0);
+  EXPECT_EQ(::unlink(v_.path("d/f").c_str()), 0) << std::strerror(errno);
+  EXPECT_EQ(::rmdir(v_.path("d").c_str()), 0) << std::strerror(errno);
+  EXPECT_EQ(run_shell("ls -A", v_.cipherdir()).output.find(cd), std::string::npos);
+  // A new directory under the same name starts empty, and listing and removing work there.
+  ASSERT_EQ(::mkdir(v_.path("d").c_str(), 0755), 0);
+  write_file(v_.path("d/h"), "new");
+  EXPECT_EQ(v_.sh("ls d").output, "h\n");
+  EXPECT_EQ(v_.sh("rm -r d").status, 0);
+  EXPECT_NE(::stat(v_.path("d").c_str(), &st), 0);
+}
+
 }  // namespace
 }  // namespace gcfs::test
