@@ -231,6 +231,14 @@ int ContentFile::load_size_locked() {
   return 0;
 }
 
+void ContentFile::assume_new_empty() {
+  std::unique_lock lk(size_mu_);
+  size_ = 0;
+  size_valid_ = true;
+  fragment_ = 0;
+  durable_size_.store(0);
+}
+
 int ContentFile::reload() {
   std::unique_lock lk(size_mu_);
   {
@@ -261,12 +269,17 @@ int ContentFile::ensure_header_locked(bool create) {
   std::lock_guard hl(header_mu_);
   if (header_) return 0;
   std::array<std::uint8_t, kFileHeaderBytes> raw{};
-  ssize_t n = pread_full(fd(), raw.data(), raw.size(), layout_.base_offset());
-  if (n < 0) return static_cast<int>(n);
   // A file that holds no data yet gets a fresh header even when one is there: a header-only file
   // is what an attacker with write access would plant to make this file share another file's ID
-  // (and so its key and chunk AADs), which the gocryptfs audit calls file ID poisoning.
-  if (create && (n == 0 || (size_valid_ && size_ == 0))) {
+  // (and so its key and chunk AADs), which the gocryptfs audit calls file ID poisoning. So when
+  // the size says so, whatever is there need not even be read.
+  const bool empty = size_valid_ && size_ == 0;
+  ssize_t n = 0;
+  if (!(create && empty)) {
+    n = pread_full(fd(), raw.data(), raw.size(), layout_.base_offset());
+    if (n < 0) return static_cast<int>(n);
+  }
+  if (create && (n == 0 || empty)) {
     FileHeader h = FileHeader::random();
     auto enc = h.encode(static_cast<std::uint16_t>(layout_.format()));
     ssize_t w = pwrite_full(fd(), enc.data(), enc.size(), layout_.base_offset());

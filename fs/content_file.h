@@ -45,6 +45,10 @@ class ContentFile {
   // Re-reads the ciphertext size; call after the file was changed other than through this object.
   // Returns -EIO (logged) for an impossible size.
   int reload();
+  // The file was made just now (O_CREAT | O_EXCL) and is empty: its size is known without an
+  // fstat, and its first write gives it a fresh header without reading one first. Call before
+  // any other use.
+  void assume_new_empty();
   // Swaps in another descriptor for the same file (a reopen with more access rights).
   void set_fd(int fd);
   int fd() const { return fd_.load(); }

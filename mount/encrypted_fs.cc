@@ -448,9 +448,22 @@ void EncryptedFs::setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int
       return getattr(req, ino, nullptr);
     }
   }
-  PathFd pf = path_fd(in);
-  if (!pf.ok()) return (void)fuse_reply_err(req, -pf.error());
-  const std::string proc = pf.proc_path();
+  // A file open now is reached through its content descriptor, which every call below takes as
+  // well as an O_PATH one (chmod through its /proc link, the *at calls with AT_EMPTY_PATH): no
+  // descriptor opened by name for the chown, chmod and utimes that follow writing a file (tar).
+  std::shared_ptr<ContentFile> held = S_ISREG(in.type) ? hold_open_content(in) : nullptr;
+  struct Release {
+    EncryptedFs* fs;
+    Inode* in;
+    ~Release() { if (in) fs->release_content(*in); }
+  } release{this, held ? &in : nullptr};
+  PathFd pf;
+  if (!held) {
+    pf = path_fd(in);
+    if (!pf.ok()) return (void)fuse_reply_err(req, -pf.error());
+  }
+  const int fd = held ? held->fd() : pf.get();
+  const std::string proc = "/proc/self/fd/" + std::to_string(fd);
   const bool is_link = S_ISLNK(in.type);
   if ((valid & FUSE_SET_ATTR_MODE) && is_link) return (void)fuse_reply_err(req, EOPNOTSUPP);
   // The setuid and setgid bits this request leaves (setid_rules.h); the caller's credentials are
@@ -467,7 +480,7 @@ void EncryptedFs::setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int
   // no stat before (one round trip less where CIPHERDIR is on a network share).
   struct stat before {};
   if (change.mode || change.owner || change.size || change.remove_privileges)
-    if (::fstatat(pf.get(), "", &before, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return (void)fuse_reply_err(req, errno);
+    if (::fstatat(fd, "", &before, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return (void)fuse_reply_err(req, errno);
   const mode_t at_stake = (before.st_mode | (change.mode ? change.new_mode : 0)) & (S_ISUID | S_ISGID);
   std::optional<mode_t> new_mode;
   if (change.mode) new_mode = change.new_mode & 07777;
@@ -480,7 +493,7 @@ void EncryptedFs::setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int
                        ((valid & FUSE_SET_ATTR_GID) && attr->st_gid != before.st_gid))) {
     uid_t uid = (valid & FUSE_SET_ATTR_UID) ? attr->st_uid : static_cast<uid_t>(-1);
     gid_t gid = (valid & FUSE_SET_ATTR_GID) ? attr->st_gid : static_cast<gid_t>(-1);
-    if (::fchownat(pf.get(), "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return (void)fuse_reply_err(req, errno);
+    if (::fchownat(fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return (void)fuse_reply_err(req, errno);
   }
   if (valid & FUSE_SET_ATTR_SIZE) {
     if (!S_ISREG(in.type)) return (void)fuse_reply_err(req, S_ISDIR(in.type) ? EISDIR : EINVAL);
@@ -514,12 +527,16 @@ void EncryptedFs::setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int
       in.pending_mtime.reset();
     }
     // AT_EMPTY_PATH works on O_PATH descriptors of symlinks too, where /proc paths would follow.
-    int r = ::utimensat(pf.get(), "", tv, AT_EMPTY_PATH);
+    int r = ::utimensat(fd, "", tv, AT_EMPTY_PATH);
     if (r != 0 && errno == EINVAL && !is_link) r = ::utimensat(AT_FDCWD, proc.c_str(), tv, 0);
     if (r != 0) return (void)fuse_reply_err(req, errno);
   }
   (void)fi;
-  getattr(req, ino, nullptr);
+  // The attributes now, through the descriptor at hand (as getattr would, with a second one).
+  struct stat st {};
+  if (::fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return (void)fuse_reply_err(req, errno);
+  if (const int rc = plain_attr(in, &st, fd, ""); rc < 0) return (void)fuse_reply_err(req, -rc);
+  fuse_reply_attr(req, &st, options_.attr_timeout);
 }
 
 void EncryptedFs::readlink(fuse_req_t req, fuse_ino_t ino) {

@@ -151,9 +151,13 @@ class EncryptedFs {
   PathFd path_fd(Inode& inode) { return inodes_.path_fd(inode); }
 
   // The inode's shared ContentFile, created or upgraded to read-write as needed. fd_in: an
-  // already opened read-write descriptor (create), taken over. 0 or -errno.
+  // already opened read-write descriptor of a file made just now, empty (create), taken over.
+  // 0 or -errno.
   int acquire_content(Inode& inode, bool writable, std::shared_ptr<ContentFile>* out, int fd_in = -1);
   void release_content(Inode& inode);
+  // The inode's ContentFile when the file is open now, held (release_content) so that its
+  // descriptor stays open for the caller's use; null otherwise. Opens nothing.
+  std::shared_ptr<ContentFile> hold_open_content(Inode& inode);
   // Writes a kept mtime (Inode::pending_mtime) to the open backing file fd; a failure is logged.
   void write_mtime(Inode& inode, int fd, const timespec& mtime);
   // Drops the kept mtime once `written` is on the backing file, unless a newer one replaced it.

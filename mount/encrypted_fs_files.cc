@@ -88,6 +88,7 @@ int EncryptedFs::acquire_content(Inode& in, bool writable, std::shared_ptr<Conte
     if (fd < 0) return fd;
     in.content = std::make_shared<ContentFile>(fd, vault_.layout(), engine_, vault_.keys(), label_of(in), vault_.journal(),
                                                &vault_.backing_io());
+    if (fd_in >= 0) in.content->assume_new_empty();  // create's file, made with O_EXCL just now
     in.content_fds.push_back(fd);
     in.content_writable = rw;
   } else {
@@ -106,6 +107,13 @@ int EncryptedFs::acquire_content(Inode& in, bool writable, std::shared_ptr<Conte
   ++in.open_count;
   *out = in.content;
   return 0;
+}
+
+std::shared_ptr<ContentFile> EncryptedFs::hold_open_content(Inode& in) {
+  std::lock_guard lk(in.mu);
+  if (!in.content || in.open_count <= 0) return nullptr;
+  ++in.open_count;
+  return in.content;
 }
 
 void EncryptedFs::release_content(Inode& in) {
