@@ -398,9 +398,15 @@ void EncryptedFs::getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Inode& in = inode(ino);
   struct stat st {};
   int rc;
-  if (fi && S_ISREG(in.type)) {  // fstat of an open file: its content descriptor will do
-    if (::fstat(reinterpret_cast<FileHandle*>(fi->fh)->content->fd(), &st) != 0) return (void)fuse_reply_err(req, errno);
-    rc = plain_attr(in, &st, -1, "");
+  // A file open now: its content descriptor will do, with or without the caller's handle (the
+  // kernel asks without one before a chown, and after each write).
+  std::shared_ptr<ContentFile> held = !fi && S_ISREG(in.type) ? hold_open_content(in) : nullptr;
+  if (held || (fi && S_ISREG(in.type))) {
+    const int fd = held ? held->fd() : reinterpret_cast<FileHandle*>(fi->fh)->content->fd();
+    const int r = ::fstat(fd, &st);
+    const int err = errno;
+    rc = r == 0 ? plain_attr(in, &st, -1, "") : -err;
+    if (held) release_content(in);
   } else {
     PathFd pf = path_fd(in);
     if (!pf.ok()) return (void)fuse_reply_err(req, -pf.error());
