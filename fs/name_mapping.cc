@@ -137,7 +137,7 @@ std::optional<std::string> NameMapping::to_plain(int dirfd, std::string_view ent
   auto plain = names_.decrypt(entry, iv);
   if (plain) {
     cache_->put_plain(iv, entry, *plain);
-    cache_->put_encoded(iv, *plain, std::string(entry));  // the lookup or unlink that follows
+    cache_->put_encoded(iv, *plain, entry);  // the lookup or unlink that follows
   }
   return plain;
 }

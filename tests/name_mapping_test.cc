@@ -254,11 +254,12 @@ TEST_F(NameMappingTest, RememberedNamesStayPerIvAndLongNamesStillNeedTheirFile) 
   EXPECT_EQ(names_.to_plain(dirfd_, l.entry, iv_), std::nullopt) << "its .name file is gone";
 }
 
-// The cache is bounded and never gives a wrong answer, however many names pass through it.
+// The cache is bounded and never gives a wrong answer, however many names pass through it, and
+// the same name under another IV is another name.
 TEST(NameCacheTest, BoundedAndNeverWrong) {
   NameCache cache;
   DirIv iv{};
-  const std::size_t n = NameCache::kShards * NameCache::kPerShard * 3;
+  const std::size_t n = NameCache::kSlots * 3;
   for (std::size_t i = 0; i < n; ++i) {
     cache.put_encoded(iv, "p" + std::to_string(i), "e" + std::to_string(i));
     cache.put_plain(iv, "e" + std::to_string(i), "p" + std::to_string(i));
@@ -269,13 +270,18 @@ TEST(NameCacheTest, BoundedAndNeverWrong) {
       EXPECT_EQ(*e, "e" + std::to_string(i));
       ++found;
     }
-    if (auto p = cache.find_plain(iv, "e" + std::to_string(i))) EXPECT_EQ(*p, "p" + std::to_string(i));
+    if (auto p = cache.find_plain(iv, "e" + std::to_string(i))) {
+      EXPECT_EQ(*p, "p" + std::to_string(i));
+    }
   }
   EXPECT_GT(found, 0u);
-  EXPECT_LE(found, NameCache::kShards * NameCache::kPerShard);
+  EXPECT_LE(found, NameCache::kSlots);
+  EXPECT_EQ(cache.find_encoded(iv, "p" + std::to_string(n - 1)), "e" + std::to_string(n - 1)) << "the newest stays";
   DirIv other{};
   other[0] = 1;
   EXPECT_EQ(cache.find_encoded(other, "p" + std::to_string(n - 1)), std::nullopt);
+  cache.put_encoded(other, "p" + std::to_string(n - 1), "under the other IV");
+  EXPECT_EQ(cache.find_encoded(other, "p" + std::to_string(n - 1)), "under the other IV");
 }
 
 }  // namespace
