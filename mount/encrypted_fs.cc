@@ -485,8 +485,10 @@ void EncryptedFs::setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int
   // nothing); times alone, which the kernel's writeback cache sends after every written file, need
   // no stat before (one round trip less where CIPHERDIR is on a network share).
   struct stat before {};
-  if (change.mode || change.owner || change.size || change.remove_privileges)
+  const bool have_before = change.mode || change.owner || change.size || change.remove_privileges;
+  if (have_before)
     if (::fstatat(fd, "", &before, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return (void)fuse_reply_err(req, errno);
+  bool changed = false;  // a backing call below changed the file: its attributes are read again
   const mode_t at_stake = (before.st_mode | (change.mode ? change.new_mode : 0)) & (S_ISUID | S_ISGID);
   std::optional<mode_t> new_mode;
   if (change.mode) new_mode = change.new_mode & 07777;
@@ -500,6 +502,7 @@ void EncryptedFs::setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int
     uid_t uid = (valid & FUSE_SET_ATTR_UID) ? attr->st_uid : static_cast<uid_t>(-1);
     gid_t gid = (valid & FUSE_SET_ATTR_GID) ? attr->st_gid : static_cast<gid_t>(-1);
     if (::fchownat(fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return (void)fuse_reply_err(req, errno);
+    changed = true;
   }
   if (valid & FUSE_SET_ATTR_SIZE) {
     if (!S_ISREG(in.type)) return (void)fuse_reply_err(req, S_ISDIR(in.type) ? EISDIR : EINVAL);
@@ -510,10 +513,13 @@ void EncryptedFs::setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int
       release_content(in);
     }
     if (rc < 0) return (void)fuse_reply_err(req, -rc);
+    changed = true;
   }
   // After the chown: the backing filesystem's own chown clears bits that may have to stay.
-  if (new_mode && (change.mode || *new_mode != (before.st_mode & 07777) || change.owner))
+  if (new_mode && (change.mode || *new_mode != (before.st_mode & 07777) || change.owner)) {
     if (::chmod(proc.c_str(), *new_mode) != 0) return (void)fuse_reply_err(req, errno);
+    changed = true;
+  }
   if (change.mode && (S_ISREG(in.type) || S_ISDIR(in.type)))
     if (int rc = chmod_acl(proc, *new_mode, in); rc < 0) return (void)fuse_reply_err(req, -rc);
   if (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME)) {
@@ -536,11 +542,14 @@ void EncryptedFs::setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int
     int r = ::utimensat(fd, "", tv, AT_EMPTY_PATH);
     if (r != 0 && errno == EINVAL && !is_link) r = ::utimensat(AT_FDCWD, proc.c_str(), tv, 0);
     if (r != 0) return (void)fuse_reply_err(req, errno);
+    changed = true;
   }
   (void)fi;
-  // The attributes now, through the descriptor at hand (as getattr would, with a second one).
-  struct stat st {};
-  if (::fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return (void)fuse_reply_err(req, errno);
+  // The attributes now, through the descriptor at hand (as getattr would, with a second one); where
+  // nothing was changed (a chown to the owner the file has), those read before are still them.
+  struct stat st = before;
+  if ((changed || !have_before) && ::fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0)
+    return (void)fuse_reply_err(req, errno);
   if (const int rc = plain_attr(in, &st, fd, ""); rc < 0) return (void)fuse_reply_err(req, -rc);
   fuse_reply_attr(req, &st, options_.attr_timeout);
 }
