@@ -161,21 +161,27 @@ void EncryptedFs::unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
   // through a descriptor, which the inode keeps when this removes its last name (NameChange):
   // one open and one fstat where a stat, an open and a second look at what was opened would do
   // the same. O_PATH never opens a FIFO or device, and never follows a link.
-  const int held = openat_or_warn(dirfd, dn.entry.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
-  if (held < 0) return (void)fuse_reply_err(req, errno);
+  int held = ::openat(dirfd, dn.entry.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  if (held < 0 && (errno == EMFILE || errno == ENFILE) && inodes_.drop_cached_fds() > 0)
+    held = ::openat(dirfd, dn.entry.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
   struct stat st {};
-  if (::fstat(held, &st) != 0) {
+  if (held < 0) {
+    // Out of descriptors (the inodes of files removed just now keep theirs until the kernel
+    // forgets them): the name still goes, only the inode keeps no way to its file.
+    if (errno != EMFILE && errno != ENFILE) return (void)fuse_reply_err(req, errno);
+    if (::fstatat(dirfd, dn.entry.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return (void)fuse_reply_err(req, errno);
+  } else if (::fstat(held, &st) != 0) {
     const int err = errno;
     ::close(held);
     return (void)fuse_reply_err(req, err);
   }
   if (S_ISDIR(st.st_mode)) {  // what unlink(2) says of a directory (made so behind our back)
-    ::close(held);
+    if (held >= 0) ::close(held);
     return (void)fuse_reply_err(req, EISDIR);
   }
   // A symlink's long target file goes with its last name in this directory.
   std::optional<std::string> link;
-  if (S_ISLNK(st.st_mode)) link = NameMapping::read_link(held, "");
+  if (S_ISLNK(st.st_mode)) link = held >= 0 ? NameMapping::read_link(held, "") : NameMapping::read_link(dirfd, dn.entry.c_str());
   NameChange change = inodes_.begin_change(st, nullptr);
   change.hold_a_opened(held);
   if (::unlinkat(dirfd, dn.entry.c_str(), 0) != 0) return (void)fuse_reply_err(req, errno);
