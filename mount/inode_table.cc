@@ -262,6 +262,7 @@ void InodeTable::maybe_drop_locked(Inode& inode, Graveyard& dead) {
     inodes_.erase(it);
   }
   unindex_locked(inode);
+  if (inode.orphan_counted) --orphans_;  // the destructor closes it
   if (inode.cached_fd >= 0) {  // unpinned, so in the LRU list; the destructor closes it
     FdPool& pool = pool_of(inode);
     pool.lru.erase(inode.lru_pos);
@@ -748,10 +749,13 @@ void NameChange::hold_a_opened(int fd) {
 
 void NameChange::adopt_locked(Inode& in, int& held, bool verified) {
   if (held < 0 || in.orphan_fd >= 0 || !in.names.empty()) return;
+  if (table_->orphans_ >= table_->files_.limit) return;  // bounded: closed with the NameChange
   struct stat st {};
   // The entry might have been swapped between our stat and our open: keep only this inode's.
   if (!verified && (::fstat(held, &st) != 0 || st.st_dev != in.src_dev || st.st_ino != in.src_ino)) return;
   in.orphan_fd = held;
+  in.orphan_counted = true;
+  ++table_->orphans_;
   held = -1;
 }
 

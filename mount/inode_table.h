@@ -80,6 +80,7 @@ struct Inode {
   // an open fifo, socket or device (whose opens FUSE never sees, so no content descriptor exists),
   // and the cached times it flushes after unlinking a file it wrote.
   int orphan_fd = -1;
+  bool orphan_counted = false;  // orphan_fd is one of the table's bounded orphans (NameChange)
   std::list<Inode*>::iterator lru_pos;  // in the table's LRU list while cached and unpinned
 
   std::mutex mu;  // guards everything below
@@ -290,6 +291,11 @@ class InodeTable {
   std::string root_path_;
   FdPool files_;
   FdPool dirs_;
+  // Descriptors kept by inodes whose last name our unlink or rename removed (Inode::orphan_fd),
+  // until the kernel forgets them: bounded like the caches (at most files_.limit), since rm -rf
+  // removes files faster than their FORGETs arrive. Beyond, a removed file's inode keeps none, and
+  // a stat through a handle of it answers ESTALE. Under mu_.
+  std::size_t orphans_ = 0;
 };
 
 // See InodeTable::begin_change. Ends (unmarks) when it goes, whether or not the change happened.
@@ -321,7 +327,7 @@ class NameChange {
   explicit NameChange(InodeTable* t) : table_(t) {}
   static int hold(const Inode* in, nlink_t nlink, int dirfd, const std::string& entry);
   // Hands a held descriptor to in as its orphan_fd once its last name is gone (table mutex held).
-  static void adopt_locked(Inode& in, int& held, bool verified = false);
+  void adopt_locked(Inode& in, int& held, bool verified = false);
   InodeTable* table_;
   Inode* a_ = nullptr;
   Inode* b_ = nullptr;
