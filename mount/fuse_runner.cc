@@ -251,7 +251,7 @@ std::optional<Failure> serve(const MountOptions& o, const std::function<FuseFile
       loop.threads = 2;  // /dev/fuse now carries only FORGET, INTERRUPT and the like
       // FORGETs gathered into batches (RequestLoopOptions): rm -rf of a tree sent one read and one
       // wake-up per removed file. An INTERRUPT waits at most this long behind a FORGET.
-      loop.forget_pause_us = 1000;
+      loop.forget_pause_us = 500;
     } else {
       log::info("transport: /dev/fuse, because " + why);
     }

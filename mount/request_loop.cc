@@ -38,8 +38,8 @@ std::size_t receive_buffer_bytes(std::size_t max_request) {
   return std::max(libfuse_reads, max_request + (64u << 10));
 }
 
-// One request from /dev/fuse into mem, answered. 1: served; 2: served, and it was a FORGET;
-// 0: try again (a signal or an interrupted request); otherwise -errno (-ENODEV: unmounted).
+// One request from /dev/fuse into mem, answered. 1: served; 2: served, and it was a single
+// FORGET; 0: try again (a signal or an interrupted request); otherwise -errno (-ENODEV: unmounted).
 int serve_one(fuse_session* se, HostBuffer& mem) {
   set_thread_receive_capacity(mem.size());
   fuse_buf buf{};
@@ -52,7 +52,7 @@ int serve_one(fuse_session* se, HostBuffer& mem) {
   if (static_cast<std::size_t>(res) >= sizeof(fuse_in_header))
     opcode = static_cast<const fuse_in_header*>(buf.mem)->opcode;
   dispatch_request(se, buf, nullptr);
-  return opcode == FUSE_FORGET || opcode == FUSE_BATCH_FORGET ? 2 : 1;
+  return opcode == FUSE_FORGET ? 2 : 1;
 }
 
 struct Worker {
