@@ -428,5 +428,43 @@ TEST_F(FdCache, DirectoryReplacedBehindTheDaemonIsLookedUpAfresh) {
   EXPECT_NE(::stat(v_.path("d").c_str(), &st), 0);
 }
 
+// Each file removed through the mount while the kernel still holds its inode keeps a descriptor,
+// so that a stat through a handle of it still answers, until the kernel forgets it. Those are
+// bounded like the caches: a hundred held and removed files, under a limit that cannot hold a
+// hundred more descriptors, leave the daemon the descriptors it needs for everything else, and
+// each handle answers with the removed file's attributes or ESTALE, never anything else.
+TEST_F(FdCache, DescriptorsKeptForRemovedFilesAreBounded) {
+  constexpr int kFiles = 100;
+  std::vector<int> handles;
+  for (int i = 0; i < kFiles; ++i) {
+    const std::string f = v_.path("removed" + std::to_string(i));
+    write_file(f, "removed " + std::to_string(i));
+    const int h = ::open(f.c_str(), O_PATH);
+    ASSERT_GE(h, 0) << std::strerror(errno);
+    handles.push_back(h);
+  }
+  for (int i = 0; i < kFiles; ++i)
+    ASSERT_EQ(::unlink(v_.path("removed" + std::to_string(i)).c_str()), 0) << i << ": " << std::strerror(errno);
+  ::usleep(1'200'000);  // past the attribute timeout: each fstat below asks the daemon
+  int answered = 0;
+  for (int h : handles) {
+    struct stat st {};
+    if (::fstat(h, &st) == 0) {
+      EXPECT_EQ(st.st_nlink, 0u);
+      ++answered;
+    } else {
+      EXPECT_EQ(errno, ESTALE) << std::strerror(errno);
+    }
+  }
+  EXPECT_GT(answered, 0);
+  // The daemon still has descriptors for new work.
+  ASSERT_EQ(::mkdir(v_.path("after").c_str(), 0755), 0) << std::strerror(errno);
+  write_file(v_.path("after/new"), "new file");
+  EXPECT_EQ(read_file(v_.path("after/new")), "new file");
+  EXPECT_EQ(v_.sh("ls after").output, "new\n");
+  for (int h : handles) ::close(h);
+  EXPECT_EQ(v_.log().find("out of file descriptors"), std::string::npos) << v_.log();
+}
+
 }  // namespace
 }  // namespace gcfs::test
