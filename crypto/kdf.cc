@@ -27,7 +27,10 @@ SecretBytes scrypt(std::string_view password, std::span<const std::uint8_t> salt
 
 SecretBytes hkdf_sha256(std::span<const std::uint8_t> key, std::span<const std::uint8_t> salt,
                         std::span<const std::uint8_t> info, std::size_t out_len) {
-  std::unique_ptr<EVP_KDF, decltype(&EVP_KDF_free)> kdf(EVP_KDF_fetch(nullptr, "HKDF", nullptr), EVP_KDF_free);
+  // Fetched once: the provider lookup cost more than the derivation itself, which runs for every
+  // file opened or created (its content key).
+  static const std::unique_ptr<EVP_KDF, decltype(&EVP_KDF_free)> kdf(EVP_KDF_fetch(nullptr, "HKDF", nullptr),
+                                                                      EVP_KDF_free);
   if (!kdf) throw std::runtime_error("OpenSSL has no HKDF");
   std::unique_ptr<EVP_KDF_CTX, decltype(&EVP_KDF_CTX_free)> ctx(EVP_KDF_CTX_new(kdf.get()), EVP_KDF_CTX_free);
   char digest[] = "SHA256";

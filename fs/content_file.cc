@@ -110,6 +110,16 @@ int ContentFile::direct_fd() {
   return direct_fd_.load();
 }
 
+int ContentFile::direct_fd_for(std::size_t bytes) {
+  // A few blocks gain nothing from bypassing the page cache that pays for an open of their own
+  // (a second open through /proc and its close, for every small file read or written).
+  if (bytes < kDirectOpenMinBytes) {
+    const int d = direct_fd_.load(std::memory_order_acquire);
+    return d >= 0 ? d : -1;
+  }
+  return direct_fd();
+}
+
 namespace {
 constexpr std::uint64_t kDirectAlign = kV2BlockBytes;
 bool direct_aligned(const void* p, std::uint64_t off) {
@@ -119,7 +129,7 @@ bool direct_aligned(const void* p, std::uint64_t off) {
 
 ssize_t ContentFile::pread_data(std::uint8_t* buf, std::size_t len, std::size_t room, std::uint64_t off) {
   const std::size_t rounded = (len + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
-  if (const int d = direct_fd(); d >= 0 && rounded <= room && direct_aligned(buf, off)) {
+  if (const int d = direct_fd_for(rounded); d >= 0 && rounded <= room && direct_aligned(buf, off)) {
     // The last block may be partial: reading it whole stops at the end of the file.
     const ssize_t n = pread_full(d, buf, rounded, off);
     if (n >= 0) return std::min<ssize_t>(n, static_cast<ssize_t>(len));
@@ -131,7 +141,7 @@ ssize_t ContentFile::pread_data(std::uint8_t* buf, std::size_t len, std::size_t 
 
 ssize_t ContentFile::pwrite_data(const std::uint8_t* buf, std::size_t len, std::uint64_t off) {
   std::size_t whole = 0;
-  if (const int d = direct_fd(); d >= 0 && direct_aligned(buf, off)) {
+  if (const int d = direct_fd_for(len); d >= 0 && direct_aligned(buf, off)) {
     // Whole blocks with O_DIRECT; a partial last block (the file's short last chunk) cannot be
     // written so without padding the file past its size, so it goes through the page cache.
     whole = len / kDirectAlign * kDirectAlign;
@@ -221,6 +231,14 @@ int ContentFile::load_size_locked() {
   return 0;
 }
 
+void ContentFile::assume_new_empty() {
+  std::unique_lock lk(size_mu_);
+  size_ = 0;
+  size_valid_ = true;
+  fragment_ = 0;
+  durable_size_.store(0);
+}
+
 int ContentFile::reload() {
   std::unique_lock lk(size_mu_);
   {
@@ -251,12 +269,17 @@ int ContentFile::ensure_header_locked(bool create) {
   std::lock_guard hl(header_mu_);
   if (header_) return 0;
   std::array<std::uint8_t, kFileHeaderBytes> raw{};
-  ssize_t n = pread_full(fd(), raw.data(), raw.size(), layout_.base_offset());
-  if (n < 0) return static_cast<int>(n);
   // A file that holds no data yet gets a fresh header even when one is there: a header-only file
   // is what an attacker with write access would plant to make this file share another file's ID
-  // (and so its key and chunk AADs), which the gocryptfs audit calls file ID poisoning.
-  if (create && (n == 0 || (size_valid_ && size_ == 0))) {
+  // (and so its key and chunk AADs), which the gocryptfs audit calls file ID poisoning. So when
+  // the size says so, whatever is there need not even be read.
+  const bool empty = size_valid_ && size_ == 0;
+  ssize_t n = 0;
+  if (!(create && empty)) {
+    n = pread_full(fd(), raw.data(), raw.size(), layout_.base_offset());
+    if (n < 0) return static_cast<int>(n);
+  }
+  if (create && (n == 0 || empty)) {
     FileHeader h = FileHeader::random();
     auto enc = h.encode(static_cast<std::uint16_t>(layout_.format()));
     ssize_t w = pwrite_full(fd(), enc.data(), enc.size(), layout_.base_offset());

@@ -45,6 +45,10 @@ class ContentFile {
   // Re-reads the ciphertext size; call after the file was changed other than through this object.
   // Returns -EIO (logged) for an impossible size.
   int reload();
+  // The file was made just now (O_CREAT | O_EXCL) and is empty: its size is known without an
+  // fstat, and its first write gives it a fresh header without reading one first. Call before
+  // any other use.
+  void assume_new_empty();
   // Swaps in another descriptor for the same file (a reopen with more access rights).
   void set_fd(int fd);
   int fd() const { return fd_.load(); }
@@ -158,6 +162,10 @@ class ContentFile {
   int zero_short_hole_entry_locked(std::uint64_t chunk, std::uint64_t plain_size, bool is_new);
   // The O_DIRECT descriptor of this file, opened on first use; -1 when there is none.
   int direct_fd();
+  // The same for a transfer of `bytes`: opened only for one of at least kDirectOpenMinBytes; a
+  // smaller one uses it when it is open already, and goes buffered otherwise.
+  static constexpr std::size_t kDirectOpenMinBytes = 16384;
+  int direct_fd_for(std::size_t bytes);
   // Journals the pre-image of the chunks of r that may hold durable data (a contiguous run at the
   // start of r) before seal_and_write_locked overwrites them. 0, or -errno from reading them;
   // a journal that cannot take the record leaves the write unprotected (logged).

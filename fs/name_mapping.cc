@@ -105,7 +105,12 @@ std::optional<std::string> read_sibling_file(int dirfd, const std::string& file,
 
 DiskName NameMapping::to_disk(std::string_view plain, const DirIv& iv) const {
   DiskName n;
-  n.encoded = names_.encrypt(plain, iv);
+  if (auto known = cache_->find_encoded(iv, plain)) {
+    n.encoded = std::move(*known);
+  } else {
+    n.encoded = names_.encrypt(plain, iv);
+    cache_->put_encoded(iv, plain, n.encoded);
+  }
   if (n.encoded.size() <= kMaxNameBytes) {
     n.entry = n.encoded;
   } else {
@@ -127,7 +132,14 @@ std::optional<std::string> NameMapping::to_plain(int dirfd, std::string_view ent
     return names_.decrypt(*encoded, iv);
   }
   if (is_internal_entry(entry)) return std::nullopt;
-  return names_.decrypt(entry, iv);
+  // Short names only: a long name's plaintext also depends on its .name file being there.
+  if (auto known = cache_->find_plain(iv, entry)) return known;
+  auto plain = names_.decrypt(entry, iv);
+  if (plain) {
+    cache_->put_plain(iv, entry, *plain);
+    cache_->put_encoded(iv, *plain, entry);  // the lookup or unlink that follows
+  }
+  return plain;
 }
 
 int NameMapping::write_name_file(int dirfd, const DiskName& n) {

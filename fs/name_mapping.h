@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -14,6 +15,7 @@
 #include "crypto/aes_siv.h"
 #include "crypto/key_ring.h"
 #include "crypto/name_cipher.h"
+#include "fs/name_cache.h"
 
 namespace gcfs {
 
@@ -59,7 +61,9 @@ inline bool is_long_name_entry(std::string_view entry) {
 
 class NameMapping {
  public:
-  explicit NameMapping(const KeyRing& keys) : names_(keys.names_key()), blob_key_(keys.blob_key()), sivkey_(keys.names_key()) {}
+  explicit NameMapping(const KeyRing& keys)
+      : names_(keys.names_key()), blob_key_(keys.blob_key()), sivkey_(keys.names_key()),
+        cache_(std::make_shared<NameCache>()) {}
 
   // The entry for plain in a directory with this IV. Plain names must be 1..255 bytes without '/'.
   DiskName to_disk(std::string_view plain, const DirIv& iv) const;
@@ -128,6 +132,9 @@ class NameMapping {
   NameCipher names_;
   BlobKey blob_key_;
   NamesKey sivkey_;
+  // Names encrypted and decrypted before (fs/name_cache.h); shared by copies, which hold the
+  // same key.
+  std::shared_ptr<NameCache> cache_;
 };
 
 }  // namespace gcfs

@@ -63,9 +63,12 @@ bool type_matches(mode_t mode, FileType type) {
 // opened again and must lead to the same inode.
 int reopen(int path_fd, int parent, const std::string& leaf, int flags, const struct stat& want) {
   const std::string proc = "/proc/self/fd/" + std::to_string(path_fd);
-  int fd = ::open(proc.c_str(), flags | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0 && errno != ENOENT) return -errno;
-  if (fd < 0) fd = ::openat(parent, leaf.c_str(), flags | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+  // Through /proc the very inode path_fd holds is opened, already known to be of the right type:
+  // nothing to check, and no O_NONBLOCK to guard the open (it is never a FIFO).
+  int fd = ::open(proc.c_str(), flags | O_CLOEXEC);
+  if (fd >= 0) return fd;
+  if (errno != ENOENT) return -errno;
+  fd = ::openat(parent, leaf.c_str(), flags | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
   if (fd < 0) return -errno;
   struct stat st {};
   if (::fstat(fd, &st) != 0 || st.st_dev != want.st_dev || st.st_ino != want.st_ino) {
@@ -101,6 +104,24 @@ std::string OpenResult::why() const {
     case EXDEV: return "would lead outside CIPHERDIR";
     default: return std::strerror(error);
   }
+}
+
+OpenResult reopen_regular(int fd, int flags) {
+  OpenResult r;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    r.error = errno;
+    return r;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    r.error = EUCLEAN;
+    r.found_type = st.st_mode & S_IFMT;
+    return r;
+  }
+  const int d = ::open(("/proc/self/fd/" + std::to_string(fd)).c_str(), flags | O_CLOEXEC | O_NOCTTY);
+  if (d < 0) r.error = errno;
+  else r.fd.reset(d);
+  return r;
 }
 
 OpenResult open_regular(const std::string& path, int flags) {

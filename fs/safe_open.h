@@ -55,6 +55,14 @@ OpenResult open_beneath(int dirfd, std::string_view relpath, FileType type, int 
 // blocks as usual. flags as open(2)'s; O_CLOEXEC and O_NOCTTY are always added.
 OpenResult open_regular(const std::string& path, int flags);
 
+// Opens for I/O the file an O_PATH descriptor (or any descriptor) holds, through its
+// /proc/self/fd link: the inode a descriptor holds never changes, so one fstat of it tells whether
+// it is a regular file, and the open that follows reaches that same file, never a FIFO or device
+// (EUCLEAN with found_type otherwise, nothing opened). Two calls where open_regular, which must
+// expect anything at its path, takes five. flags as open(2)'s; O_CLOEXEC and O_NOCTTY are always
+// added.
+OpenResult reopen_regular(int fd, int flags);
+
 // A name for a mode's S_IFMT bits: "regular file", "directory", "symbolic link", "FIFO", "socket",
 // "character device", "block device".
 const char* file_type_name(mode_t mode);

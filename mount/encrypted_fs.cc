@@ -228,22 +228,28 @@ int EncryptedFs::make_entry(Inode& dir, int dirfd, const std::string& entry, fus
   struct stat st {};
   if (known && !S_ISDIR(known->st_mode)) st = *known;
   else if (::fstatat(dirfd, entry.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return -errno;
-  // A directory's descriptor goes into the cache (it is likely to be used next); other files are
-  // found again by name when needed.
-  int fd = -1;
-  if (S_ISDIR(st.st_mode)) {
-    fd = openat_or_warn(dirfd, entry.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) return -errno;
-    // The stat of what we hold (the entry may have been replaced since the fstatat).
-    if (::fstat(fd, &st) != 0) {
-      const int err = errno;
-      ::close(fd);
-      return -err;
+  // A file the table knows (a directory with its descriptor cached) needs nothing more: no
+  // descriptor opened and closed again, no backing handle (it has its node ID already).
+  Inode* known_inode = inodes_.find_known(dir, entry, st);
+  if (!known_inode) {
+    // A directory's descriptor goes into the cache (it is likely to be used next); other files are
+    // found again by name when needed.
+    int fd = -1;
+    if (S_ISDIR(st.st_mode)) {
+      fd = openat_or_warn(dirfd, entry.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (fd < 0) return -errno;
+      // The stat of what we hold (the entry may have been replaced since the fstatat).
+      if (::fstat(fd, &st) != 0) {
+        const int err = errno;
+        ::close(fd);
+        return -err;
+      }
     }
+    std::string handle;
+    if (export_) handle = backing_handle(fd >= 0 ? fd : dirfd, fd >= 0 ? "" : entry.c_str());
+    known_inode = &inodes_.find_or_insert(dir, entry, st, fd, export_ ? &handle : nullptr);
   }
-  std::string handle;
-  if (export_) handle = backing_handle(fd >= 0 ? fd : dirfd, fd >= 0 ? "" : entry.c_str());
-  Inode& inode = inodes_.find_or_insert(dir, entry, st, fd, export_ ? &handle : nullptr);
+  Inode& inode = *known_inode;
   // A damaged file still gets an entry, so it can be renamed or removed; with no caching of its
   // attributes every stat, and every read (the kernel refreshes the size first), gets the EIO.
   const bool damaged = plain_attr(inode, &st, dirfd, entry.c_str()) == -EIO;
@@ -392,9 +398,15 @@ void EncryptedFs::getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Inode& in = inode(ino);
   struct stat st {};
   int rc;
-  if (fi && S_ISREG(in.type)) {  // fstat of an open file: its content descriptor will do
-    if (::fstat(reinterpret_cast<FileHandle*>(fi->fh)->content->fd(), &st) != 0) return (void)fuse_reply_err(req, errno);
-    rc = plain_attr(in, &st, -1, "");
+  // A file open now: its content descriptor will do, with or without the caller's handle (the
+  // kernel asks without one before a chown, and after each write).
+  std::shared_ptr<ContentFile> held = !fi && S_ISREG(in.type) ? hold_open_content(in) : nullptr;
+  if (held || (fi && S_ISREG(in.type))) {
+    const int fd = held ? held->fd() : reinterpret_cast<FileHandle*>(fi->fh)->content->fd();
+    const int r = ::fstat(fd, &st);
+    const int err = errno;
+    rc = r == 0 ? plain_attr(in, &st, -1, "") : -err;
+    if (held) release_content(in);
   } else {
     PathFd pf = path_fd(in);
     if (!pf.ok()) return (void)fuse_reply_err(req, -pf.error());
@@ -442,9 +454,22 @@ void EncryptedFs::setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int
       return getattr(req, ino, nullptr);
     }
   }
-  PathFd pf = path_fd(in);
-  if (!pf.ok()) return (void)fuse_reply_err(req, -pf.error());
-  const std::string proc = pf.proc_path();
+  // A file open now is reached through its content descriptor, which every call below takes as
+  // well as an O_PATH one (chmod through its /proc link, the *at calls with AT_EMPTY_PATH): no
+  // descriptor opened by name for the chown, chmod and utimes that follow writing a file (tar).
+  std::shared_ptr<ContentFile> held = S_ISREG(in.type) ? hold_open_content(in) : nullptr;
+  struct Release {
+    EncryptedFs* fs;
+    Inode* in;
+    ~Release() { if (in) fs->release_content(*in); }
+  } release{this, held ? &in : nullptr};
+  PathFd pf;
+  if (!held) {
+    pf = path_fd(in);
+    if (!pf.ok()) return (void)fuse_reply_err(req, -pf.error());
+  }
+  const int fd = held ? held->fd() : pf.get();
+  const std::string proc = "/proc/self/fd/" + std::to_string(fd);
   const bool is_link = S_ISLNK(in.type);
   if ((valid & FUSE_SET_ATTR_MODE) && is_link) return (void)fuse_reply_err(req, EOPNOTSUPP);
   // The setuid and setgid bits this request leaves (setid_rules.h); the caller's credentials are
@@ -460,8 +485,10 @@ void EncryptedFs::setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int
   // nothing); times alone, which the kernel's writeback cache sends after every written file, need
   // no stat before (one round trip less where CIPHERDIR is on a network share).
   struct stat before {};
-  if (change.mode || change.owner || change.size || change.remove_privileges)
-    if (::fstatat(pf.get(), "", &before, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return (void)fuse_reply_err(req, errno);
+  const bool have_before = change.mode || change.owner || change.size || change.remove_privileges;
+  if (have_before)
+    if (::fstatat(fd, "", &before, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return (void)fuse_reply_err(req, errno);
+  bool changed = false;  // a backing call below changed the file: its attributes are read again
   const mode_t at_stake = (before.st_mode | (change.mode ? change.new_mode : 0)) & (S_ISUID | S_ISGID);
   std::optional<mode_t> new_mode;
   if (change.mode) new_mode = change.new_mode & 07777;
@@ -474,7 +501,8 @@ void EncryptedFs::setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int
                        ((valid & FUSE_SET_ATTR_GID) && attr->st_gid != before.st_gid))) {
     uid_t uid = (valid & FUSE_SET_ATTR_UID) ? attr->st_uid : static_cast<uid_t>(-1);
     gid_t gid = (valid & FUSE_SET_ATTR_GID) ? attr->st_gid : static_cast<gid_t>(-1);
-    if (::fchownat(pf.get(), "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return (void)fuse_reply_err(req, errno);
+    if (::fchownat(fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return (void)fuse_reply_err(req, errno);
+    changed = true;
   }
   if (valid & FUSE_SET_ATTR_SIZE) {
     if (!S_ISREG(in.type)) return (void)fuse_reply_err(req, S_ISDIR(in.type) ? EISDIR : EINVAL);
@@ -485,12 +513,15 @@ void EncryptedFs::setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int
       release_content(in);
     }
     if (rc < 0) return (void)fuse_reply_err(req, -rc);
+    changed = true;
   }
   // After the chown: the backing filesystem's own chown clears bits that may have to stay.
-  if (new_mode && (change.mode || *new_mode != (before.st_mode & 07777) || change.owner))
+  if (new_mode && (change.mode || *new_mode != (before.st_mode & 07777) || change.owner)) {
     if (::chmod(proc.c_str(), *new_mode) != 0) return (void)fuse_reply_err(req, errno);
+    changed = true;
+  }
   if (change.mode && (S_ISREG(in.type) || S_ISDIR(in.type)))
-    if (int rc = chmod_acl(proc, *new_mode, label_of(in)); rc < 0) return (void)fuse_reply_err(req, -rc);
+    if (int rc = chmod_acl(proc, *new_mode, in); rc < 0) return (void)fuse_reply_err(req, -rc);
   if (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME)) {
     timespec tv[2];
     tv[0].tv_sec = 0;
@@ -508,12 +539,19 @@ void EncryptedFs::setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int
       in.pending_mtime.reset();
     }
     // AT_EMPTY_PATH works on O_PATH descriptors of symlinks too, where /proc paths would follow.
-    int r = ::utimensat(pf.get(), "", tv, AT_EMPTY_PATH);
+    int r = ::utimensat(fd, "", tv, AT_EMPTY_PATH);
     if (r != 0 && errno == EINVAL && !is_link) r = ::utimensat(AT_FDCWD, proc.c_str(), tv, 0);
     if (r != 0) return (void)fuse_reply_err(req, errno);
+    changed = true;
   }
   (void)fi;
-  getattr(req, ino, nullptr);
+  // The attributes now, through the descriptor at hand (as getattr would, with a second one); where
+  // nothing was changed (a chown to the owner the file has), those read before are still them.
+  struct stat st = before;
+  if ((changed || !have_before) && ::fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0)
+    return (void)fuse_reply_err(req, errno);
+  if (const int rc = plain_attr(in, &st, fd, ""); rc < 0) return (void)fuse_reply_err(req, -rc);
+  fuse_reply_attr(req, &st, options_.attr_timeout);
 }
 
 void EncryptedFs::readlink(fuse_req_t req, fuse_ino_t ino) {

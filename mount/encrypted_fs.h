@@ -115,8 +115,8 @@ class EncryptedFs {
   void give_to_caller(fuse_req_t req, int dirfd, const std::string& entry, int fd = -1);
   // Extended attributes of a backing path (a /proc/self/fd path), by plaintext name: sealed and
   // opened here. 0 or -errno (-ENODATA when absent, -EIO when the value does not decrypt).
-  int read_xattr(const std::string& path, std::string_view name, std::vector<std::uint8_t>* plain,
-                 const std::string& label);
+  // in: the inode the path is of, named in the log when the value does not decrypt.
+  int read_xattr(const std::string& path, std::string_view name, std::vector<std::uint8_t>* plain, Inode& in);
   int write_xattr(const std::string& path, std::string_view name, std::span<const std::uint8_t> value, int flags);
   int remove_xattr(const std::string& path, std::string_view name);
   // The stored (encrypted) name of a plaintext attribute name; nullopt for names not stored.
@@ -124,7 +124,7 @@ class EncryptedFs {
   // setfacl: the mode follows the access ACL, which is stored only when the mode cannot say it.
   int set_access_acl(fuse_req_t req, const std::string& path, std::span<const std::uint8_t> value, int flags);
   // chmod: a stored access ACL takes the new permission bits. 0 or -errno.
-  int chmod_acl(const std::string& path, mode_t mode, const std::string& label);
+  int chmod_acl(const std::string& path, mode_t mode, Inode& in);
   // What a new entry in dir gets: its mode (the requested one under the umask, or limited by the
   // directory's default ACL, which is then inherited into *acls) for the create calls to use.
   struct NewEntryAcls {
@@ -151,9 +151,13 @@ class EncryptedFs {
   PathFd path_fd(Inode& inode) { return inodes_.path_fd(inode); }
 
   // The inode's shared ContentFile, created or upgraded to read-write as needed. fd_in: an
-  // already opened read-write descriptor (create), taken over. 0 or -errno.
+  // already opened read-write descriptor of a file made just now, empty (create), taken over.
+  // 0 or -errno.
   int acquire_content(Inode& inode, bool writable, std::shared_ptr<ContentFile>* out, int fd_in = -1);
   void release_content(Inode& inode);
+  // The inode's ContentFile when the file is open now, held (release_content) so that its
+  // descriptor stays open for the caller's use; null otherwise. Opens nothing.
+  std::shared_ptr<ContentFile> hold_open_content(Inode& inode);
   // Writes a kept mtime (Inode::pending_mtime) to the open backing file fd; a failure is logged.
   void write_mtime(Inode& inode, int fd, const timespec& mtime);
   // Drops the kept mtime once `written` is on the backing file, unless a newer one replaced it.

@@ -24,28 +24,29 @@ bool entry_exists(int dirfd, const std::string& entry) {
   return ::fstatat(dirfd, entry.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
-struct DirStreamClose {
-  void operator()(DIR* d) const { ::closedir(d); }
-};
-
 // A directory that holds nothing but its IV file (and perhaps the IV's temporary file, left by a
-// crash in mkdir) counts as empty. 0, -ENOTEMPTY or -errno.
-int check_only_iv(int dirfd) {
-  int fd = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return -errno;
-  std::unique_ptr<DIR, DirStreamClose> d(::fdopendir(fd));
-  if (!d) {
-    int e = errno;
-    ::close(fd);
-    return -e;
+// crash in mkdir) counts as empty. 0, -ENOTEMPTY or -errno. dirfd: the directory just opened for
+// reading (O_RDONLY | O_DIRECTORY), read from its start with getdents64 itself (no second
+// descriptor, no DIR stream); *temp_seen (optional) tells whether the temporary file is there.
+int check_only_iv(int dirfd, bool* temp_seen = nullptr) {
+  if (temp_seen) *temp_seen = false;
+  alignas(8) char buf[4096];
+  for (;;) {
+    const ssize_t n = ::getdents64(dirfd, buf, sizeof buf);
+    if (n < 0) return -errno;
+    if (n == 0) return 0;
+    for (ssize_t off = 0; off < n;) {
+      const auto* e = reinterpret_cast<const dirent64*>(buf + off);
+      off += e->d_reclen;
+      const char* name = e->d_name;
+      if (!std::strcmp(name, ".") || !std::strcmp(name, "..") || !std::strcmp(name, kDirIvFileName)) continue;
+      if (!std::strcmp(name, kDirIvTempName)) {
+        if (temp_seen) *temp_seen = true;
+        continue;
+      }
+      return -ENOTEMPTY;
+    }
   }
-  while (dirent* e = ::readdir(d.get())) {
-    const char* n = e->d_name;
-    if (!std::strcmp(n, ".") || !std::strcmp(n, "..") || !std::strcmp(n, kDirIvFileName) || !std::strcmp(n, kDirIvTempName))
-      continue;
-    return -ENOTEMPTY;
-  }
-  return 0;
 }
 
 }  // namespace
@@ -156,14 +157,33 @@ void EncryptedFs::unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
   int rc = disk_name(dir, name, &dn);
   if (rc < 0) return (void)fuse_reply_err(req, -rc);
   // Which inode loses this name: it must forget it, and, with its last name gone, must no longer
-  // be found by its number, which the backing filesystem may give to a new file.
+  // be found by its number, which the backing filesystem may give to a new file. Looked at
+  // through a descriptor, which the inode keeps when this removes its last name (NameChange):
+  // one open and one fstat where a stat, an open and a second look at what was opened would do
+  // the same. O_PATH never opens a FIFO or device, and never follows a link.
+  int held = ::openat(dirfd, dn.entry.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  if (held < 0 && (errno == EMFILE || errno == ENFILE) && inodes_.drop_cached_fds() > 0)
+    held = ::openat(dirfd, dn.entry.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
   struct stat st {};
-  if (::fstatat(dirfd, dn.entry.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return (void)fuse_reply_err(req, errno);
+  if (held < 0) {
+    // Out of descriptors (the inodes of files removed just now keep theirs until the kernel
+    // forgets them): the name still goes, only the inode keeps no way to its file.
+    if (errno != EMFILE && errno != ENFILE) return (void)fuse_reply_err(req, errno);
+    if (::fstatat(dirfd, dn.entry.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return (void)fuse_reply_err(req, errno);
+  } else if (::fstat(held, &st) != 0) {
+    const int err = errno;
+    ::close(held);
+    return (void)fuse_reply_err(req, err);
+  }
+  if (S_ISDIR(st.st_mode)) {  // what unlink(2) says of a directory (made so behind our back)
+    if (held >= 0) ::close(held);
+    return (void)fuse_reply_err(req, EISDIR);
+  }
   // A symlink's long target file goes with its last name in this directory.
   std::optional<std::string> link;
-  if (S_ISLNK(st.st_mode)) link = NameMapping::read_link(dirfd, dn.entry.c_str());
+  if (S_ISLNK(st.st_mode)) link = held >= 0 ? NameMapping::read_link(held, "") : NameMapping::read_link(dirfd, dn.entry.c_str());
   NameChange change = inodes_.begin_change(st, nullptr);
-  change.hold_a(dirfd, dn.entry);
+  change.hold_a_opened(held);
   if (::unlinkat(dirfd, dn.entry.c_str(), 0) != 0) return (void)fuse_reply_err(req, errno);
   change.removed(dir, dn.entry);
   NameMapping::remove_name_file(dirfd, dn);
@@ -190,15 +210,32 @@ void EncryptedFs::rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
     return (void)fuse_reply_err(req, err);
   }
   NameChange change = inodes_.begin_change(sub_st, nullptr);
-  rc = check_only_iv(sub);
+  bool temp_seen = false;
+  rc = check_only_iv(sub, &temp_seen);
   DirIv iv{};
   bool have_iv = false;
   if (rc == 0) {
-    have_iv = read_dir_iv(sub, &iv, label_of(dir) + "/" + dn.entry) == 0;
+    // The IV goes back if the rmdir fails after all: the one the inode keeps (read from this same
+    // directory, which is still where sub_st says) or, for a directory not looked at yet, read now.
+    bool kept = false;
+    if (Inode* gone = change.a(); gone && S_ISDIR(gone->type)) {
+      std::lock_guard lk(gone->mu);
+      if (gone->dir_iv) {
+        iv = *gone->dir_iv;
+        kept = true;
+      }
+    }
+    have_iv = kept || read_dir_iv(sub, &iv, label_of(dir) + "/" + dn.entry) == 0;
     if (::unlinkat(sub, kDirIvFileName, 0) != 0 && errno != ENOENT) rc = -errno;
-    // A directory where the IV belongs (logged by read_dir_iv): damage, not "is a directory".
-    if (rc == -EISDIR) rc = -EIO;
-    if (rc == 0 && ::unlinkat(sub, kDirIvTempName, 0) != 0 && errno != ENOENT) rc = -errno;
+    // A directory where the IV belongs (logged by read_dir_iv, unless the IV was kept): damage,
+    // not "is a directory".
+    if (rc == -EISDIR) {
+      if (kept)
+        log::error(label_of(dir) + "/" + dn.entry + "/" + kDirIvFileName +
+                   ": is a directory where the directory IV belongs (damaged)");
+      rc = -EIO;
+    }
+    if (rc == 0 && temp_seen && ::unlinkat(sub, kDirIvTempName, 0) != 0 && errno != ENOENT) rc = -errno;
   }
   if (rc == 0 && ::unlinkat(dirfd, dn.entry.c_str(), AT_REMOVEDIR) != 0) {
     rc = -errno;

@@ -22,24 +22,22 @@ namespace {
 
 EncryptedFs::FileHandle* handle_of(fuse_file_info* fi) { return reinterpret_cast<EncryptedFs::FileHandle*>(fi->fh); }
 
-// Reopens an inode's O_PATH descriptor for I/O through /proc/self/fd. Only a regular file is ever
-// opened: the type is checked first, since a FIFO would block the worker and a device node would
-// run its driver's open (-EUCLEAN then, for the caller to report), and O_NONBLOCK guards the open
-// itself as well; it is cleared again, as callers expect plain I/O.
-int reopen_regular(int path_fd, int flags) {
-  struct stat st {};
-  if (::fstat(path_fd, &st) != 0) return -errno;
-  if (!S_ISREG(st.st_mode)) return -EUCLEAN;
-  OpenResult r = open_regular("/proc/self/fd/" + std::to_string(path_fd), flags);
+// Reopens an inode's O_PATH descriptor for I/O (fs/safe_open.h). Only a regular file is ever
+// opened: a FIFO would block the worker and a device node would run its driver's open (-EUCLEAN
+// then, for the caller to report).
+int reopen_content(int path_fd, int flags) {
+  OpenResult r = reopen_regular(path_fd, flags);
   return r ? r.fd.release() : -r.error;
 }
 
 // Partial chunks are read, modified and sealed again, so even a write-only user needs the
 // ciphertext open for reading: try read-write first, read-only where that is all that is wanted.
-int open_backing(int path_fd, bool writable) {
-  int fd = reopen_regular(path_fd, O_RDWR);
+// *rw says which it got.
+int open_backing(int path_fd, bool writable, bool* rw) {
+  int fd = reopen_content(path_fd, O_RDWR);
+  *rw = fd >= 0;
   if (fd >= 0 || writable || (fd != -EACCES && fd != -EROFS && fd != -EPERM)) return fd;
-  return reopen_regular(path_fd, O_RDONLY);
+  return reopen_content(path_fd, O_RDONLY);
 }
 
 }  // namespace
@@ -84,18 +82,19 @@ int EncryptedFs::acquire_content(Inode& in, bool writable, std::shared_ptr<Conte
   }
   std::lock_guard lk(in.mu);
   if (!in.content) {
-    int fd = fd_in >= 0 ? fd_in : open_backing(pf.get(), writable);
+    bool rw = true;  // create's descriptor is read-write
+    int fd = fd_in >= 0 ? fd_in : open_backing(pf.get(), writable, &rw);
     if (fd == -EUCLEAN) return report_not_regular(in, pf.get());
     if (fd < 0) return fd;
-    const bool rw = fd_in >= 0 || (::fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDWR;
     in.content = std::make_shared<ContentFile>(fd, vault_.layout(), engine_, vault_.keys(), label_of(in), vault_.journal(),
                                                &vault_.backing_io());
+    if (fd_in >= 0) in.content->assume_new_empty();  // create's file, made with O_EXCL just now
     in.content_fds.push_back(fd);
     in.content_writable = rw;
   } else {
     if (writable && !in.content_writable) {
       // create's descriptor is read-write already.
-      int fd = fd_in >= 0 ? fd_in : reopen_regular(pf.get(), O_RDWR);
+      int fd = fd_in >= 0 ? fd_in : reopen_content(pf.get(), O_RDWR);
       if (fd == -EUCLEAN) return report_not_regular(in, pf.get());
       if (fd < 0) return fd;
       in.content->set_fd(fd);
@@ -108,6 +107,13 @@ int EncryptedFs::acquire_content(Inode& in, bool writable, std::shared_ptr<Conte
   ++in.open_count;
   *out = in.content;
   return 0;
+}
+
+std::shared_ptr<ContentFile> EncryptedFs::hold_open_content(Inode& in) {
+  std::lock_guard lk(in.mu);
+  if (!in.content || in.open_count <= 0) return nullptr;
+  ++in.open_count;
+  return in.content;
 }
 
 void EncryptedFs::release_content(Inode& in) {

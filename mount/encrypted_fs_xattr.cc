@@ -22,6 +22,7 @@ namespace gcfs::mount {
 namespace {
 
 constexpr std::size_t kMaxXattrValue = 65536;  // XATTR_SIZE_MAX
+constexpr std::size_t kSmallXattrValue = 512;
 constexpr std::size_t kSealOverhead = 28;      // nonce + tag
 
 bool is_access_acl(std::string_view name) { return name == NameMapping::kAclAccessXattr; }
@@ -46,16 +47,22 @@ std::optional<std::string> EncryptedFs::stored_xattr_name(std::string_view name)
 }
 
 int EncryptedFs::read_xattr(const std::string& path, std::string_view name, std::vector<std::uint8_t>* plain,
-                            const std::string& label) {
+                            Inode& in) {
   auto stored = stored_xattr_name(name);
   if (!stored || stored->size() > XATTR_NAME_MAX) return -ENODATA;
-  std::vector<std::uint8_t> sealed(kMaxXattrValue);
+  // Most values (ACLs among them) are small: a small buffer first, the largest possible one only
+  // when the value does not fit (a 64 KiB buffer for every chmod's ACL check was a cost of its own).
+  std::vector<std::uint8_t> sealed(kSmallXattrValue);
   ssize_t n = ::getxattr(path.c_str(), stored->c_str(), sealed.data(), sealed.size());
+  if (n < 0 && errno == ERANGE) {
+    sealed.resize(kMaxXattrValue);
+    n = ::getxattr(path.c_str(), stored->c_str(), sealed.data(), sealed.size());
+  }
   if (n < 0) return errno == ENOTSUP ? -ENODATA : -errno;
   sealed.resize(static_cast<std::size_t>(n));
   auto opened = vault_.names().decrypt_xattr_value(*stored, sealed);
   if (!opened) {
-    log::error(label + ": the value of extended attribute " + std::string(name) + " does not decrypt (tampered)");
+    log::error(label_of(in) + ": the value of extended attribute " + std::string(name) + " does not decrypt (tampered)");
     return -EIO;
   }
   *plain = std::move(*opened);
@@ -96,15 +103,15 @@ int EncryptedFs::set_access_acl(fuse_req_t req, const std::string& path, std::sp
   return write_xattr(path, NameMapping::kAclAccessXattr, value, flags);
 }
 
-int EncryptedFs::chmod_acl(const std::string& path, mode_t mode, const std::string& label) {
+int EncryptedFs::chmod_acl(const std::string& path, mode_t mode, Inode& in) {
   if (!acls_) return 0;
   std::vector<std::uint8_t> value;
-  int rc = read_xattr(path, NameMapping::kAclAccessXattr, &value, label);
+  int rc = read_xattr(path, NameMapping::kAclAccessXattr, &value, in);
   if (rc == -ENODATA) return 0;
   if (rc < 0) return rc;
   auto acl = PosixAcl::parse(value);
   if (!acl) {
-    log::error(label + ": its stored access ACL is not a valid ACL");
+    log::error(label_of(in) + ": its stored access ACL is not a valid ACL");
     return -EIO;
   }
   acl->apply_chmod(mode);
@@ -124,7 +131,7 @@ mode_t EncryptedFs::new_entry_mode(fuse_req_t req, Inode& dir, mode_t mode, bool
   }
   if (!known) {
     PathFd pf = path_fd(dir);
-    const int rc = pf.ok() ? read_xattr(pf.proc_path(), NameMapping::kAclDefaultXattr, &value, label_of(dir)) : -ENODATA;
+    const int rc = pf.ok() ? read_xattr(pf.proc_path(), NameMapping::kAclDefaultXattr, &value, dir) : -ENODATA;
     if (rc < 0) value.clear();
     if (rc == 0 || rc == -ENODATA) {
       std::lock_guard lk(dir.mu);
@@ -172,11 +179,15 @@ void EncryptedFs::setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, con
 }
 
 void EncryptedFs::getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, std::size_t size) {
+  // A name that is never stored has no value, wherever the file is: answered without a
+  // descriptor of it. The kernel asks for security.capability before every write to a file
+  // (FUSE never marks an inode as having no security attributes), one request per WRITE.
+  if (!NameMapping::storable_xattr_name(name)) return (void)fuse_reply_err(req, ENODATA);
   Inode& in = inode(ino);
   PathFd pf = path_fd(in);
   if (!pf.ok()) return (void)fuse_reply_err(req, -pf.error());
   std::vector<std::uint8_t> plain;
-  const int rc = read_xattr(pf.proc_path(), name, &plain, label_of(in));
+  const int rc = read_xattr(pf.proc_path(), name, &plain, in);
   if (rc < 0) return (void)fuse_reply_err(req, -rc);
   if (size == 0) return (void)fuse_reply_xattr(req, plain.size());
   if (size < plain.size()) return (void)fuse_reply_err(req, ERANGE);

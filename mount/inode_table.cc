@@ -85,6 +85,7 @@ InodeTable::InodeTable(int root_fd, std::size_t fd_cache_limit, std::size_t dir_
   root->id = FUSE_ROOT_ID;
   root_ = root.get();
   inodes_[{st.st_dev, st.st_ino}] = std::move(root);
+  root_path_ = fd_path(root_fd);
 }
 
 InodeTable::~InodeTable() = default;
@@ -261,6 +262,7 @@ void InodeTable::maybe_drop_locked(Inode& inode, Graveyard& dead) {
     inodes_.erase(it);
   }
   unindex_locked(inode);
+  if (inode.orphan_counted) --orphans_;  // the destructor closes it
   if (inode.cached_fd >= 0) {  // unpinned, so in the LRU list; the destructor closes it
     FdPool& pool = pool_of(inode);
     pool.lru.erase(inode.lru_pos);
@@ -309,6 +311,27 @@ Inode& InodeTable::find_or_insert(Inode& dir, const std::string& entry, const st
   }
   close_all(to_close);
   return *found;
+}
+
+Inode* InodeTable::find_known(Inode& dir, const std::string& entry, const struct stat& st) {
+  Graveyard dead;  // destroyed outside the lock
+  std::lock_guard lk(mu_);
+  Inode* found = find_locked(st);
+  if (!found) return nullptr;
+  if (found->is_root) {
+    ++found->nlookup;
+    return found;
+  }
+  // Another type under a number we know: find_or_insert tells the two apart.
+  if (found->type != (st.st_mode & S_IFMT)) return nullptr;
+  if (S_ISDIR(found->type)) {
+    if (found->cached_fd < 0) return nullptr;
+    set_dir_name_locked(*found, dir, entry, dead);
+  } else {
+    add_name_locked(*found, dir, entry);
+  }
+  ++found->nlookup;
+  return found;
 }
 
 void InodeTable::set_dir_name_locked(Inode& d, Inode& parent, const std::string& entry, Graveyard& dead) {
@@ -654,7 +677,7 @@ std::string InodeTable::label_of(Inode& inode) {
       cur = cur->names.front().parent;
     }
   }
-  const std::string root = fd_path(root_->root_fd);
+  const std::string& root = root_path_;
   if (complete) return root + label;
   return root + (label.empty() ? "" : "/..." + label) + " (inode " + std::to_string(inode.src_ino) +
          (label.empty() ? ", no name left)" : ")");
@@ -686,7 +709,7 @@ NameChange InodeTable::begin_change(const struct stat& a, const struct stat* b) 
 
 NameChange::NameChange(NameChange&& o) noexcept
     : table_(o.table_), a_(o.a_), b_(o.b_), a_nlink_(o.a_nlink_), b_nlink_(o.b_nlink_), a_hold_(o.a_hold_),
-      b_hold_(o.b_hold_), same_(o.same_) {
+      b_hold_(o.b_hold_), a_hold_verified_(o.a_hold_verified_), same_(o.same_) {
   o.table_ = nullptr;
   o.a_ = o.b_ = nullptr;
   o.a_hold_ = o.b_hold_ = -1;
@@ -714,12 +737,25 @@ int NameChange::hold(const Inode* in, nlink_t nlink, int dirfd, const std::strin
   return ::openat(dirfd, entry.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
 }
 
-void NameChange::adopt_locked(Inode& in, int& held) {
+void NameChange::hold_a_opened(int fd) {
+  if (fd < 0) return;
+  if (!a_ || a_nlink_ > 1 || S_ISDIR(a_->type)) {  // as hold(): nothing to keep
+    ::close(fd);
+    return;
+  }
+  a_hold_ = fd;
+  a_hold_verified_ = true;
+}
+
+void NameChange::adopt_locked(Inode& in, int& held, bool verified) {
   if (held < 0 || in.orphan_fd >= 0 || !in.names.empty()) return;
+  if (table_->orphans_ >= table_->files_.limit) return;  // bounded: closed with the NameChange
   struct stat st {};
   // The entry might have been swapped between our stat and our open: keep only this inode's.
-  if (::fstat(held, &st) != 0 || st.st_dev != in.src_dev || st.st_ino != in.src_ino) return;
+  if (!verified && (::fstat(held, &st) != 0 || st.st_dev != in.src_dev || st.st_ino != in.src_ino)) return;
   in.orphan_fd = held;
+  in.orphan_counted = true;
+  ++table_->orphans_;
   held = -1;
 }
 
@@ -732,7 +768,7 @@ void NameChange::removed(Inode& dir, const std::string& entry) {
   // find this inode.
   if (a_nlink_ <= 1 || S_ISDIR(a_->type)) {
     table_->detach_locked(*a_);
-    adopt_locked(*a_, a_hold_);
+    adopt_locked(*a_, a_hold_, a_hold_verified_);
   }
 }
 

@@ -80,6 +80,7 @@ struct Inode {
   // an open fifo, socket or device (whose opens FUSE never sees, so no content descriptor exists),
   // and the cached times it flushes after unlinking a file it wrote.
   int orphan_fd = -1;
+  bool orphan_counted = false;  // orphan_fd is one of the table's bounded orphans (NameChange)
   std::list<Inode*>::iterator lru_pos;  // in the table's LRU list while cached and unpinned
 
   std::mutex mu;  // guards everything below
@@ -174,6 +175,12 @@ class InodeTable {
   // seen before under the same handle gets its old node ID back (see below).
   Inode& find_or_insert(Inode& dir, const std::string& entry, const struct stat& st, int fd,
                         const std::string* handle = nullptr);
+  // The same for an inode the table knows already and that needs nothing opened for it (not a
+  // directory, or one whose descriptor is cached): counted and named as find_or_insert does. nullptr
+  // (nothing changed) otherwise: the caller opens what find_or_insert takes (a directory's
+  // descriptor, the backing handle of a new file) and calls that. A lookup of a known name then
+  // costs one fstatat.
+  Inode* find_known(Inode& dir, const std::string& entry, const struct stat& st);
 
   // --- File handles that survive (NFS export, open_by_handle_at) ---
   // The kernel's handles name a node ID, which it may have forgotten when the handle comes back:
@@ -279,8 +286,16 @@ class InodeTable {
   std::map<std::pair<dev_t, ino_t>, std::unique_ptr<Inode>> inodes_;
   std::unordered_map<Inode*, std::unique_ptr<Inode>> detached_;
   Inode* root_ = nullptr;
+  // CIPHERDIR's path as it was at mount, for log messages: read once, not once per label (a
+  // readlink of /proc for every created or opened file, whose label its ContentFile keeps).
+  std::string root_path_;
   FdPool files_;
   FdPool dirs_;
+  // Descriptors kept by inodes whose last name our unlink or rename removed (Inode::orphan_fd),
+  // until the kernel forgets them: bounded like the caches (at most files_.limit), since rm -rf
+  // removes files faster than their FORGETs arrive. Beyond, a removed file's inode keeps none, and
+  // a stat through a handle of it answers ESTALE. Under mu_.
+  std::size_t orphans_ = 0;
 };
 
 // See InodeTable::begin_change. Ends (unmarks) when it goes, whether or not the change happened.
@@ -295,6 +310,13 @@ class NameChange {
   // without a name (Inode::orphan_fd). Kept only if the change happens.
   void hold_a(int dirfd, const std::string& entry) { a_hold_ = hold(a_, a_nlink_, dirfd, entry); }
   void hold_b(int dirfd, const std::string& entry) { b_hold_ = hold(b_, b_nlink_, dirfd, entry); }
+  // The same with a descriptor the caller opened (O_PATH) before begin_change, and whose fstat
+  // gave begin_change its stat: taken over, kept only where hold_a would have opened one (and
+  // then with no second look at what it is).
+  void hold_a_opened(int fd);
+  // The inode of the removed entry or rename source (a), when the table knows it; it stays alive
+  // as long as this NameChange.
+  Inode* a() const { return a_; }
   // unlinkat(dir, entry) succeeded: the removed entry (a) lost that name.
   void removed(Inode& dir, const std::string& entry);
   // renameat2(from, src, to, dst, flags) succeeded.
@@ -305,12 +327,13 @@ class NameChange {
   explicit NameChange(InodeTable* t) : table_(t) {}
   static int hold(const Inode* in, nlink_t nlink, int dirfd, const std::string& entry);
   // Hands a held descriptor to in as its orphan_fd once its last name is gone (table mutex held).
-  static void adopt_locked(Inode& in, int& held);
+  void adopt_locked(Inode& in, int& held, bool verified = false);
   InodeTable* table_;
   Inode* a_ = nullptr;
   Inode* b_ = nullptr;
   nlink_t a_nlink_ = 0, b_nlink_ = 0;
   int a_hold_ = -1, b_hold_ = -1;  // from hold_a/hold_b, closed unless adopted
+  bool a_hold_verified_ = false;   // a_hold_ is the file a's stat came from (hold_a_opened)
   bool same_ = false;  // a and b are two names of one file: the rename changes nothing
 };
 

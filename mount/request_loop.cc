@@ -1,5 +1,6 @@
 #include "mount/request_loop.h"
 
+#include <linux/fuse.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -37,8 +38,8 @@ std::size_t receive_buffer_bytes(std::size_t max_request) {
   return std::max(libfuse_reads, max_request + (64u << 10));
 }
 
-// One request from /dev/fuse into mem, answered. 1: served; 0: try again (a signal or an
-// interrupted request); otherwise -errno (-ENODEV: unmounted).
+// One request from /dev/fuse into mem, answered. 1: served; 2: served, and it was a single
+// FORGET; 0: try again (a signal or an interrupted request); otherwise -errno (-ENODEV: unmounted).
 int serve_one(fuse_session* se, HostBuffer& mem) {
   set_thread_receive_capacity(mem.size());
   fuse_buf buf{};
@@ -47,8 +48,11 @@ int serve_one(fuse_session* se, HostBuffer& mem) {
   if (res == -EINTR) return 0;  // a signal: the caller looks whether the session goes on
   if (res == 0) return -ENODEV;
   if (res < 0) return res;
+  std::uint32_t opcode = 0;
+  if (static_cast<std::size_t>(res) >= sizeof(fuse_in_header))
+    opcode = static_cast<const fuse_in_header*>(buf.mem)->opcode;
   dispatch_request(se, buf, nullptr);
-  return 1;
+  return opcode == FUSE_FORGET ? 2 : 1;
 }
 
 struct Worker {
@@ -115,6 +119,7 @@ int run_request_loop(fuse_session* se, const RequestLoopOptions& o, std::string*
             fuse_session_exit(se);
             break;
           }
+          if (res == 2 && o.forget_pause_us) std::this_thread::sleep_for(std::chrono::microseconds(o.forget_pause_us));
         }
         self->done.store(true);
         std::lock_guard lk(mu);

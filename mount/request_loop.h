@@ -33,6 +33,13 @@ struct RequestLoopOptions {
   // Runs once every worker has started and holds its buffer (or could not, and is left out, with
   // a warning): the mount is ready. Not run when no worker could start.
   std::function<void()> on_ready;
+  // How long a worker waits after a lone FORGET before it reads again (0: not at all). Where
+  // /dev/fuse carries little but FORGETs (FUSE over io_uring serves the rest), reading again at
+  // once costs a read and a wake-up for every inode the kernel lets go (rm -rf: one per file);
+  // meanwhile the kernel queues the next ones, and the next read takes them all in one
+  // BATCH_FORGET. After a batch it reads again at once: FORGETs are piling up, and each holds
+  // what its inode keeps (a removed file's descriptor), which must not pile up with them.
+  unsigned forget_pause_us = 0;
 };
 
 // Reads and answers the kernel's first request, INIT, on the calling thread. Returns 0, -ENODEV

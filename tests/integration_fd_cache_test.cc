@@ -407,5 +407,79 @@ TEST_F(FdCache, DirectoriesRenamedWhileEvicted) {
   EXPECT_EQ(v_.log().find("out of file descriptors"), std::string::npos) << v_.log();
 }
 
+// A lookup of a directory the daemon knows, whose descriptor it holds, costs one fstatat: the
+// number that fstatat gives decides whether it is that directory. A directory replaced behind the
+// daemon's back (another directory under its ciphertext name, here a copy of it made before a
+// change through the mount) is a new number: it is opened and served as what it is now, and
+// files in it are removed and the directory itself too, IV and all.
+TEST_F(FdCache, DirectoryReplacedBehindTheDaemonIsLookedUpAfresh) {
+  ASSERT_EQ(::mkdir(v_.path("d").c_str(), 0755), 0);
+  write_file(v_.path("d/f"), "before");
+  ASSERT_EQ(v_.sh("ls -l d > /dev/null").status, 0);  // known, with its descriptor cached
+  auto r = run_shell("find " + shell_quote(v_.cipherdir()) + " -maxdepth 1 -inum " +
+                     std::to_string(ino_of(v_.path("d"))) + " -printf %f");
+  const std::string cd = r.output;
+  ASSERT_FALSE(cd.empty());
+  r = run_shell("cp -a -- " + shell_quote(cd) + " copy", v_.cipherdir());
+  ASSERT_EQ(r.status, 0) << r.output;
+  write_file(v_.path("d/f"), "after, in the directory that goes");
+  write_file(v_.path("d/g"), "only in the directory that goes");
+  r = run_shell("rm -rf -- " + shell_quote(cd) + " && mv -- copy " + shell_quote(cd), v_.cipherdir());
+  ASSERT_EQ(r.status, 0) << r.output;
+  ::usleep(1'200'000);  // past the kernel's entry timeout: the next use of d looks it up again
+
+  EXPECT_EQ(read_file(v_.path("d/f")), "before");
+  EXPECT_EQ(v_.sh("ls d").output, "f\n");
+  struct stat st {};
+  EXPECT_NE(::stat(v_.path("d/g").c_str(), &st), 0);
+  EXPECT_EQ(::unlink(v_.path("d/f").c_str()), 0) << std::strerror(errno);
+  EXPECT_EQ(::rmdir(v_.path("d").c_str()), 0) << std::strerror(errno);
+  EXPECT_EQ(run_shell("ls -A", v_.cipherdir()).output.find(cd), std::string::npos);
+  // A new directory under the same name starts empty, and listing and removing work there.
+  ASSERT_EQ(::mkdir(v_.path("d").c_str(), 0755), 0);
+  write_file(v_.path("d/h"), "new");
+  EXPECT_EQ(v_.sh("ls d").output, "h\n");
+  EXPECT_EQ(v_.sh("rm -r d").status, 0);
+  EXPECT_NE(::stat(v_.path("d").c_str(), &st), 0);
+}
+
+// Each file removed through the mount while the kernel still holds its inode keeps a descriptor,
+// so that a stat through a handle of it still answers, until the kernel forgets it. Those are
+// bounded like the caches: a hundred held and removed files, under a limit that cannot hold a
+// hundred more descriptors, leave the daemon the descriptors it needs for everything else, and
+// each handle answers with the removed file's attributes or ESTALE, never anything else.
+TEST_F(FdCache, DescriptorsKeptForRemovedFilesAreBounded) {
+  constexpr int kFiles = 100;
+  std::vector<int> handles;
+  for (int i = 0; i < kFiles; ++i) {
+    const std::string f = v_.path("removed" + std::to_string(i));
+    write_file(f, "removed " + std::to_string(i));
+    const int h = ::open(f.c_str(), O_PATH);
+    ASSERT_GE(h, 0) << std::strerror(errno);
+    handles.push_back(h);
+  }
+  for (int i = 0; i < kFiles; ++i)
+    ASSERT_EQ(::unlink(v_.path("removed" + std::to_string(i)).c_str()), 0) << i << ": " << std::strerror(errno);
+  ::usleep(1'200'000);  // past the attribute timeout: each fstat below asks the daemon
+  int answered = 0;
+  for (int h : handles) {
+    struct stat st {};
+    if (::fstat(h, &st) == 0) {
+      EXPECT_EQ(st.st_nlink, 0u);
+      ++answered;
+    } else {
+      EXPECT_EQ(errno, ESTALE) << std::strerror(errno);
+    }
+  }
+  EXPECT_GT(answered, 0);
+  // The daemon still has descriptors for new work.
+  ASSERT_EQ(::mkdir(v_.path("after").c_str(), 0755), 0) << std::strerror(errno);
+  write_file(v_.path("after/new"), "new file");
+  EXPECT_EQ(read_file(v_.path("after/new")), "new file");
+  EXPECT_EQ(v_.sh("ls after").output, "new\n");
+  for (int h : handles) ::close(h);
+  EXPECT_EQ(v_.log().find("out of file descriptors"), std::string::npos) << v_.log();
+}
+
 }  // namespace
 }  // namespace gcfs::test

@@ -224,5 +224,65 @@ TEST_F(NameMappingTest, NameFileAndDirIvOfAnotherShapeAreDamage) {
   ::unlink(outside.c_str());
 }
 
+// Names are remembered once encrypted or listed (fs/name_cache.h), keyed by the directory IV: a
+// name listed in one directory is never taken for the same entry in another, a tampered entry
+// still fails, and a long name still needs its .name file every time it is listed.
+TEST_F(NameMappingTest, RememberedNamesStayPerIvAndLongNamesStillNeedTheirFile) {
+  DirIv other = iv_;
+  other[15] ^= 0x80;
+  const DiskName a = names_.to_disk("listed-once", iv_);
+  EXPECT_EQ(names_.to_plain(dirfd_, a.entry, iv_), "listed-once");
+  EXPECT_EQ(names_.to_plain(dirfd_, a.entry, iv_), "listed-once") << "remembered";
+  EXPECT_EQ(names_.to_plain(dirfd_, a.entry, other), std::nullopt) << "another directory's IV";
+  EXPECT_NE(names_.to_disk("listed-once", other).entry, a.entry);
+  std::string tampered = a.entry;
+  tampered[3] = tampered[3] == 'A' ? 'B' : 'A';
+  EXPECT_EQ(names_.to_plain(dirfd_, tampered, iv_), std::nullopt);
+
+  // An entry decrypted first (a listing) gives the same entry back for its plaintext.
+  const DiskName b = names_.to_disk("from-a-listing", other);
+  NameMapping fresh(keys_);
+  EXPECT_EQ(fresh.to_plain(dirfd_, b.entry, other), "from-a-listing");
+  EXPECT_EQ(fresh.to_disk("from-a-listing", other).entry, b.entry);
+
+  const std::string plain(200, 'l');
+  const DiskName l = names_.to_disk(plain, iv_);
+  ASSERT_TRUE(l.is_long);
+  ASSERT_EQ(NameMapping::write_name_file(dirfd_, l), 0);
+  EXPECT_EQ(names_.to_plain(dirfd_, l.entry, iv_), plain);
+  ASSERT_EQ(NameMapping::remove_name_file(dirfd_, l), 0);
+  EXPECT_EQ(names_.to_plain(dirfd_, l.entry, iv_), std::nullopt) << "its .name file is gone";
+}
+
+// The cache is bounded and never gives a wrong answer, however many names pass through it, and
+// the same name under another IV is another name.
+TEST(NameCacheTest, BoundedAndNeverWrong) {
+  NameCache cache;
+  DirIv iv{};
+  const std::size_t n = NameCache::kSlots * 3;
+  for (std::size_t i = 0; i < n; ++i) {
+    cache.put_encoded(iv, "p" + std::to_string(i), "e" + std::to_string(i));
+    cache.put_plain(iv, "e" + std::to_string(i), "p" + std::to_string(i));
+  }
+  std::size_t found = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (auto e = cache.find_encoded(iv, "p" + std::to_string(i))) {
+      EXPECT_EQ(*e, "e" + std::to_string(i));
+      ++found;
+    }
+    if (auto p = cache.find_plain(iv, "e" + std::to_string(i))) {
+      EXPECT_EQ(*p, "p" + std::to_string(i));
+    }
+  }
+  EXPECT_GT(found, 0u);
+  EXPECT_LE(found, NameCache::kSlots);
+  EXPECT_EQ(cache.find_encoded(iv, "p" + std::to_string(n - 1)), "e" + std::to_string(n - 1)) << "the newest stays";
+  DirIv other{};
+  other[0] = 1;
+  EXPECT_EQ(cache.find_encoded(other, "p" + std::to_string(n - 1)), std::nullopt);
+  cache.put_encoded(other, "p" + std::to_string(n - 1), "under the other IV");
+  EXPECT_EQ(cache.find_encoded(other, "p" + std::to_string(n - 1)), "under the other IV");
+}
+
 }  // namespace
 }  // namespace gcfs
