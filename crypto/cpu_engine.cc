@@ -130,14 +130,22 @@ void CpuEngine::seal_in_parts(std::span<ChunkOp> ops, std::span<const std::size_
   for (const auto& op : ops) bytes += op.len;
   const std::size_t parts = ends.size();
   if (!pool_ || parts < 2 || bytes < parallel_min_bytes_) return ChunkEngine::seal_in_parts(ops, ends, write);
+  // The batch counts as active while some of it is left to seal: the writes after that take no
+  // core from the batches of other requests.
   const std::size_t active = active_.fetch_add(1, std::memory_order_relaxed) + 1;
   struct Leave {
     std::atomic<std::size_t>& n;
-    ~Leave() { n.fetch_sub(1, std::memory_order_relaxed); }
+    bool left = false;
+    void now() {
+      if (!left) n.fetch_sub(1, std::memory_order_relaxed);
+      left = true;
+    }
+    ~Leave() { now(); }
   } leave{active_};
   const std::size_t helpers = std::min(threads_for(bytes, active) - 1, parts - 1);
   if (helpers == 0) {
     for (auto& op : ops) cpu_seal_one(op);
+    leave.now();
     (void)write(0, parts);
     return;
   }
@@ -185,6 +193,7 @@ void CpuEngine::seal_in_parts(std::span<ChunkOp> ops, std::span<const std::size_
     // helper has started, the caller seals on and hands everything over in one call at the end
     // (a helper still asleep must not turn one write per group into one per part).
     if (end > handed && (end == parts || st->joined.load(std::memory_order_relaxed) > 0)) {
+      if (st->next.load(std::memory_order_relaxed) >= parts) leave.now();
       stop = !write(handed, end);
       handed = end;
       continue;
@@ -193,6 +202,7 @@ void CpuEngine::seal_in_parts(std::span<ChunkOp> ops, std::span<const std::size_
       seal_part(*st, p);
       continue;
     }
+    leave.now();
     st->state[handed].wait(kPending, std::memory_order_acquire);  // every part is claimed: wait for the next
   }
   // No more claims; wait for the parts that helpers still hold (they seal into the caller's ops).
