@@ -637,11 +637,10 @@ int ContentFile::seal_and_write_v2_locked(ChunkRange r, const std::uint8_t* cons
     w = pwrite_full(fd(), block.data(), data_at + last_len, from);
   } else {
     // Parts of about kWritePartBytes, none across a group's end: each is written as soon as it
-    // is sealed, its entries before its ciphertext. A growing write cut short leaves the file
-    // ending where it did, inside a new metadata block (read as the whole chunks before it), or
-    // after some parts, whose chunks are whole, or holes (zeros) where a later part landed
-    // before an earlier one; never with new chunks whose entries are missing. A rewrite cut
-    // short fails authentication either way; the crash journal holds its pre-image.
+    // is sealed, in order, its entries before its ciphertext. A growing write cut short leaves
+    // the file ending where it did, inside a new metadata block (read as the whole chunks before
+    // it), or after the chunks written so far; never with new chunks whose entries are missing.
+    // A rewrite cut short fails authentication either way; the crash journal holds its pre-image.
     const std::uint64_t part_chunks = std::max<std::uint64_t>(1, kWritePartBytes / C);
     thread_local std::vector<std::size_t> ends;
     ends.clear();
