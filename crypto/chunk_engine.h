@@ -115,8 +115,9 @@ class ChunkEngine {
   // the first parts while later ones are still being sealed. Part p is ops [ends[p-1], ends[p])
   // (ends ascending, ends.back() == ops.size()). write gets every part once, in order, in runs
   // of consecutive parts whose ops are all sealed, on the calling thread; when it returns false
-  // no later part is handed over (they may still be sealed). Returns, or throws what sealing
-  // threw (no part that failed is handed over), once no thread touches the ops any more.
+  // no later part is handed over (they may still be sealed), and so when it throws. Returns, or
+  // throws what sealing or write threw (no part that failed is handed over), once no thread
+  // touches the ops any more.
   // This version seals the whole batch first and hands it over in one call: the same system calls
   // as seal and then one write of everything, for engines that gain nothing from parts.
   virtual void seal_in_parts(std::span<ChunkOp> ops, std::span<const std::size_t> ends, const PartWriter& write) {

@@ -194,7 +194,13 @@ void CpuEngine::seal_in_parts(std::span<ChunkOp> ops, std::span<const std::size_
     // (a helper still asleep must not turn one write per group into one per part).
     if (end > handed && (end == parts || st->joined.load(std::memory_order_relaxed) > 0)) {
       if (st->next.load(std::memory_order_relaxed) >= parts) leave.now();
-      stop = !write(handed, end);
+      try {
+        stop = !write(handed, end);
+      } catch (...) {  // rethrown below, once no helper seals into the ops any more
+        std::lock_guard lk(st->mu);
+        if (!st->error) st->error = std::current_exception();
+        stop = true;
+      }
       handed = end;
       continue;
     }

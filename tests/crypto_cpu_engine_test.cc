@@ -351,6 +351,29 @@ TEST(CpuEngine, SealInPartsStopsHandingOverWhenTheWriterSaysSo) {
   }
 }
 
+TEST(CpuEngine, SealInPartsRethrowsWhatTheWriterThrowsOnceTheHelpersAreDone) {
+  const auto lens = stream_lengths();
+  const auto ends = part_ends(lens.size(), 4);
+  for (std::size_t threads : {1, 3}) {
+    CpuEngine engine(threads, 0);
+    Batch b(16, lens, 1);
+    int calls = 0;
+    EXPECT_THROW(engine.seal_in_parts(b.ops, ends,
+                                      [&](std::size_t, std::size_t) -> bool {
+                                        ++calls;
+                                        throw std::runtime_error("the writer failed");
+                                      }),
+                 std::runtime_error);
+    EXPECT_EQ(calls, 1) << threads;
+    // Nothing seals into the ops any more: they can go, and the engine takes the next batch.
+    b.ops.clear();
+    Batch again(17, lens, 1), ref(17, lens, 1);
+    CpuEngine(1).seal(ref.ops);
+    engine.seal(again.ops);
+    EXPECT_EQ(again.outs, ref.outs);
+  }
+}
+
 TEST(CpuEngine, SealInPartsRethrowsAndNeverHandsOverAFailedPart) {
   const auto lens = stream_lengths();
   const auto ends = part_ends(lens.size(), 5);  // op 17 lies in part 3
