@@ -109,6 +109,22 @@ class ChunkEngine {
   // holds zeros, never unauthenticated plaintext.
   virtual void open(std::span<ChunkOp> ops) = 0;
 
+  // Hands over sealed parts of a batch: write(a, b) receives parts [a, b).
+  using PartWriter = std::function<bool(std::size_t first_part, std::size_t end_part)>;
+  // seal, with the batch handed back in parts as they are done, so that the caller can write out
+  // the first parts while later ones are still being sealed. Part p is ops [ends[p-1], ends[p])
+  // (ends ascending, ends.back() == ops.size()). write gets every part once, in order, in runs
+  // of consecutive parts whose ops are all sealed, on the calling thread; when it returns false
+  // no later part is handed over (they may still be sealed), and so when it throws. Returns, or
+  // throws what sealing or write threw (no part that failed is handed over), once no thread
+  // touches the ops any more.
+  // This version seals the whole batch first and hands it over in one call: the same system calls
+  // as seal and then one write of everything, for engines that gain nothing from parts.
+  virtual void seal_in_parts(std::span<ChunkOp> ops, std::span<const std::size_t> ends, const PartWriter& write) {
+    seal(ops);
+    if (!ends.empty()) (void)write(0, ends.size());
+  }
+
   // Memory for the caller's chunk data (the ops' in and out), zero-filled. Ops pointing into it
   // may be processed faster: the gpu engine hands out page-locked memory and copies such ops
   // straight to and from the GPU instead of through its staging buffers. Any memory stays valid

@@ -66,18 +66,23 @@ void ThreadPool::parallel_for(std::size_t count, const std::function<void(std::s
       }
     }
   };
-  const std::size_t helpers = std::min({threads_.size(), count - 1, max_helpers});
-  {
-    std::lock_guard lk(mu_);
-    for (std::size_t h = 0; h < helpers; ++h) queue_.emplace_back(work);
-  }
-  // One wake-up per task queued: waking every worker for a batch that needs two of them makes
-  // the rest take the lock only to find the queue empty.
-  for (std::size_t h = 0; h < helpers; ++h) cv_.notify_one();
+  offer(std::min(count - 1, max_helpers), work);
   work();
   std::unique_lock lk(st->mu);
   st->cv.wait(lk, [&] { return st->done.load() == count; });
   if (st->error) std::rethrow_exception(st->error);
+}
+
+std::size_t ThreadPool::offer(std::size_t n, const std::function<void()>& task) {
+  const std::size_t helpers = std::min(threads_.size(), n);
+  {
+    std::lock_guard lk(mu_);
+    for (std::size_t h = 0; h < helpers; ++h) queue_.emplace_back(task);
+  }
+  // One wake-up per task queued: waking every worker for a batch that needs two of them makes
+  // the rest take the lock only to find the queue empty.
+  for (std::size_t h = 0; h < helpers; ++h) cv_.notify_one();
+  return helpers;
 }
 
 }  // namespace gcfs

@@ -27,6 +27,12 @@ class ThreadPool {
   void parallel_for(std::size_t count, const std::function<void(std::size_t)>& fn,
                     std::size_t max_helpers = static_cast<std::size_t>(-1));
 
+  // Queues task for up to n workers (never more than the pool has) and wakes that many; returns
+  // how many were queued. Each runs it once, whenever it gets to it, perhaps after the caller has
+  // moved on: the task must own what it touches (a shared_ptr) and find out for itself whether
+  // anything is left to do.
+  std::size_t offer(std::size_t n, const std::function<void()>& task);
+
  private:
   void run();
   std::mutex mu_;

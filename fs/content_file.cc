@@ -18,6 +18,12 @@
 namespace gcfs {
 namespace {
 
+// A format 2 write of several parts of this size goes to the engine part by part
+// (ChunkEngine::seal_in_parts): the first parts are written to the backing file while the engine
+// still seals the later ones. About 30 us of one core's cipher work, what a helper thread's wake-up
+// is worth (the cpu engine's measure, cpu_engine.h); a 1 MiB request makes 8 parts.
+constexpr std::uint64_t kWritePartBytes = 128u << 10;
+
 // Per-thread scratch buffers: a FUSE worker reuses them for every request instead of allocating
 // up to a few MiB each time. They come from the engine, so that with the gpu engine they are
 // page-locked and the chunks in them travel to and from the GPU without a staging copy. Grown in
@@ -531,8 +537,8 @@ int ContentFile::open_chunks_v2_locked(ChunkRange r, std::uint8_t* out, CipherSe
   return open_and_report(ops, r.first, out);
 }
 
-std::vector<ChunkOp>& ContentFile::seal_chunks_locked(ChunkRange r, const std::uint8_t* const* plains,
-                                                     std::uint64_t new_size, std::uint8_t* out, std::size_t stride) {
+std::vector<ChunkOp>& ContentFile::chunk_ops_locked(ChunkRange r, const std::uint8_t* const* plains,
+                                                   std::uint64_t new_size, std::uint8_t* out, std::size_t stride) {
   // Per thread, reused by every write (none of them calls here again while it runs).
   thread_local std::vector<ChunkOp> ops;
   thread_local std::vector<std::array<std::uint8_t, kChunkAadBytes>> aads;
@@ -554,6 +560,12 @@ std::vector<ChunkOp>& ContentFile::seal_chunks_locked(ChunkRange r, const std::u
     op.len = layout_.chunk_plain_len(k, new_size);
     op.out = out + i * stride;
   }
+  return ops;
+}
+
+std::vector<ChunkOp>& ContentFile::seal_chunks_locked(ChunkRange r, const std::uint8_t* const* plains,
+                                                     std::uint64_t new_size, std::uint8_t* out, std::size_t stride) {
+  auto& ops = chunk_ops_locked(r, plains, new_size, out, stride);
   engine_.seal(ops);
   return ops;
 }
@@ -569,13 +581,10 @@ int ContentFile::seal_and_write_v2_locked(ChunkRange r, const std::uint8_t* cons
   // Per thread, reused by every request (none of them calls here again while it runs).
   thread_local std::vector<std::uint8_t> entries;
   entries.resize(n * kChunkOverhead);
-  // Each chunk's ciphertext where an aligned write takes it from.
-  const auto& ops = seal_chunks_locked(r, plains, new_size, ct.data(), C);
-  for (std::uint64_t i = 0; i < n; ++i) {
-    std::uint8_t* e = entries.data() + i * kChunkOverhead;
-    std::copy(ops[i].nonce.begin(), ops[i].nonce.end(), e);
-    std::copy(ops[i].tag.begin(), ops[i].tag.end(), e + kChunkNonceOnDisk);
-  }
+  // Each chunk's ciphertext where an aligned write takes it from. Sealed below, once the journal
+  // and the reservation are done: the engine hands the chunks back in parts, and each part is
+  // written while later ones are still being sealed.
+  auto& ops = chunk_ops_locked(r, plains, new_size, ct.data(), C);
 
   const std::uint64_t old_cipher = layout_.base_offset() + layout_.cipher_size(size_);
   const std::uint64_t last_len = layout_.chunk_plain_len(r.last, new_size);
@@ -601,21 +610,23 @@ int ContentFile::seal_and_write_v2_locked(ChunkRange r, const std::uint8_t* cons
   struct Part {
     std::uint64_t a, b;
   };
-  thread_local std::vector<Part> parts;  // per thread: no allocation per write
-  parts.clear();
+  thread_local std::vector<Part> groups;  // per thread: no allocation per write
+  groups.clear();
   for (std::uint64_t a = r.first; a <= r.last;) {
     const std::uint64_t b = std::min(r.last, (layout_.group_of(a) + 1) * kV2ChunksPerGroup - 1);
-    parts.push_back({a, b});
+    groups.push_back({a, b});
     a = b + 1;
   }
-  const auto data_len = [&](const Part& p) { return (p.b - p.a) * C + layout_.chunk_plain_len(p.b, new_size); };
+  const auto data_len = [&](std::uint64_t a, std::uint64_t b) {
+    return (b - a) * C + layout_.chunk_plain_len(b, new_size);
+  };
   if (!pure_append && !(inside_old && (seen_whole || journaled_whole))) {
     // Reserve first, as format 1 does (see there): a full disk fails here, before anything changed.
-    for (const Part& p : parts) {
+    for (const Part& p : groups) {
       const std::uint64_t eo = layout_.nonce_offset(p.a), el = (p.b - p.a + 1) * kChunkOverhead;
       const std::uint64_t d0 = layout_.data_offset(p.a, new_size);
       if ((::fallocate(fd(), FALLOC_FL_KEEP_SIZE, static_cast<off_t>(eo), static_cast<off_t>(el)) != 0 ||
-           ::fallocate(fd(), FALLOC_FL_KEEP_SIZE, static_cast<off_t>(d0), static_cast<off_t>(data_len(p))) != 0) &&
+           ::fallocate(fd(), FALLOC_FL_KEEP_SIZE, static_cast<off_t>(d0), static_cast<off_t>(data_len(p.a, p.b))) != 0) &&
           (errno == ENOSPC || errno == EDQUOT || errno == EFBIG)) {
         const int err = errno;
         log::warning(label_ + (err == EFBIG ? ": write refused: file too large" : ": write refused: disk full"));
@@ -623,32 +634,66 @@ int ContentFile::seal_and_write_v2_locked(ChunkRange r, const std::uint8_t* cons
       }
     }
   }
-  // Entries first, then ciphertext: a growing write cut short between them leaves the file
-  // ending where it did (or inside a new metadata block, which reads as the whole chunks before
-  // it), never with new chunks whose entries are missing. A rewrite cut short fails
-  // authentication either way; the crash journal holds its pre-image.
+  // Part of the write may have landed when it fails: put back the chunks it protected, at their
+  // old places, and cut off what it appended.
+  auto undo = [&] {
+    if (pre_image) (void)write_chunk_forms(fd(), layout_, pre_first, size_, pre_image, pre_len);
+    if (extends)
+      (void)::ftruncate(fd(), static_cast<off_t>(std::max(old_cipher, layout_.base_offset() + kFileHeaderBytes)));
+  };
+  auto fill_entries = [&](std::uint64_t a, std::uint64_t b) {  // ops a..b (indices into r)
+    for (std::uint64_t i = a; i <= b; ++i) {
+      std::uint8_t* e = entries.data() + i * kChunkOverhead;
+      std::copy(ops[i].nonce.begin(), ops[i].nonce.end(), e);
+      std::copy(ops[i].tag.begin(), ops[i].tag.end(), e + kChunkNonceOnDisk);
+    }
+  };
   ssize_t w = 0;
   if (layout_.is_inline(new_size)) {
     // One write: entry, the gap before the inline offset (zeros), ciphertext.
+    engine_.seal(ops);
+    fill_entries(0, 0);
     std::array<std::uint8_t, kV2BlockBytes> block{};
     const std::uint64_t from = layout_.nonce_offset(0), data_at = layout_.data_offset(0, new_size) - from;
     std::memcpy(block.data(), entries.data(), kChunkOverhead);
     std::memcpy(block.data() + data_at, ct.data(), last_len);
     w = pwrite_full(fd(), block.data(), data_at + last_len, from);
   } else {
-    for (const Part& p : parts) {
-      w = pwrite_full(fd(), entries.data() + (p.a - r.first) * kChunkOverhead, (p.b - p.a + 1) * kChunkOverhead,
-                      layout_.nonce_offset(p.a));
-      if (w < 0) break;
+    // Parts of about kWritePartBytes, none across a group's end: each is written as soon as it
+    // is sealed, in order, its entries before its ciphertext. A growing write cut short leaves
+    // the file ending where it did, inside a new metadata block (read as the whole chunks before
+    // it), or after the chunks written so far; never with new chunks whose entries are missing.
+    // A rewrite cut short fails authentication either way; the crash journal holds its pre-image.
+    const std::uint64_t part_chunks = std::max<std::uint64_t>(1, kWritePartBytes / C);
+    thread_local std::vector<std::size_t> ends;
+    ends.clear();
+    for (const Part& g : groups)
+      for (std::uint64_t a = g.a; a <= g.b; a += part_chunks)
+        ends.push_back(static_cast<std::size_t>(std::min(g.b, a + part_chunks - 1) - r.first + 1));
+    // Writes parts [pa, pb): the entries of each group they touch, then the ciphertext.
+    auto write_parts = [&](std::size_t pa, std::size_t pb) {
+      const std::uint64_t first = r.first + (pa == 0 ? 0 : ends[pa - 1]), last = r.first + ends[pb - 1] - 1;
+      fill_entries(first - r.first, last - r.first);
+      for (int pass = 0; pass < 2 && w >= 0; ++pass) {
+        for (std::uint64_t a = first; a <= last && w >= 0;) {
+          const std::uint64_t b = std::min(last, (layout_.group_of(a) + 1) * kV2ChunksPerGroup - 1);
+          w = pass == 0 ? pwrite_full(fd(), entries.data() + (a - r.first) * kChunkOverhead,
+                                      (b - a + 1) * kChunkOverhead, layout_.nonce_offset(a))
+                        : pwrite_data(ct.data() + (a - r.first) * C, data_len(a, b), layout_.data_offset(a, new_size));
+          a = b + 1;
+        }
+      }
+      return w >= 0;
+    };
+    try {
+      engine_.seal_in_parts(ops, ends, write_parts);
+    } catch (...) {
+      undo();
+      throw;
     }
-    for (std::size_t i = 0; w >= 0 && i < parts.size(); ++i)
-      w = pwrite_data(ct.data() + (parts[i].a - r.first) * C, data_len(parts[i]), layout_.data_offset(parts[i].a, new_size));
   }
   if (w < 0) {
-    // Part of the write may have landed: put back the chunks it protected, at their old places.
-    if (pre_image) (void)write_chunk_forms(fd(), layout_, pre_first, size_, pre_image, pre_len);
-    if (extends)
-      (void)::ftruncate(fd(), static_cast<off_t>(std::max(old_cipher, layout_.base_offset() + kFileHeaderBytes)));
+    undo();
     if (w == -ENOSPC || w == -EDQUOT) log::warning(label_ + ": write failed: disk full");
     return static_cast<int>(w);
   }

@@ -138,6 +138,9 @@ class ContentFile {
   // nonce; the ops (nonces, tags, lengths) are the calling thread's until its next call.
   std::vector<ChunkOp>& seal_chunks_locked(ChunkRange r, const std::uint8_t* const* plains, std::uint64_t new_size,
                                            std::uint8_t* out, std::size_t stride);
+  // The same ops, not sealed yet.
+  std::vector<ChunkOp>& chunk_ops_locked(ChunkRange r, const std::uint8_t* const* plains, std::uint64_t new_size,
+                                         std::uint8_t* out, std::size_t stride);
   // Appends the open of chunk K to OPS (its AAD to AADS, which the caller reserved so that the
   // pointers stay put): NONCE and TAG point at the on-disk nonce and tag, IN at the ciphertext.
   void add_open_op(std::vector<ChunkOp>& ops, std::vector<std::array<std::uint8_t, kChunkAadBytes>>& aads,

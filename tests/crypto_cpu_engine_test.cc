@@ -276,6 +276,163 @@ TEST(CpuEngine, ConcurrentCallersShareOneEngine) {
   EXPECT_EQ(bad.load(), 0);
 }
 
+// ------------------------------------------------------------------------- seal_in_parts
+
+// Ends of parts of `per` ops each (the last may be shorter) over n ops.
+std::vector<std::size_t> part_ends(std::size_t n, std::size_t per) {
+  std::vector<std::size_t> ends;
+  for (std::size_t e = per; e < n + per; e += per) ends.push_back(std::min(e, n));
+  return ends;
+}
+
+std::vector<std::size_t> stream_lengths() {
+  std::vector<std::size_t> lens(61, 4096);  // a 4 KiB-chunk write of 244 KiB ...
+  lens.push_back(1);                         // ... ending in a short chunk
+  lens[7] = 0;
+  return lens;
+}
+
+TEST(CpuEngine, SealInPartsMatchesSealAndHandsEveryPartOverOnceInOrder) {
+  const auto lens = stream_lengths();
+  Batch ref(11, lens, 2);
+  CpuEngine(1).seal(ref.ops);
+  const auto ends = part_ends(lens.size(), 5);
+  for (std::size_t threads : {1, 2, 4}) {
+    for (std::size_t min_bytes : {std::size_t{0}, std::size_t{1} << 30}) {  // streamed, and sealed whole
+      SCOPED_TRACE("threads " + std::to_string(threads) + " parallel_min_bytes " + std::to_string(min_bytes));
+      CpuEngine engine(threads, min_bytes);
+      Batch b(11, lens, 2);
+      std::vector<std::pair<std::size_t, std::size_t>> runs;
+      bool sealed_when_handed = true;
+      engine.seal_in_parts(b.ops, ends, [&](std::size_t a, std::size_t e) {
+        runs.emplace_back(a, e);
+        // Every op of the parts handed over is final already.
+        for (std::size_t i = a == 0 ? 0 : ends[a - 1]; i < ends[e - 1]; ++i)
+          if (b.outs[i] != ref.outs[i] || b.ops[i].tag != ref.ops[i].tag) sealed_when_handed = false;
+        return true;
+      });
+      EXPECT_TRUE(sealed_when_handed);
+      ASSERT_FALSE(runs.empty());
+      std::size_t next = 0;
+      for (const auto& [a, e] : runs) {
+        EXPECT_EQ(a, next);
+        EXPECT_LT(a, e);
+        next = e;
+      }
+      EXPECT_EQ(next, ends.size());
+      for (std::size_t i = 0; i < lens.size(); ++i) {
+        EXPECT_EQ(b.outs[i], ref.outs[i]) << i;
+        EXPECT_EQ(b.ops[i].tag, ref.ops[i].tag) << i;
+      }
+    }
+  }
+}
+
+TEST(CpuEngine, SealInPartsStopsHandingOverWhenTheWriterSaysSo) {
+  const auto lens = stream_lengths();
+  const auto ends = part_ends(lens.size(), 4);
+  for (std::size_t threads : {1, 3}) {
+    CpuEngine engine(threads, 0);
+    Batch b(12, lens, 1);
+    int calls = 0;
+    std::size_t handed_end = 0;
+    engine.seal_in_parts(b.ops, ends, [&](std::size_t, std::size_t e) {
+      ++calls;
+      handed_end = e;
+      return false;
+    });
+    EXPECT_EQ(calls, 1) << threads;
+    EXPECT_GE(handed_end, 1u);
+    // The engine is idle and whole afterwards: the next batch comes out right.
+    Batch again(13, lens, 1), ref(13, lens, 1);
+    CpuEngine(1).seal(ref.ops);
+    engine.seal(again.ops);
+    EXPECT_EQ(again.outs, ref.outs);
+  }
+}
+
+TEST(CpuEngine, SealInPartsRethrowsWhatTheWriterThrowsOnceTheHelpersAreDone) {
+  const auto lens = stream_lengths();
+  const auto ends = part_ends(lens.size(), 4);
+  for (std::size_t threads : {1, 3}) {
+    CpuEngine engine(threads, 0);
+    Batch b(16, lens, 1);
+    int calls = 0;
+    EXPECT_THROW(engine.seal_in_parts(b.ops, ends,
+                                      [&](std::size_t, std::size_t) -> bool {
+                                        ++calls;
+                                        throw std::runtime_error("the writer failed");
+                                      }),
+                 std::runtime_error);
+    EXPECT_EQ(calls, 1) << threads;
+    // Nothing seals into the ops any more: they can go, and the engine takes the next batch.
+    b.ops.clear();
+    Batch again(17, lens, 1), ref(17, lens, 1);
+    CpuEngine(1).seal(ref.ops);
+    engine.seal(again.ops);
+    EXPECT_EQ(again.outs, ref.outs);
+  }
+}
+
+TEST(CpuEngine, SealInPartsRethrowsAndNeverHandsOverAFailedPart) {
+  const auto lens = stream_lengths();
+  const auto ends = part_ends(lens.size(), 5);  // op 17 lies in part 3
+  for (std::size_t threads : {1, 3}) {
+    SCOPED_TRACE("threads " + std::to_string(threads));
+    CpuEngine engine(threads, 0);
+    Batch b(14, lens, 2);
+    b.ops[17].key = nullptr;  // the engine refuses such an op with std::invalid_argument
+    std::size_t handed_end = 0;
+    EXPECT_THROW(engine.seal_in_parts(b.ops, ends,
+                                      [&](std::size_t, std::size_t e) {
+                                        handed_end = e;
+                                        return true;
+                                      }),
+                 std::invalid_argument);
+    EXPECT_LE(handed_end, 3u);
+  }
+}
+
+// The point of parts: while the caller writes out the first ones, helpers seal the rest. A writer
+// that takes 20 ms over its first run finds every later part sealed when it comes back, and gets
+// them all in its second call. (A helper that did not wake before the caller had sealed everything
+// leaves one call for the whole batch, as happens on a busy machine: that attempt proves nothing
+// and is repeated, for up to 5 seconds.)
+TEST(CpuEngine, SealInPartsSealsLaterPartsWhileTheCallerWrites) {
+  const std::vector<std::size_t> lens(512, 16384);  // 8 MiB in 64 parts
+  const auto ends = part_ends(lens.size(), 8);
+  CpuEngine engine(3, 0);
+  bool overlapped = false;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  int attempts = 0;
+  for (; !overlapped && std::chrono::steady_clock::now() < give_up; ++attempts) {
+    Batch b(15, lens, 1);
+    std::vector<std::pair<std::size_t, std::size_t>> runs;
+    engine.seal_in_parts(b.ops, ends, [&](std::size_t a, std::size_t e) {
+      runs.emplace_back(a, e);
+      if (runs.size() == 1 && e < ends.size()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      return true;
+    });
+    if (runs.size() < 2) continue;
+    EXPECT_EQ(runs[1].second, ends.size()) << "the helpers sealed nothing while the caller wrote part " << runs[0].first;
+    overlapped = true;
+  }
+  EXPECT_TRUE(overlapped) << "no helper joined an 8 MiB batch in " << attempts << " attempts";
+}
+
+TEST(ThreadPool, OfferRunsTheTaskOnAsManyWorkersAsAsked) {
+  ThreadPool pool(3);
+  for (std::size_t n : {0, 1, 3, 5}) {
+    std::atomic<int> ran{0};
+    const std::size_t queued = pool.offer(n, [&] { ran.fetch_add(1); });
+    EXPECT_EQ(queued, std::min<std::size_t>(n, 3));
+    for (int i = 0; i < 2000 && ran.load() < static_cast<int>(queued); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // and no more than that
+    EXPECT_EQ(ran.load(), static_cast<int>(queued)) << n;
+  }
+}
+
 TEST(ThreadPool, RunsEveryIndexExactlyOnce) {
   ThreadPool pool(3);
   EXPECT_EQ(pool.workers(), 3u);

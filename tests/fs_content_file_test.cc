@@ -4,12 +4,14 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -72,15 +74,17 @@ class TempDir {
 
 // One ciphertext file and the objects a ContentFile borrows.
 struct Backing {
+  // other_engine: what the file seals and opens with instead of `engine` (not owned).
   Backing(const std::string& path, std::uint32_t chunk_size, std::size_t threads = 2, const Bytes& prefix = {},
-          int format = 1, BackingIo* io = nullptr)
-      : path(path), layout(chunk_size, prefix.size(), format), engine(threads, 0), keys(master_key()), io(io) {
+          int format = 1, BackingIo* io = nullptr, ChunkEngine* other_engine = nullptr)
+      : path(path), layout(chunk_size, prefix.size(), format), engine(threads, 0), keys(master_key()), io(io),
+        used(other_engine ? *other_engine : engine) {
     fd = ::open(path.c_str(), O_RDWR | O_CREAT, 0600);
     if (fd < 0) throw std::runtime_error("open " + path + ": " + std::strerror(errno));
     // What a volume keeps in front of its content stream, which the stream must never touch.
     if (!prefix.empty() && ::pwrite(fd, prefix.data(), prefix.size(), 0) != static_cast<ssize_t>(prefix.size()))
       throw std::runtime_error("cannot write the prefix");
-    file = std::make_unique<ContentFile>(fd, layout, engine, keys, path, nullptr, io);
+    file = std::make_unique<ContentFile>(fd, layout, used, keys, path, nullptr, io);
   }
   ~Backing() {
     file.reset();
@@ -88,7 +92,7 @@ struct Backing {
   }
   // A new ContentFile on the same descriptor: reads what is on disk, not what was cached.
   ContentFile& reopen() {
-    file = std::make_unique<ContentFile>(fd, layout, engine, keys, path, journal, io);
+    file = std::make_unique<ContentFile>(fd, layout, used, keys, path, journal, io);
     return *file;
   }
   std::uint64_t disk_size() const {
@@ -125,6 +129,7 @@ struct Backing {
   CpuEngine engine;
   KeyRing keys;
   BackingIo* io = nullptr;
+  ChunkEngine& used;
   ChunkJournal* journal = nullptr;
   int fd = -1;
   std::unique_ptr<ContentFile> file;
@@ -142,7 +147,7 @@ class ContentFileTest : public ::testing::Test {
     auto j = ChunkJournal::open(dfd, dir.path(), b.keys, chunk_size, 4, &err);
     if (dfd >= 0) ::close(dfd);
     EXPECT_TRUE(j) << err;
-    if (j) b.file = std::make_unique<ContentFile>(b.fd, b.layout, b.engine, b.keys, b.path, j.get(), b.io);
+    if (j) b.file = std::make_unique<ContentFile>(b.fd, b.layout, b.used, b.keys, b.path, j.get(), b.io);
     b.journal = j.get();
     return j;
   }
@@ -427,6 +432,65 @@ TEST_F(ContentFileTest, FormatTwoShortChunksWhoseCiphertextIsZeroAreNotHoles) {
   ASSERT_EQ(b.file->write(3 * 4096, data.data(), 5), 5);
   ASSERT_EQ(b.file->punch_hole(3 * 4096, 5), 0);
   EXPECT_EQ(b.read_all(b.reopen()), expect);
+}
+
+// An engine that hands a large write's sealed parts over one at a time, as the cpu engine does
+// while its helpers keep ahead of the writer: every part of the write goes to disk on its own.
+class PartByPartEngine final : public ChunkEngine {
+ public:
+  std::string name() const override { return "part by part"; }
+  void seal(std::span<ChunkOp> ops) override { inner_.seal(ops); }
+  void open(std::span<ChunkOp> ops) override { inner_.open(ops); }
+  void seal_in_parts(std::span<ChunkOp> ops, std::span<const std::size_t> ends, const PartWriter& write) override {
+    for (std::size_t p = 0; p < ends.size(); ++p) {
+      const std::size_t a = p == 0 ? 0 : ends[p - 1];
+      inner_.seal(ops.subspan(a, ends[p] - a));
+      ++parts_;
+      if (!write(p, p + 1)) return;
+    }
+  }
+  std::size_t parts() const { return parts_.load(); }
+
+ private:
+  CpuEngine inner_{1};
+  std::atomic<std::size_t> parts_{0};
+};
+
+TEST_F(ContentFileTest, FormatTwoWritesSealedInPartsReadBackExactly) {
+  // Large writes cross group boundaries (128 chunks: 512 KiB here) and reach the engine in parts,
+  // each written out as soon as it is sealed: by the cpu engine with helpers, and by an engine that
+  // hands every part over on its own. Read back, reopened and decrypted by the book, they hold the
+  // bytes written.
+  const std::uint32_t C = 4096;
+  PartByPartEngine by_part;
+  CpuEngine helpers(4, 0);
+  BackingIo io(BackingIoMode::Direct);
+  int n = 0;
+  for (ChunkEngine* e : {static_cast<ChunkEngine*>(&by_part), static_cast<ChunkEngine*>(&helpers)}) {
+    SCOPED_TRACE(e->name());
+    Backing b(file_path(("parts" + std::to_string(n++)).c_str()), C, 2, {}, 2, &io, e);
+    auto journal = journal_for(b, C);
+    Bytes shadow;
+    auto write = [&](std::uint64_t off, std::size_t len, std::uint32_t seed) {
+      const Bytes d = pattern(len, seed);
+      ASSERT_EQ(b.file->write(off, d.data(), len), static_cast<ssize_t>(len));
+      if (shadow.size() < off + len) shadow.resize(off + len, 0);
+      std::copy(d.begin(), d.end(), shadow.begin() + static_cast<std::ptrdiff_t>(off));
+      ASSERT_EQ(b.read_all(*b.file), shadow);
+    };
+    write(0, 1u << 20, 1);           // two whole groups into an empty file
+    write(1u << 20, 1000001, 2);     // a pure append that ends in a short chunk
+    b.file->mark_durable();
+    write(300000, 1000000, 3);       // a rewrite of durable chunks across a group's end (journaled)
+    write(shadow.size() - 5000, 700001, 4);  // rewrites the last chunk and grows
+    EXPECT_EQ(b.disk_size(), b.layout.cipher_size(shadow.size()));
+    EXPECT_EQ(decrypt_v2_by_the_book(b.raw(0, b.disk_size()), C), shadow);
+    write(shadow.size() + 3 * C + 17, 400000, 5);  // past the end: holes, then new chunks
+    EXPECT_EQ(b.disk_size(), b.layout.cipher_size(shadow.size()));
+    EXPECT_EQ(b.read_all(b.reopen()), shadow);
+  }
+  EXPECT_FALSE(io.fell_back());
+  EXPECT_GT(by_part.parts(), 30u);  // the writes did go out part by part
 }
 
 TEST_F(ContentFileTest, AFileOfAnImpossibleSizeCanStillBeEmptied) {
@@ -1356,6 +1420,91 @@ TEST_F(ContentFileTest, FullDiskWriteIntoAHoleKeepsTheFileReadable) {
   }
   EXPECT_EQ(b.read_all(*b.file), expect);
   EXPECT_EQ(b.read_all(b.reopen()), expect);
+}
+
+TEST_F(ContentFileTest, FormatTwoDiskFullHalfwayThroughAnAppendInPartsKeepsTheFileAsItWas) {
+  // A pure append reserves nothing: its parts go out one after the other until the disk is full.
+  // The parts that landed are cut off again, and the write fails as a whole.
+  SmallTmpfs fs(dir.path());
+  if (!fs.mounted()) GTEST_SKIP() << fs.why() << " (needs root or CAP_SYS_ADMIN)";
+  const std::uint32_t C = 4096;
+  PartByPartEngine by_part;
+  Backing b(fs.path() + "/victim", C, 2, {}, 2, nullptr, &by_part);
+  const Bytes data = pattern(100 * 1024, 21);  // whole chunks: the append rewrites none
+  ASSERT_EQ(b.file->write(0, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  const std::string filler = fs.path() + "/filler";
+  fill_up(filler);
+  struct stat st {};
+  ASSERT_EQ(::stat(filler.c_str(), &st), 0);
+  ASSERT_EQ(::truncate(filler.c_str(), st.st_size > 300 * 1024 ? st.st_size - 300 * 1024 : 0), 0);  // 300 KiB free
+
+  const std::size_t parts_before = by_part.parts();
+  const Bytes more = pattern(600 * 1024, 22);
+  EXPECT_EQ(b.file->write(data.size(), more.data(), more.size()), -ENOSPC);
+  EXPECT_GE(by_part.parts() - parts_before, 2u) << "the append failed before a part of it was written";
+  EXPECT_EQ(b.file->plain_size(), static_cast<std::int64_t>(data.size()));
+  EXPECT_EQ(b.disk_size(), b.layout.cipher_size(data.size()));
+  EXPECT_EQ(b.read_all(*b.file), data);
+  EXPECT_EQ(b.read_all(b.reopen()), data);
+
+  // With room again, the same append works.
+  ::unlink(filler.c_str());
+  ASSERT_EQ(b.file->write(data.size(), more.data(), more.size()), static_cast<ssize_t>(more.size()));
+  Bytes expect = data;
+  expect.insert(expect.end(), more.begin(), more.end());
+  EXPECT_EQ(b.read_all(b.reopen()), expect);
+}
+
+// Restores RLIMIT_FSIZE and SIGXFSZ's disposition when it goes.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(std::uint64_t bytes) {
+    ::getrlimit(RLIMIT_FSIZE, &old_);
+    old_handler_ = ::signal(SIGXFSZ, SIG_IGN);  // a write past the limit then fails with EFBIG
+    rlimit r = old_;
+    r.rlim_cur = bytes;
+    ::setrlimit(RLIMIT_FSIZE, &r);
+  }
+  ~FileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &old_);
+    ::signal(SIGXFSZ, old_handler_);
+  }
+
+ private:
+  rlimit old_{};
+  sighandler_t old_handler_ = SIG_DFL;
+};
+
+TEST_F(ContentFileTest, FormatTwoRewriteFailingHalfwayThroughItsPartsIsPutBack) {
+  // A write that rewrites durable chunks and grows the file passes its reservation (fallocate
+  // keeps the size, which the limit does not govern), then a later part meets the file size
+  // limit: the parts already written over durable chunks are put back from their pre-image, the
+  // growth is cut off, and the file reads as before.
+  const std::uint32_t C = 4096;
+  PartByPartEngine by_part;
+  Backing b(file_path("rewrite-limit"), C, 2, {}, 2, nullptr, &by_part);
+  auto journal = journal_for(b, C);
+  // Large enough that the journal's slots, which the limit governs too, lie below it.
+  const std::size_t size = std::max<std::size_t>(3u << 20, 2 * ChunkJournal::slot_bytes(C) + (1u << 20));
+  const Bytes data = pattern(size, 23);
+  ASSERT_EQ(b.file->write(0, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  b.file->mark_durable();
+
+  const Bytes more = pattern(1u << 20, 24);
+  const std::uint64_t at = size - 600 * 1024;  // 600 KiB of rewrite, then 424 KiB of growth
+  const std::size_t parts_before = by_part.parts();
+  ssize_t n = 0;
+  {
+    FileSizeLimit limit(b.disk_size() + 200 * 1024);
+    n = b.file->write(at, more.data(), more.size());
+  }
+  EXPECT_LT(n, 0);
+  EXPECT_EQ(n, -EFBIG);
+  EXPECT_GE(by_part.parts() - parts_before, 5u) << "the write failed before its rewrite was written";
+  EXPECT_EQ(b.file->plain_size(), static_cast<std::int64_t>(size));
+  EXPECT_EQ(b.disk_size(), b.layout.cipher_size(size));
+  EXPECT_EQ(b.read_all(*b.file), data);
+  EXPECT_EQ(b.read_all(b.reopen()), data);
 }
 
 }  // namespace
