@@ -177,6 +177,19 @@ void HybridEngine::notify_feeders_locked(const Job* job) {
     if (members_[m].idle > 0 && (job ? want_locked(m, *job) > 0 : work_for_locked(m))) member_cv_[m].notify_one();
 }
 
+void HybridEngine::seal_in_parts(std::span<ChunkOp> ops, std::span<const std::size_t> ends, const PartWriter& write) {
+  std::size_t total = 0;
+  for (const auto& op : ops) total += op.len;
+  ChunkEngine& first = *members_[0].m.engine;
+  if (runs_inline(total)) return first.seal_in_parts(ops, ends, write);
+  if (total <= options_.lone_inline_bytes) {
+    Caller caller(callers_);
+    if (caller.alone) return first.seal_in_parts(ops, ends, write);
+  }
+  // Shared: sealed whole (run() counts this caller again), then handed over in one call.
+  ChunkEngine::seal_in_parts(ops, ends, write);
+}
+
 void HybridEngine::run(std::span<ChunkOp> ops, bool seal) {
   if (ops.empty()) return;
   ChunkEngine& first = *members_[0].m.engine;
@@ -184,15 +197,10 @@ void HybridEngine::run(std::span<ChunkOp> ops, bool seal) {
   // (a 4 KiB read costs the cpu engine about 2 us; this must stay a sliver of that).
   std::size_t total = 0;
   for (const auto& op : ops) total += op.len;
-  if (total < options_.inline_bytes || members_.size() == 1) return seal ? first.seal(ops) : first.open(ops);
+  if (runs_inline(total)) return seal ? first.seal(ops) : first.open(ops);
   // Counted from here to the return: whether this caller is alone in the engine.
-  struct Caller {
-    std::atomic<std::size_t>& n;
-    std::size_t before;
-    explicit Caller(std::atomic<std::size_t>& c) : n(c), before(c.fetch_add(1, std::memory_order_acq_rel)) {}
-    ~Caller() { n.fetch_sub(1, std::memory_order_acq_rel); }
-  } caller(callers_);
-  if (caller.before == 0 && total <= options_.lone_inline_bytes) return seal ? first.seal(ops) : first.open(ops);
+  Caller caller(callers_);
+  if (caller.alone && total <= options_.lone_inline_bytes) return seal ? first.seal(ops) : first.open(ops);
 
   Job job;
   job.ops = ops;

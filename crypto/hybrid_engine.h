@@ -113,6 +113,10 @@ class HybridEngine final : public ChunkEngine {
   std::string name() const override { return "auto"; }
   void seal(std::span<ChunkOp> ops) override { run(ops, true); }
   void open(std::span<ChunkOp> ops) override { run(ops, false); }
+  // A batch that would run whole on member 0 (small, or a lone caller's up to lone_inline_bytes)
+  // is sealed in parts there, so the caller writes the first parts while later ones are sealed;
+  // a shared batch is sealed whole first.
+  void seal_in_parts(std::span<ChunkOp> ops, std::span<const std::size_t> ends, const PartWriter& write) override;
   HostBuffer allocate_io_buffer(std::size_t bytes) override;
 
   // Bytes per member that a batch of `bytes` would get now by the model alone (the water-filled
@@ -156,6 +160,19 @@ class HybridEngine final : public ChunkEngine {
     Job* job;
     std::size_t first, count, bytes;
   };
+
+  // Counts a caller inside the engine from construction to destruction; `alone` when it found
+  // no other.
+  struct Caller {
+    std::atomic<std::size_t>& n;
+    bool alone;
+    explicit Caller(std::atomic<std::size_t>& c) : n(c), alone(c.fetch_add(1, std::memory_order_acq_rel) == 0) {}
+    ~Caller() { n.fetch_sub(1, std::memory_order_acq_rel); }
+    Caller(const Caller&) = delete;
+    Caller& operator=(const Caller&) = delete;
+  };
+  // Whether a batch of `total` bytes runs whole on member 0 without touching the shared queue.
+  bool runs_inline(std::size_t total) const { return total < options_.inline_bytes || members_.size() == 1; }
 
   void run(std::span<ChunkOp> ops, bool seal);
   void feeder(std::size_t member);

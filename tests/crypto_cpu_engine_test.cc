@@ -478,7 +478,9 @@ TEST(ThreadPool, MaxHelpersBoundsTheThreadsOfABatch) {
         max_helpers);
     EXPECT_EQ(hits.load(), 200);
     EXPECT_LE(seen.size(), max_helpers + 1) << max_helpers;
-    if (max_helpers == 0) EXPECT_EQ(seen, std::set<std::thread::id>{std::this_thread::get_id()});
+    if (max_helpers == 0) {
+      EXPECT_EQ(seen, std::set<std::thread::id>{std::this_thread::get_id()});
+    }
   }
 }
 

@@ -264,6 +264,41 @@ TEST(HybridEngine, ALoneBatchUpToTheLimitStaysOnTheFirstMember) {
   EXPECT_GT(fast_looking.bytes(), 0u) << "a batch over the limit was not shared: " << hybrid.describe();
 }
 
+// seal_in_parts: a lone batch under the limit is sealed in parts by member 0 (every part handed
+// over once, in order, as the cpu engine seals it); over the limit it is sealed whole, then handed
+// over in one call.
+TEST(HybridEngine, SealInPartsGoesToTheFirstMemberForALoneBatch) {
+  CpuEngine cpu(2), reference(1);
+  SlowEngine fast_looking(1, 1);
+  HybridEngine::Options o;
+  o.learn = false;
+  o.inline_bytes = 16u << 10;
+  o.min_part_bytes = 16u << 10;
+  o.lone_inline_bytes = 1u << 20;
+  HybridEngine hybrid({{&cpu, "cpu", {2e-6, kGBps / 2}}, {&fast_looking, "fast-looking", {1e-6, kGBps / 100}}}, o);
+  for (std::size_t chunks : {std::size_t{48}, std::size_t{96}}) {  // 768 KiB, then 1.5 MiB
+    const std::vector<std::size_t> lens(chunks, 16u << 10);
+    Batch ref(7 + chunks, lens, 1), got(7 + chunks, lens, 1);
+    reference.seal(ref.ops);
+    std::vector<std::size_t> ends;
+    for (std::size_t e = 8; e <= chunks; e += 8) ends.push_back(e);
+    std::size_t next = 0, calls = 0;
+    hybrid.seal_in_parts(got.ops, ends, [&](std::size_t a, std::size_t b) {
+      EXPECT_EQ(a, next);
+      EXPECT_GT(b, a);
+      next = b, ++calls;
+      return true;
+    });
+    EXPECT_EQ(next, ends.size());
+    expect_same_as_cpu(ref, got);
+    if (chunks == 48) {
+      EXPECT_EQ(fast_looking.bytes(), 0u) << "a lone batch under the limit left member 0";
+    } else {
+      EXPECT_EQ(calls, 1u) << "a shared batch is handed over whole";
+    }
+  }
+}
+
 // A batch under lone_inline_bytes that comes while another caller is inside the engine is shared.
 TEST(HybridEngine, ABatchBesideAnotherCallerIsShared) {
   CpuEngine cpu(2), reference(1);
