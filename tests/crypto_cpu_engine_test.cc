@@ -292,6 +292,15 @@ std::vector<std::size_t> stream_lengths() {
   return lens;
 }
 
+// After a seal_in_parts that stopped early or failed, the engine seals the next batch as one
+// thread of a fresh engine does.
+void expect_next_batch_right(CpuEngine& engine, std::uint32_t seed, const std::vector<std::size_t>& lens) {
+  Batch again(seed, lens, 1), ref(seed, lens, 1);
+  CpuEngine(1).seal(ref.ops);
+  engine.seal(again.ops);
+  EXPECT_EQ(again.outs, ref.outs);
+}
+
 TEST(CpuEngine, SealInPartsMatchesSealAndHandsEveryPartOverOnceInOrder) {
   const auto lens = stream_lengths();
   Batch ref(11, lens, 2);
@@ -344,10 +353,7 @@ TEST(CpuEngine, SealInPartsStopsHandingOverWhenTheWriterSaysSo) {
     EXPECT_EQ(calls, 1) << threads;
     EXPECT_GE(handed_end, 1u);
     // The engine is idle and whole afterwards: the next batch comes out right.
-    Batch again(13, lens, 1), ref(13, lens, 1);
-    CpuEngine(1).seal(ref.ops);
-    engine.seal(again.ops);
-    EXPECT_EQ(again.outs, ref.outs);
+    expect_next_batch_right(engine, 13, lens);
   }
 }
 
@@ -367,10 +373,7 @@ TEST(CpuEngine, SealInPartsRethrowsWhatTheWriterThrowsOnceTheHelpersAreDone) {
     EXPECT_EQ(calls, 1) << threads;
     // Nothing seals into the ops any more: they can go, and the engine takes the next batch.
     b.ops.clear();
-    Batch again(17, lens, 1), ref(17, lens, 1);
-    CpuEngine(1).seal(ref.ops);
-    engine.seal(again.ops);
-    EXPECT_EQ(again.outs, ref.outs);
+    expect_next_batch_right(engine, 17, lens);
   }
 }
 

@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <utility>
 #include <string>
 #include <thread>
 #include <vector>
@@ -93,6 +94,29 @@ pid_t serving_pid(const MountedVault& v) {
   return pid;
 }
 
+// The fsyncs the writers have had answered; the test SIGKILLs the daemon once enough are in.
+struct FsyncGate {
+  std::atomic<int> fsyncs{0};
+  std::mutex mu;
+  std::condition_variable cv;
+  void answered(int enough) {
+    if (fsyncs.fetch_add(1) + 1 >= enough) {
+      std::lock_guard lk(mu);
+      cv.notify_all();
+    }
+  }
+  // Waits for `enough` answered fsyncs, then SIGKILLs the serving daemon. Returns its pid (not
+  // positive where none was found) and kill's result (-1 then).
+  std::pair<pid_t, int> kill_daemon_after(const MountedVault& v, int enough) {
+    {
+      std::unique_lock lk(mu);
+      cv.wait(lk, [&] { return fsyncs.load() >= enough; });
+    }
+    const pid_t daemon = serving_pid(v);
+    return {daemon, daemon > 0 ? ::kill(daemon, SIGKILL) : -1};
+  }
+};
+
 // fsck over v's CIPHERDIR after a kill: clean, or damage only in chunks that lie wholly past the
 // fsynced size of the file they belong to ("file" N: fsynced[N]), fresh chunks the kill tore while
 // they were being appended, never acknowledged.
@@ -149,10 +173,8 @@ TEST(FaultMount, SigkillDuringConcurrentWritesKeepsEverythingFsynced) {
   constexpr std::size_t kRecord = 10000;  // not chunk-aligned: appends rewrite partial chunks
   constexpr int kFsyncsBeforeKill = 12;   // the kill comes once this many fsyncs are acknowledged
   std::atomic<std::uint64_t> acked[kWriters] = {};
-  std::atomic<int> fsyncs{0};
   std::atomic<bool> killed{false};
-  std::mutex mu;
-  std::condition_variable cv;
+  FsyncGate gate;
 
   std::vector<std::thread> writers;
   for (int w = 0; w < kWriters; ++w) {
@@ -167,22 +189,14 @@ TEST(FaultMount, SigkillDuringConcurrentWritesKeepsEverythingFsynced) {
         if (i % 3 == 2) {
           if (::fsync(fd) != 0) break;
           acked[w].store(written);  // from here on these bytes must survive
-          if (fsyncs.fetch_add(1) + 1 >= kFsyncsBeforeKill) {
-            std::lock_guard lk(mu);
-            cv.notify_all();
-          }
+          gate.answered(kFsyncsBeforeKill);
         }
         if (written > (64u << 20)) break;  // a bound, in case the kill never comes
       }
       ::close(fd);
     });
   }
-  {
-    std::unique_lock lk(mu);
-    cv.wait(lk, [&] { return fsyncs.load() >= kFsyncsBeforeKill; });
-  }
-  const pid_t daemon = serving_pid(v);
-  const int kill_rc = daemon > 0 ? ::kill(daemon, SIGKILL) : -1;
+  const auto [daemon, kill_rc] = gate.kill_daemon_after(v, kFsyncsBeforeKill);
   killed = true;
   for (auto& t : writers) t.join();
   ASSERT_GT(daemon, 0) << "cannot find the daemon's pid";
@@ -227,10 +241,8 @@ TEST(FaultMount, SigkillDuringAStreamOfLargeWritesKeepsEverythingFsynced) {
   constexpr std::size_t kRecord = 1u << 20;
   constexpr int kFsyncsBeforeKill = 4;
   std::atomic<std::uint64_t> acked{0};
-  std::atomic<int> fsyncs{0};
   std::atomic<bool> killed{false};
-  std::mutex mu;
-  std::condition_variable cv;
+  FsyncGate gate;
   std::thread writer([&] {
     int fd = ::open(v.path("file0").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) return;
@@ -241,20 +253,12 @@ TEST(FaultMount, SigkillDuringAStreamOfLargeWritesKeepsEverythingFsynced) {
       if (i % 3 == 2) {
         if (::fsync(fd) != 0) break;
         acked.store(written);
-        if (fsyncs.fetch_add(1) + 1 >= kFsyncsBeforeKill) {
-          std::lock_guard lk(mu);
-          cv.notify_all();
-        }
+        gate.answered(kFsyncsBeforeKill);
       }
     }
     ::close(fd);
   });
-  {
-    std::unique_lock lk(mu);
-    cv.wait(lk, [&] { return fsyncs.load() >= kFsyncsBeforeKill; });
-  }
-  const pid_t daemon = serving_pid(v);
-  const int kill_rc = daemon > 0 ? ::kill(daemon, SIGKILL) : -1;
+  const auto [daemon, kill_rc] = gate.kill_daemon_after(v, kFsyncsBeforeKill);
   killed = true;
   writer.join();
   ASSERT_GT(daemon, 0) << "cannot find the daemon's pid";
