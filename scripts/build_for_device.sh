@@ -43,6 +43,12 @@ for f in "$build"/carry/*; do
     echo "$extra" >&2
   fi
 done
+# What was built, for the device run's log: the device's copy of the repository may name another
+# commit than the one these binaries come from.
+{
+  echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' with uncommitted changes')"
+  echo "built $(date -u +%FT%TZ)"
+} > "$build/carry/BUILD_INFO"
 du -sh "$build/carry"
 carry_mib=$(du -sm "$build/carry" | cut -f1)
 tree_mib=$(git ls-files -z | du -cm --files0-from=- 2>/dev/null | tail -1 | cut -f1)

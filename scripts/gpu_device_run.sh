@@ -76,7 +76,8 @@ ALL_GPUS=$(seq -s, 0 $((NGPU > 0 ? NGPU - 1 : 0)))
 section "environment"
 {
   echo "date: $(date -u +%FT%TZ)"
-  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown) (the device's copy of the repository)"
+  [ -f "$BIN/BUILD_INFO" ] && echo "binaries: $(tr '\n' ' ' < "$BIN/BUILD_INFO")"
   if command -v nvidia-smi > /dev/null; then
     nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,clocks.max.sm,temperature.gpu,power.draw --format=csv 2>&1
     nvidia-smi topo -m 2>&1 | head -12
@@ -302,7 +303,7 @@ fi
 # ---------------------------------------------------------------------------------------------
 section "summary"
 {
-  echo "device run of $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $NGPU GPU(s), $(nproc) cpus, $(( SECONDS - START )) s"
+  echo "device run of $(date -u +%FT%TZ), binaries of $(head -1 "$BIN/BUILD_INFO" 2>/dev/null || echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"), $NGPU GPU(s), $(nproc) cpus, $(( SECONDS - START )) s"
   command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=index,name,pci.bus_id --format=csv,noheader 2>/dev/null | sed 's/^/  gpu /'
   echo "tests:"
   grep -E '^== .* exit |^\[  (PASSED|FAILED) |^\[  FAILED  \]|^== .*--engine' "$OUT/tests.txt" 2>/dev/null | sed 's/^/  /' | head -60
