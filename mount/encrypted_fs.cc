@@ -400,13 +400,11 @@ void EncryptedFs::getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   int rc;
   // A file open now: its content descriptor will do, with or without the caller's handle (the
   // kernel asks without one before a chown, and after each write).
-  std::shared_ptr<ContentFile> held = !fi && S_ISREG(in.type) ? hold_open_content(in) : nullptr;
+  const HeldContent held = !fi && S_ISREG(in.type) ? hold_open_content(in) : HeldContent();
   if (held || (fi && S_ISREG(in.type))) {
     const int fd = held ? held->fd() : reinterpret_cast<FileHandle*>(fi->fh)->content->fd();
-    const int r = ::fstat(fd, &st);
-    const int err = errno;
-    rc = r == 0 ? plain_attr(in, &st, -1, "") : -err;
-    if (held) release_content(in);
+    if (::fstat(fd, &st) != 0) return (void)fuse_reply_err(req, errno);
+    rc = plain_attr(in, &st, -1, "");
   } else {
     PathFd pf = path_fd(in);
     if (!pf.ok()) return (void)fuse_reply_err(req, -pf.error());
@@ -457,12 +455,7 @@ void EncryptedFs::setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int
   // A file open now is reached through its content descriptor, which every call below takes as
   // well as an O_PATH one (chmod through its /proc link, the *at calls with AT_EMPTY_PATH): no
   // descriptor opened by name for the chown, chmod and utimes that follow writing a file (tar).
-  std::shared_ptr<ContentFile> held = S_ISREG(in.type) ? hold_open_content(in) : nullptr;
-  struct Release {
-    EncryptedFs* fs;
-    Inode* in;
-    ~Release() { if (in) fs->release_content(*in); }
-  } release{this, held ? &in : nullptr};
+  const HeldContent held = S_ISREG(in.type) ? hold_open_content(in) : HeldContent();
   PathFd pf;
   if (!held) {
     pf = path_fd(in);

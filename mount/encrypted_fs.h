@@ -155,9 +155,28 @@ class EncryptedFs {
   // 0 or -errno.
   int acquire_content(Inode& inode, bool writable, std::shared_ptr<ContentFile>* out, int fd_in = -1);
   void release_content(Inode& inode);
-  // The inode's ContentFile when the file is open now, held (release_content) so that its
-  // descriptor stays open for the caller's use; null otherwise. Opens nothing.
-  std::shared_ptr<ContentFile> hold_open_content(Inode& inode);
+  // An open file's ContentFile held for one request: its descriptor stays open until this goes
+  // (release_content then). Empty where the file was not open.
+  class HeldContent {
+   public:
+    HeldContent() = default;
+    HeldContent(EncryptedFs* fs, Inode* in, std::shared_ptr<ContentFile> file)
+        : fs_(fs), in_(in), file_(std::move(file)) {}
+    HeldContent(HeldContent&& o) noexcept : fs_(o.fs_), in_(o.in_), file_(std::move(o.file_)) {}
+    HeldContent& operator=(HeldContent&&) = delete;
+    ~HeldContent() {
+      if (file_) fs_->release_content(*in_);
+    }
+    explicit operator bool() const { return file_ != nullptr; }
+    ContentFile* operator->() const { return file_.get(); }
+
+   private:
+    EncryptedFs* fs_ = nullptr;
+    Inode* in_ = nullptr;
+    std::shared_ptr<ContentFile> file_;
+  };
+  // The inode's ContentFile when the file is open now, held; empty otherwise. Opens nothing.
+  HeldContent hold_open_content(Inode& inode);
   // Writes a kept mtime (Inode::pending_mtime) to the open backing file fd; a failure is logged.
   void write_mtime(Inode& inode, int fd, const timespec& mtime);
   // Drops the kept mtime once `written` is on the backing file, unless a newer one replaced it.

@@ -109,11 +109,11 @@ int EncryptedFs::acquire_content(Inode& in, bool writable, std::shared_ptr<Conte
   return 0;
 }
 
-std::shared_ptr<ContentFile> EncryptedFs::hold_open_content(Inode& in) {
+EncryptedFs::HeldContent EncryptedFs::hold_open_content(Inode& in) {
   std::lock_guard lk(in.mu);
-  if (!in.content || in.open_count <= 0) return nullptr;
+  if (!in.content || in.open_count <= 0) return {};
   ++in.open_count;
-  return in.content;
+  return {this, &in, in.content};
 }
 
 void EncryptedFs::release_content(Inode& in) {
