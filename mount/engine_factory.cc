@@ -15,15 +15,20 @@
 namespace gcfs {
 namespace {
 
+// Seconds for a lone batch of `bytes` in 4 KiB chunks, as new vaults have (median of `repeats`).
+double lone_seconds(ChunkEngine& e, std::size_t bytes, int repeats) {
+  LatencyConfig l;
+  l.request_bytes = bytes;
+  l.chunk_size = 4096;
+  l.repeats = repeats;
+  l.warmup = 5;
+  return measure_latency(e, l).median_us * 1e-6;
+}
+
 // A member's starting estimate for the hybrid engine: a lone 4 KiB request's round trip (the
 // overhead), and the throughput of four callers of 4 MiB (the rate under load). About 50 ms each.
 EngineCost calibrate(ChunkEngine& e, const std::string& label, std::string* how) {
-  LatencyConfig l;
-  l.request_bytes = 4096;
-  l.chunk_size = 4096;
-  l.repeats = 30;
-  l.warmup = 5;
-  const double overhead = measure_latency(e, l).median_us * 1e-6;
+  const double overhead = lone_seconds(e, 4096, 30);
   ThroughputConfig t;
   t.request_bytes = 4u << 20;
   t.chunk_size = 64u << 10;
@@ -40,18 +45,11 @@ EngineCost calibrate(ChunkEngine& e, const std::string& label, std::string* how)
 // The batch size from which the GPU finishes a lone batch sooner than one cpu thread (what the
 // cpu engine gives a batch under its fan-out size), by a linear model of each measured here: the
 // GPU's lone 4 KiB round trip plus bytes over its rate on a lone 1 MiB batch, against bytes over
-// one thread's rate on a lone 64 KiB batch. 4 KiB chunks, as new vaults have. A few milliseconds.
+// one thread's rate on a lone 64 KiB batch. A few milliseconds.
 std::size_t crossover_bytes(ChunkEngine& cpu, ChunkEngine& gpu, std::string* how) {
   constexpr std::size_t kCap = 1u << 20;
-  auto lone = [](ChunkEngine& e, std::size_t bytes, int repeats) {
-    LatencyConfig l;
-    l.request_bytes = bytes;
-    l.chunk_size = 4096;
-    l.repeats = repeats;
-    l.warmup = 5;
-    return measure_latency(e, l).median_us * 1e-6;
-  };
-  const double gpu_4k = lone(gpu, 4096, 30), gpu_1m = lone(gpu, 1u << 20, 20), cpu_64k = lone(cpu, 64u << 10, 30);
+  const double gpu_4k = lone_seconds(gpu, 4096, 30), gpu_1m = lone_seconds(gpu, 1u << 20, 20),
+               cpu_64k = lone_seconds(cpu, 64u << 10, 30);
   const double gpu_s_per_byte = std::max(0.0, gpu_1m - gpu_4k) / static_cast<double>((1u << 20) - 4096);
   const double cpu_s_per_byte = cpu_64k / static_cast<double>(64u << 10);
   std::size_t below = kCap;
