@@ -71,13 +71,15 @@ class HybridEngine final : public ChunkEngine {
     // Batches smaller than this run whole on member 0 in the caller's thread. 128 KiB batches are
     // among them: there the cpu engine is the faster member by far (32 callers x 128 KiB on a
     // 16-core H200 machine: cpu 50.6 GB/s, gpu 14.3; through the queue, auto made 27.8, and random
-    // 128 KiB reads through the mount 9.3 GB/s against the cpu engine's 12.2).
+    // 128 KiB reads through the mount 9.3 GB/s against the cpu engine's 12.2). The mount sets it
+    // to the crossover it measures at start (mount/engine_factory.cc).
     std::size_t inline_bytes = 256u << 10;
     // A batch of at most this many bytes whose caller is the only one in the engine runs whole on
     // member 0 (0: off). A lone batch is latency: the cpu engine spreads it over every core at
     // once, and a part sent to a GPU ends later (a mounted vault's single stream read 7% slower
     // with 1 MiB batches shared than on the cpu engine alone, on the 16-core H200 machine). The
-    // mount sets it to its largest request; batches from several callers at once are shared.
+    // mount leaves it off: there the cores are busy with the FUSE path as well, and a lone stream's
+    // requests shared with the GPU went 1.1x faster than kept on the cpu engine (H100 machine).
     std::size_t lone_inline_bytes = 0;
     // A fed member takes no part smaller than this from a batch that someone else works on too.
     std::size_t min_part_bytes = 64u << 10;

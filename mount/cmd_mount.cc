@@ -50,6 +50,7 @@ struct RunningVault {
   // teardown only closes descriptors and sets mtimes.
   void served() {
     if (vault) vault->close_journal();
+    if (engines && !engines->usage().empty()) log::info("engine use: " + engines->usage());
   }
   ~RunningVault() {
     idle.reset();

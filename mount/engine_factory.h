@@ -40,6 +40,9 @@ class EngineSet {
   ChunkEngine& cpu() { return *cpu_; }
   // What was chosen and why, for the log and `info`.
   const std::string& description() const { return description_; }
+  // How the work was shared so far (auto with GPUs: each member's estimate and share of the bytes;
+  // empty otherwise), for the log at unmount.
+  std::string usage() const;
 
  private:
   std::unique_ptr<ChunkEngine> cpu_;

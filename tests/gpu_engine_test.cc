@@ -826,6 +826,32 @@ TEST(EngineFactory, AutoSharesLargeBatchesAndMatchesTheCpuEngine) {
   EXPECT_GT(stats[1].bytes, 0u) << "the GPU got no share: " << hybrid->describe();
 }
 
+// A mount's single stream on auto: one caller's large batches are shared with the GPU too (not
+// kept on the CPU because nobody else is encrypting), small ones stay on the CPU, and the
+// description names the crossover measured at start.
+TEST(EngineFactory, AutoSharesALoneCallersLargeBatches) {
+  std::string why;
+  if (list_gpus(&why).empty()) GTEST_SKIP() << "no GPU: " << why;
+  EngineOptions o;
+  o.name = "auto";
+  EngineSet set(o);
+  auto* hybrid = dynamic_cast<HybridEngine*>(&set.engine());
+  ASSERT_NE(hybrid, nullptr) << set.description();
+  EXPECT_NE(set.description().find("KiB on the cpu engine"), std::string::npos) << set.description();
+  Batch small({4096, 4096}, 2);
+  CpuEngine(1).seal(small.ref_ops);
+  set.engine().seal(small.ops);
+  small.expect_same_seal();
+  EXPECT_EQ(hybrid->stats()[1].bytes, 0u) << "an 8 KiB batch went to the GPU: " << hybrid->describe();
+  for (int r = 0; r < 8; ++r) {
+    Batch b(std::vector<std::size_t>(64, 65536), 2);
+    CpuEngine(1).seal(b.ref_ops);
+    set.engine().seal(b.ops);
+    b.expect_same_seal();
+  }
+  EXPECT_GT(hybrid->stats()[1].bytes, 0u) << "a lone caller's 4 MiB batches never reached the GPU: " << hybrid->describe();
+}
+
 // The trial variant of --engine gpu (EngineOptions::gpu_feeders: every batch launched by the GPUs'
 // feeder threads from the hybrid engine's queue) seals and opens like the cpu engine, small batches
 // included, and the GPUs do the work: the cpu engine is only there for GPUs that fail.
