@@ -92,6 +92,12 @@ void EncryptedFs::init(fuse_conn_info* conn) {
   constexpr unsigned kMaxRequest = 1u << 20;
   conn->max_write = kMaxRequest;  // libfuse sizes max_pages from this
   conn->max_readahead = kMaxRequest;
+  // Readahead READs are background requests, of which the kernel keeps 12 in flight by default:
+  // fewer than 8 streams of 1 MiB readahead want. 64 (congestion at three quarters of it, as the
+  // kernel's default): 8 streams reading on the 16-core H200 machine 1.1x to 1.2x faster on either
+  // transport (gpu engine, three interleaved rounds).
+  conn->max_background = 64;
+  conn->congestion_threshold = 48;
   if (options_.writeback_cache && (conn->capable & FUSE_CAP_WRITEBACK_CACHE)) conn->want |= FUSE_CAP_WRITEBACK_CACHE;
   else conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;

@@ -11,12 +11,10 @@
 // handed to libfuse through dispatch_request (mount/session_io.h), which sends the reply back
 // into the entry, and the commit goes out with the thread's next wait: no locks, no hand-off.
 //
-// Except for readahead: a large READ through the page cache, which the reader does not wait for,
-// goes to a bulk ring of its queue, whose thread runs on the other CPUs, so that the reader and
-// the daemon do not share one CPU. The entry stays with the ring that committed it last (its
-// next request arrives there), so a stream's next readahead goes straight to the bulk ring;
-// anything else arriving there is handed back to the entry's pinned thread. Not while every CPU
-// has a stream of its own: then there is no idle CPU to move the work to.
+// Except while a thread serves readahead: a large READ through the page cache, which the reader
+// does not wait for, would have the thread wait for a CPU the reader keeps busy. A thread that
+// gets one lifts its pin, so the scheduler runs it on an idle CPU, and pins itself again when
+// other requests come after the stream (uring_transport.cc, Impl::place).
 //
 // The kernel uses the ring only once every CPU's queue has an entry, and registration only works
 // after INIT was answered with FUSE_OVER_IO_URING. From that INIT reply the kernel holds every
