@@ -71,8 +71,9 @@ class HybridEngine final : public ChunkEngine {
     // Batches smaller than this run whole on member 0 in the caller's thread. 128 KiB batches are
     // among them: there the cpu engine is the faster member by far (32 callers x 128 KiB on a
     // 16-core H200 machine: cpu 50.6 GB/s, gpu 14.3; through the queue, auto made 27.8, and random
-    // 128 KiB reads through the mount 9.3 GB/s against the cpu engine's 12.2). The mount sets it
-    // to the crossover it measures at start (mount/engine_factory.cc).
+    // 128 KiB reads through the mount 9.3 GB/s against the cpu engine's 12.2; 2026-11-26, two
+    // H200s: a measured lone-batch crossover of 69 KiB put 32 callers' 128 KiB batches on the
+    // queue, and auto made 42 GB/s against the cpu engine's 83).
     std::size_t inline_bytes = 256u << 10;
     // A batch of at most this many bytes whose caller is the only one in the engine runs whole on
     // member 0 (0: off). A lone batch is latency: the cpu engine spreads it over every core at

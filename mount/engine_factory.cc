@@ -174,14 +174,14 @@ EngineSet::EngineSet(const EngineOptions& o) {
   add_gpu_members(members, &how);
   HybridEngine::Options ho;
   ho.buffer_member = 1;  // the first GPU's page-locked memory: the GPUs then skip their staging copies
-  // Batches under the crossover measured here run on the cpu engine in the caller's thread, as
-  // with `--engine gpu`; everything larger is shared by the model, a lone stream's requests too.
+  // Batches under 256 KiB (HybridEngine::Options::inline_bytes) run on the cpu engine in the
+  // caller's thread; everything larger is shared by the model, a lone stream's requests too.
   // Measured on the H100 machine through the mount (two interleaved rounds, 2026-11-26), against
-  // a fixed 256 KiB and lone requests of up to 4 MiB kept on the CPU: streams 1.13x to 1.19x
-  // faster (the GPU's share frees the cores the FUSE path needs), and 1.13x to 1.25x the cpu
-  // engine's speed.
-  std::string crossover_how;
-  ho.inline_bytes = crossover_bytes(*cpu_, *gpus_[0], &crossover_how);
+  // lone requests of up to 4 MiB kept on the CPU: streams 1.05x to 1.19x faster (the GPU's share
+  // frees the cores the FUSE path needs), and 1.13x to 1.25x the cpu engine's speed. Not the
+  // crossover `--engine gpu` measures (one lone batch's latency, 69 to 129 KiB on the H200
+  // machines): under load the cpu engine's cores seal 128 KiB batches 4 to 7 times faster than
+  // a GPU (32 callers: 83 GB/s against 12), and sharing them halved auto's rate there.
   ho.lone_inline_bytes = 0;
   ho.log = [](const std::string& m) { log::error(m); };
   hybrid_ = std::make_unique<HybridEngine>(std::move(members), ho);
@@ -189,8 +189,7 @@ EngineSet::EngineSet(const EngineOptions& o) {
   description_ = "auto: the cpu engine (" + std::to_string(threads) + " threads) and " +
                  (gpus_.size() == 1 ? std::string("the gpu engine") : std::to_string(gpus_.size()) + " gpu engines") +
                  " (" + describe_gpus(o.gpu) + ") at once; batches under " + std::to_string(ho.inline_bytes >> 10) +
-                 " KiB on the cpu engine (" + crossover_how + "), larger ones shared by measured cost (measured at start: " +
-                 how + ")";
+                 " KiB on the cpu engine, larger ones shared by measured cost (measured at start: " + how + ")";
 }
 
 EngineSet::~EngineSet() = default;
