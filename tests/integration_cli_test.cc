@@ -78,8 +78,10 @@ TEST(Cli, MountErrorsHaveTheirExitCodes) {
 TEST(Cli, UnmountRightAfterMountSucceeds) {
   MountedVault v(not_mounted());
   const std::string q_mp = shell_quote(v.mountpoint());
+  // Logged to the file the failure output shows: what the daemon of the round before was doing
+  // when the next mount found the vault taken.
   const std::string mount = bin() + " mount --engine " + test_engine() + transport_arg() + " --passfile " + shell_quote(v.passfile()) +
-                            " " + shell_quote(v.cipherdir()) + " " + q_mp;
+                            " --log " + shell_quote(v.log_path()) + " " + shell_quote(v.cipherdir()) + " " + q_mp;
   const std::string unmount = MountedVault::unmount_command(false) + q_mp;
   for (int i = 0; i < 3; ++i) {
     auto r = run_shell(mount + " && " + unmount);
