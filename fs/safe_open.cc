@@ -106,13 +106,16 @@ std::string OpenResult::why() const {
   }
 }
 
-OpenResult reopen_regular(int fd, int flags) {
+OpenResult reopen_regular(int fd, int flags, const struct stat* known, struct stat* st_out) {
   OpenResult r;
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
+  if (known) {
+    st = *known;
+  } else if (::fstat(fd, &st) != 0) {
     r.error = errno;
     return r;
   }
+  if (st_out) *st_out = st;
   if (!S_ISREG(st.st_mode)) {
     r.error = EUCLEAN;
     r.found_type = st.st_mode & S_IFMT;
