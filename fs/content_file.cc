@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -82,6 +83,31 @@ ssize_t pwrite_full(int fd, const void* buf, std::size_t len, std::uint64_t off)
   }
   return static_cast<ssize_t>(done);
 }
+
+namespace {
+// pwrite_full of a and then b, which lie one after the other on disk from off: one call where
+// the kernel takes both whole (a new file's header and its first chunks).
+ssize_t pwrite2_full(int fd, const std::uint8_t* a, std::size_t alen, const std::uint8_t* b, std::size_t blen,
+                     std::uint64_t off) {
+  iovec iov[2] = {{const_cast<std::uint8_t*>(a), alen}, {const_cast<std::uint8_t*>(b), blen}};
+  ssize_t n;
+  do {
+    n = ::pwritev(fd, iov, 2, static_cast<off_t>(off));
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return -errno;
+  std::size_t done = static_cast<std::size_t>(n);
+  if (done < alen) {  // short: the rest one buffer at a time
+    const ssize_t w = pwrite_full(fd, a + done, alen - done, off + done);
+    if (w < 0) return w;
+    done = alen;
+  }
+  if (done < alen + blen) {
+    const ssize_t w = pwrite_full(fd, b + (done - alen), alen + blen - done, off + done);
+    if (w < 0) return w;
+  }
+  return static_cast<ssize_t>(alen + blen);
+}
+}  // namespace
 
 ContentFile::ContentFile(int fd, const ChunkLayout& layout, ChunkEngine& engine, const KeyRing& keys, std::string label,
                          ChunkJournal* journal, BackingIo* io)
@@ -287,7 +313,15 @@ std::int64_t ContentFile::plain_size() {
   return static_cast<std::int64_t>(size_);
 }
 
-int ContentFile::ensure_header_locked(bool create, const std::uint8_t* read_header) {
+void ContentFile::forget_header_locked() {
+  std::lock_guard hl(header_mu_);
+  header_.reset();
+  header_ready_.store(false, std::memory_order_relaxed);
+}
+
+int ContentFile::ensure_header_locked(bool create, const std::uint8_t* read_header,
+                                      std::optional<std::array<std::uint8_t, kFileHeaderBytes>>* to_write) {
+  if (to_write) to_write->reset();
   // Every read and write comes here: once the header is known, without a lock (it is dropped
   // only under size_mu_ held exclusively, so never while a caller, who holds it, reads it).
   if (header_ready_.load(std::memory_order_acquire)) return 0;
@@ -312,10 +346,14 @@ int ContentFile::ensure_header_locked(bool create, const std::uint8_t* read_head
   if (create && (n == 0 || empty)) {
     FileHeader h = FileHeader::random();
     auto enc = h.encode(static_cast<std::uint16_t>(layout_.format()));
-    ssize_t w = pwrite_full(fd(), enc.data(), enc.size(), layout_.base_offset());
-    if (w < 0) {
-      (void)::ftruncate(fd(), static_cast<off_t>(layout_.base_offset()));  // an empty stream, never a torn header
-      return static_cast<int>(w);
+    if (to_write) {
+      *to_write = enc;  // the caller writes it with its chunks
+    } else {
+      ssize_t w = pwrite_full(fd(), enc.data(), enc.size(), layout_.base_offset());
+      if (w < 0) {
+        (void)::ftruncate(fd(), static_cast<off_t>(layout_.base_offset()));  // an empty stream, never a torn header
+        return static_cast<int>(w);
+      }
     }
     header_ = h;
   } else {
@@ -429,7 +467,9 @@ int ContentFile::seal_and_write_locked(ChunkRange r, const std::uint8_t* const* 
                                        const CipherSeen* seen) {
   if (layout_.aligned()) return seal_and_write_v2_locked(r, plains, new_size, seen);
   const std::uint64_t D = layout_.disk_chunk_size();
-  int hr = ensure_header_locked(true);
+  // A new file's header goes out with chunk 0, which follows it on disk: one write.
+  std::optional<std::array<std::uint8_t, kFileHeaderBytes>> new_header;
+  int hr = ensure_header_locked(true, nullptr, r.first == 0 ? &new_header : nullptr);
   if (hr < 0) return hr;
 
   const std::uint64_t last_len = layout_.chunk_plain_len(r.last, new_size);
@@ -482,13 +522,21 @@ int ContentFile::seal_and_write_locked(ChunkRange r, const std::uint8_t* const* 
     log::warning(label_ + (err == EFBIG ? ": write refused: file too large" : ": write refused: disk full"));
     return -err;
   }
-  ssize_t w = pwrite_full(fd(), ct.data(), disk_len, disk_off);
+  ssize_t w = new_header ? pwrite2_full(fd(), new_header->data(), kFileHeaderBytes, ct.data(), disk_len,
+                                        disk_off - kFileHeaderBytes)
+                         : pwrite_full(fd(), ct.data(), disk_len, disk_off);
   if (w < 0) {
     // A rewrite that failed part-way (EIO, say) may have left a torn mix: put the old chunks back.
     if (pre_image) (void)pwrite_full(fd(), pre_image, pre_len, layout_.disk_offset(pre_first));
-    // Cut off whatever part of the new chunks landed, so the file keeps a valid size.
-    if (extends)
+    // Cut off whatever part of the new chunks landed, so the file keeps a valid size (with a
+    // header that went with them, back to what the file was: no header, or one the next write
+    // replaces, as the file holds nothing).
+    if (new_header) {
+      forget_header_locked();
+      (void)::ftruncate(fd(), static_cast<off_t>(old_cipher));
+    } else if (extends) {
       (void)::ftruncate(fd(), static_cast<off_t>(std::max(old_cipher, layout_.base_offset() + kFileHeaderBytes)));
+    }
     if (w == -ENOSPC || w == -EDQUOT) log::warning(label_ + ": write failed: disk full");
     return static_cast<int>(w);
   }
@@ -647,7 +695,9 @@ std::vector<ChunkOp>& ContentFile::seal_chunks_locked(ChunkRange r, const std::u
 int ContentFile::seal_and_write_v2_locked(ChunkRange r, const std::uint8_t* const* plains, std::uint64_t new_size,
                                           const CipherSeen* seen) {
   const std::uint64_t C = layout_.chunk_size();
-  int hr = ensure_header_locked(true);
+  // A new file's header goes out with chunk 0's entry, which lies in the same block: one write.
+  std::optional<std::array<std::uint8_t, kFileHeaderBytes>> new_header;
+  int hr = ensure_header_locked(true, nullptr, r.first == 0 ? &new_header : nullptr);
   if (hr < 0) return hr;
 
   const std::uint64_t n = r.count();
@@ -712,8 +762,12 @@ int ContentFile::seal_and_write_v2_locked(ChunkRange r, const std::uint8_t* cons
   // old places, and cut off what it appended.
   auto undo = [&] {
     if (pre_image) (void)write_chunk_forms(fd(), layout_, pre_first, size_, pre_image, pre_len);
-    if (extends)
+    if (new_header) {  // as in format 1: back to what the file was
+      forget_header_locked();
+      (void)::ftruncate(fd(), static_cast<off_t>(old_cipher));
+    } else if (extends) {
       (void)::ftruncate(fd(), static_cast<off_t>(std::max(old_cipher, layout_.base_offset() + kFileHeaderBytes)));
+    }
   };
   auto fill_entries = [&](std::uint64_t a, std::uint64_t b) {  // ops a..b (indices into r)
     for (std::uint64_t i = a; i <= b; ++i) {
@@ -727,9 +781,12 @@ int ContentFile::seal_and_write_v2_locked(ChunkRange r, const std::uint8_t* cons
     // One write: entry, the gap before the inline offset (zeros), ciphertext.
     engine_.seal(ops);
     fill_entries(0, 0);
+    // A new file's header too, from the block's start.
     std::array<std::uint8_t, kV2BlockBytes> block{};
-    const std::uint64_t from = layout_.nonce_offset(0), data_at = layout_.data_offset(0, new_size) - from;
-    std::memcpy(block.data(), entries.data(), kChunkOverhead);
+    const std::uint64_t from = new_header ? layout_.base_offset() : layout_.nonce_offset(0);
+    const std::uint64_t data_at = layout_.data_offset(0, new_size) - from;
+    if (new_header) std::memcpy(block.data(), new_header->data(), kFileHeaderBytes);
+    std::memcpy(block.data() + (layout_.nonce_offset(0) - from), entries.data(), kChunkOverhead);
     std::memcpy(block.data() + data_at, ct.data(), last_len);
     w = pwrite_full(fd(), block.data(), data_at + last_len, from);
   } else {
@@ -751,9 +808,17 @@ int ContentFile::seal_and_write_v2_locked(ChunkRange r, const std::uint8_t* cons
       for (int pass = 0; pass < 2 && w >= 0; ++pass) {
         for (std::uint64_t a = first; a <= last && w >= 0;) {
           const std::uint64_t b = std::min(last, (layout_.group_of(a) + 1) * kV2ChunksPerGroup - 1);
-          w = pass == 0 ? pwrite_full(fd(), entries.data() + (a - r.first) * kChunkOverhead,
-                                      (b - a + 1) * kChunkOverhead, layout_.nonce_offset(a))
-                        : pwrite_data(ct.data() + (a - r.first) * C, data_len(a, b), layout_.data_offset(a, new_size));
+          const std::uint8_t* e = entries.data() + (a - r.first) * kChunkOverhead;
+          const std::size_t elen = (b - a + 1) * kChunkOverhead;
+          if (pass == 0 && a == 0 && new_header) {
+            // A new file's header, the zeros up to the entries, and the entries of chunk 0 on.
+            std::array<std::uint8_t, kV2EntriesOffset> head{};
+            std::memcpy(head.data(), new_header->data(), kFileHeaderBytes);
+            w = pwrite2_full(fd(), head.data(), head.size(), e, elen, layout_.base_offset());
+          } else {
+            w = pass == 0 ? pwrite_full(fd(), e, elen, layout_.nonce_offset(a))
+                          : pwrite_data(ct.data() + (a - r.first) * C, data_len(a, b), layout_.data_offset(a, new_size));
+          }
           a = b + 1;
         }
       }

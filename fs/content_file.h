@@ -110,7 +110,15 @@ class ContentFile {
   // one written there. read_header: the header's kFileHeaderBytes when the caller read them
   // along with chunk data just now (the read of the first chunks brings them: one backing call
   // instead of two); they are checked as a header read here is.
-  int ensure_header_locked(bool create, const std::uint8_t* read_header = nullptr);
+  // to_write (optional, with create): where a fresh header goes instead of being written here,
+  // for the caller to write in one call with chunk 0 (a new file's first write is then one
+  // backing call, as a small file's first read is); the caller must call forget_header_locked
+  // if that write fails. Left empty when the file has its header already.
+  int ensure_header_locked(bool create, const std::uint8_t* read_header = nullptr,
+                           std::optional<std::array<std::uint8_t, kFileHeaderBytes>>* to_write = nullptr);
+  // After a failed write of a header that ensure_header_locked handed out: the next write makes
+  // a fresh one (under size_mu_ held exclusively, as every write to an empty file is).
+  void forget_header_locked();
   bool header_known() const { return header_ready_.load(std::memory_order_acquire); }
   // The on-disk bytes of chunks as read, still in this thread's scratch: a rewrite of exactly
   // those chunks journals them as their pre-image instead of reading them a second time.

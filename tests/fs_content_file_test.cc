@@ -1583,6 +1583,34 @@ TEST_F(ContentFileTest, FullDiskGivesEnospcAndKeepsEarlierData) {
   EXPECT_EQ(b.read_all(b.reopen()), expect);
 }
 
+// A new file's first write carries its header (format 1: before chunk 0; format 2: in the block
+// of chunk 0's entry) in one backing call. When that write fails, the file is as it was (empty)
+// and the object forgets the header it made: the next write makes a fresh one and writes it,
+// so that the file reads back through a new object.
+TEST_F(ContentFileTest, FullDiskOnANewFilesFirstWriteLeavesItEmptyAndWritableAgain) {
+  SmallTmpfs fs(dir.path());
+  if (!fs.mounted()) GTEST_SKIP() << fs.why() << " (needs root or CAP_SYS_ADMIN)";
+  const std::uint32_t C = 4096;
+  for (int format : {1, 2}) {
+    for (std::size_t size : {std::size_t{1000}, std::size_t{10240}, std::size_t{300} * 1024}) {
+      SCOPED_TRACE("format " + std::to_string(format) + ", " + std::to_string(size) + " bytes");
+      const std::string path = fs.path() + "/new";
+      ::unlink(path.c_str());
+      Backing b(path, C, 2, {}, format);
+      b.file->assume_new_empty();  // as the mount's create does
+      fill_up(fs.path() + "/filler");
+      const Bytes data = pattern(size, static_cast<std::uint32_t>(size + format));
+      EXPECT_EQ(b.file->write(0, data.data(), size), -ENOSPC);
+      EXPECT_EQ(b.file->plain_size(), 0);
+      EXPECT_EQ(b.disk_size(), 0u);
+      ::unlink((fs.path() + "/filler").c_str());
+      ASSERT_EQ(b.file->write(0, data.data(), size), static_cast<ssize_t>(size));
+      EXPECT_EQ(b.read_all(*b.file), data);
+      EXPECT_EQ(b.read_all(b.reopen()), data);
+    }
+  }
+}
+
 TEST_F(ContentFileTest, FullDiskWriteIntoAHoleKeepsTheFileReadable) {
   // A punched chunk inside the file takes no space, so writing into it needs new blocks even
   // though the file does not grow: on a full disk that write must fail cleanly, never leave a
