@@ -239,15 +239,12 @@ int ContentFile::open_and_report(std::vector<ChunkOp>& ops, std::uint64_t first_
 }
 
 int ContentFile::load_size_locked() {
-  std::uint64_t file_size;
-  if (cipher_size_hint_) {
-    file_size = *cipher_size_hint_;
-    cipher_size_hint_.reset();
-  } else {
-    struct stat st {};
-    if (::fstat(fd(), &st) != 0) return -errno;
-    file_size = static_cast<std::uint64_t>(st.st_size);
-  }
+  // An fstat of the open descriptor, not a size known from before the open: on a network share
+  // only the open revalidates what the client has cached (NFS's close-to-open rule), so a size
+  // from an earlier stat may be another machine's old one.
+  struct stat st {};
+  if (::fstat(fd(), &st) != 0) return -errno;
+  const std::uint64_t file_size = static_cast<std::uint64_t>(st.st_size);
   // The content stream starts at the layout's base offset (a volume's config block precedes it).
   const std::uint64_t base = layout_.base_offset();
   std::uint64_t fragment = 0;
@@ -275,14 +272,8 @@ int ContentFile::load_size_locked() {
   return 0;
 }
 
-void ContentFile::assume_cipher_size(std::uint64_t file_bytes) {
-  std::unique_lock lk(size_mu_);
-  if (!size_valid_) cipher_size_hint_ = file_bytes;
-}
-
 void ContentFile::assume_new_empty() {
   std::unique_lock lk(size_mu_);
-  cipher_size_hint_.reset();
   size_ = 0;
   size_valid_ = true;
   fragment_ = 0;
@@ -296,7 +287,6 @@ int ContentFile::reload() {
     header_.reset();
     header_ready_.store(false, std::memory_order_relaxed);
   }
-  cipher_size_hint_.reset();  // the file changed since: its size is read again
   return load_size_locked();
 }
 

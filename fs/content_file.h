@@ -49,11 +49,6 @@ class ContentFile {
   // fstat, and its first write gives it a fresh header without reading one first. Call before
   // any other use.
   void assume_new_empty();
-  // The backing file's size (st_size) as an fstat that the caller took of this file while it
-  // opened fd found it: the first use of the size takes it from here instead of an fstat of its
-  // own (one backing call less per opened file, a round trip on a network share). An impossible
-  // size is reported then, as one read by fstat is. Call before any other use.
-  void assume_cipher_size(std::uint64_t file_bytes);
   // Swaps in another descriptor for the same file (a reopen with more access rights).
   void set_fd(int fd);
   int fd() const { return fd_.load(); }
@@ -226,8 +221,6 @@ class ContentFile {
   RangeLock chunk_locks_;
   std::uint64_t size_ = 0;
   bool size_valid_ = false;
-  // assume_cipher_size's size, until load_size_locked takes it (once).
-  std::optional<std::uint64_t> cipher_size_hint_;
   // Bytes of an incomplete last chunk past the whole chunks at load (docs/FORMAT.md "Sizes"):
   // they are not part of size_, and must be gone before the file grows over them, or the chunk
   // that grows there would start with them and fail authentication instead of reading as zeros.

@@ -106,7 +106,7 @@ std::string OpenResult::why() const {
   }
 }
 
-OpenResult reopen_regular(int fd, int flags, const struct stat* known, struct stat* st_out) {
+OpenResult reopen_regular(int fd, int flags, const struct stat* known) {
   OpenResult r;
   struct stat st {};
   if (known) {
@@ -115,7 +115,6 @@ OpenResult reopen_regular(int fd, int flags, const struct stat* known, struct st
     r.error = errno;
     return r;
   }
-  if (st_out) *st_out = st;
   if (!S_ISREG(st.st_mode)) {
     r.error = EUCLEAN;
     r.found_type = st.st_mode & S_IFMT;

@@ -62,9 +62,8 @@ OpenResult open_regular(const std::string& path, int flags);
 // (EUCLEAN with found_type otherwise, nothing opened). Two calls where open_regular, which must
 // expect anything at its path, takes five. flags as open(2)'s; O_CLOEXEC and O_NOCTTY are always
 // added. known (optional): an fstat of this same descriptor that the caller took itself (as it
-// opened it), which then serves instead of a new one: the open alone. st (optional) receives the
-// stat that served, whose st_size is the file's size just before the open.
-OpenResult reopen_regular(int fd, int flags, const struct stat* known = nullptr, struct stat* st = nullptr);
+// opened it), whose type then serves instead of a new fstat's: the open alone.
+OpenResult reopen_regular(int fd, int flags, const struct stat* known = nullptr);
 
 // A name for a mode's S_IFMT bits: "regular file", "directory", "symbolic link", "FIFO", "socket",
 // "character device", "block device".

@@ -134,7 +134,7 @@ class PathFd {
   // The fstat of this descriptor that the call which handed it out took as it opened it, just
   // now (a file's descriptor opened by name is checked to be the inode it should be); nullptr
   // for a descriptor that was already open. A descriptor's inode never changes, so its type is
-  // still the file's type; its size is as of that moment.
+  // still the file's type (its size is not: see ContentFile's fstat after the open).
   const struct stat* fresh_stat() const { return has_fresh_ ? &fresh_ : nullptr; }
 
  private:

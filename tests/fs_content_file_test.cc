@@ -1048,8 +1048,7 @@ TEST_F(ContentFileDamage, FileCutShortUnderAnOpenObjectIsEioNotGarbage) {
 
 // A fresh object's first read of chunk 0 brings the file header in the same backing read (format
 // 2: from the metadata block's start; and where the data follows the block and goes through the
-// page cache, block and data in one read: a small file's whole read), and the size may come
-// from the fstat the mount took as it opened the file (assume_cipher_size). What the combined read
+// page cache, block and data in one read: a small file's whole read). What the combined read
 // brings must be checked exactly as separate reads of each part are. Parameter: format, and for
 // format 2 whether chunk data goes through O_DIRECT (then reads of 16 KiB and more go direct
 // and are not combined with the block).
@@ -1065,12 +1064,8 @@ class ContentFileFirstRead : public ContentFileTest, public ::testing::WithParam
     io_ = std::make_unique<BackingIo>(GetParam().direct ? BackingIoMode::Direct : BackingIoMode::Buffered);
     return std::make_unique<Backing>(file_path(name), C, 2, Bytes{}, GetParam().format, io_.get());
   }
-  // A fresh object on b's file that knows its size from an "fstat at open", as the mount's is.
-  ContentFile& fresh(Backing& b) {
-    ContentFile& f = b.reopen();
-    f.assume_cipher_size(b.disk_size());
-    return f;
-  }
+  // A fresh object on b's file: it knows neither the header nor the size yet.
+  ContentFile& fresh(Backing& b) { return b.reopen(); }
   // Where chunk k's nonce, tag and ciphertext byte i lie (the layout's offsets, both formats).
   std::uint64_t nonce_at(Backing& b, std::uint64_t k) { return b.layout.nonce_offset(k); }
   std::uint64_t tag_at(Backing& b, std::uint64_t k, std::uint64_t size) { return b.layout.tag_offset(k, size); }
@@ -1173,8 +1168,9 @@ TEST_P(ContentFileFirstRead, TamperedNonceTagOrCiphertextInTheFirstReadFailsItsC
 }
 
 TEST_P(ContentFileFirstRead, AFileShorterThanTheFirstReadIsEioNotGarbage) {
-  // The size was taken as the file was opened; the file is cut underneath before the first read:
-  // inside the header, inside the entries, in the gap before the data, inside the data.
+  // The size is known (read by the object) and the file is cut underneath before the first read
+  // of its chunks: inside the header, inside the entries, in the gap before the data, inside
+  // the data.
   for (std::size_t size : {std::size_t{1000}, std::size_t{10240}, std::size_t{20000}}) {
     auto b = make("cut");
     const Bytes data = pattern(size, 34);
@@ -1188,6 +1184,7 @@ TEST_P(ContentFileFirstRead, AFileShorterThanTheFirstReadIsEioNotGarbage) {
       // that a read taking a short backing read for a whole one would succeed.
       ASSERT_EQ(b->read_all(fresh(*b)), data);
       ContentFile& f = fresh(*b);
+      ASSERT_EQ(f.plain_size(), static_cast<std::int64_t>(size));
       ASSERT_EQ(::ftruncate(b->fd, static_cast<off_t>(cut)), 0);
       Bytes out(size, 0xCC);
       EXPECT_EQ(f.read(0, size, out.data()), -EIO);
@@ -1197,31 +1194,6 @@ TEST_P(ContentFileFirstRead, AFileShorterThanTheFirstReadIsEioNotGarbage) {
       ASSERT_EQ(b->disk_size(), full);
     }
   }
-}
-
-TEST_P(ContentFileFirstRead, TheSizeFromOpenServesTheFirstUseAndReloadReadsItAgain) {
-  auto b = make("assumed");
-  const Bytes data = pattern(10240, 35);
-  ASSERT_EQ(b->file->write(0, data.data(), data.size()), 10240);
-  // A size the file had when opened (two whole chunks, shorter than now): the object takes it
-  // without an fstat.
-  ContentFile& f = b->reopen();
-  f.assume_cipher_size(b->layout.cipher_size(2 * C));
-  ASSERT_EQ(f.plain_size(), 2 * C);
-  Bytes out(3 * C, 0xCC);
-  ASSERT_EQ(f.read(0, 3 * C, out.data()), 2 * C);
-  EXPECT_TRUE(std::equal(out.begin(), out.begin() + 2 * C, data.begin()));
-  ASSERT_EQ(f.reload(), 0);  // what the file holds now
-  EXPECT_EQ(f.plain_size(), 10240);
-  // An impossible size is reported as one read by fstat is; it serves once, and the next use
-  // reads the size from the file, as after an impossible size read by fstat.
-  ContentFile& g = b->reopen();
-  g.assume_cipher_size(kFileHeaderBytes - 3);
-  EXPECT_EQ(g.plain_size(), -EIO);
-  EXPECT_EQ(b->read_all(g), data);
-  // Once the size is known, a later hint changes nothing.
-  g.assume_cipher_size(b->layout.cipher_size(10));
-  EXPECT_EQ(g.plain_size(), 10240);
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, ContentFileFirstRead,
