@@ -736,10 +736,14 @@ int ContentFile::seal_and_write_v2_locked(ChunkRange r, const std::uint8_t* cons
   };
   if (!pure_append && !(inside_old && (seen_whole || journaled_whole))) {
     // Reserve first, as format 1 does (see there): a full disk fails here, before anything changed.
+    // Chunks just read whole, none a hole, had their entries written when they were sealed: those
+    // entries' blocks hold their space already, and only the data needs reserving (a write that
+    // grows a file's partial last chunk: one fallocate instead of two).
+    const bool entries_on_disk = seen_whole;
     for (const Part& p : groups) {
       const std::uint64_t eo = layout_.nonce_offset(p.a), el = (p.b - p.a + 1) * kChunkOverhead;
       const std::uint64_t d0 = layout_.data_offset(p.a, new_size);
-      if ((::fallocate(fd(), FALLOC_FL_KEEP_SIZE, static_cast<off_t>(eo), static_cast<off_t>(el)) != 0 ||
+      if (((!entries_on_disk && ::fallocate(fd(), FALLOC_FL_KEEP_SIZE, static_cast<off_t>(eo), static_cast<off_t>(el)) != 0) ||
            ::fallocate(fd(), FALLOC_FL_KEEP_SIZE, static_cast<off_t>(d0), static_cast<off_t>(data_len(p.a, p.b))) != 0) &&
           (errno == ENOSPC || errno == EDQUOT || errno == EFBIG)) {
         const int err = errno;

@@ -1583,6 +1583,30 @@ TEST_F(ContentFileTest, FullDiskOnANewFilesFirstWriteLeavesItEmptyAndWritableAga
   }
 }
 
+// Format 2: a write that grows a file's partial last chunk, just read to be resealed, reserves
+// only the data's space (the chunk's entry was written with it and holds its space); on a full
+// disk it fails before anything changed, and the file reads as it did.
+TEST_F(ContentFileTest, FormatTwoFullDiskWhileGrowingThePartialLastChunkKeepsIt) {
+  SmallTmpfs fs(dir.path());
+  if (!fs.mounted()) GTEST_SKIP() << fs.why() << " (needs root or CAP_SYS_ADMIN)";
+  const std::uint32_t C = 65536;  // room to grow inside the chunk beyond the blocks it has
+  Backing b(fs.path() + "/grow2", C, 2, {}, 2);
+  const Bytes data = pattern(C + 1000, 41);
+  ASSERT_EQ(b.file->write(0, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  fill_up(fs.path() + "/filler");
+  const Bytes tail = pattern(30000, 42);  // stays inside chunk 1
+  EXPECT_EQ(b.file->write(data.size(), tail.data(), tail.size()), -ENOSPC);
+  EXPECT_EQ(b.file->plain_size(), static_cast<std::int64_t>(data.size()));
+  EXPECT_EQ(b.disk_size(), b.layout.cipher_size(data.size()));
+  EXPECT_EQ(b.read_all(*b.file), data);
+  EXPECT_EQ(b.read_all(b.reopen()), data);
+  ::unlink((fs.path() + "/filler").c_str());
+  ASSERT_EQ(b.file->write(data.size(), tail.data(), tail.size()), static_cast<ssize_t>(tail.size()));
+  Bytes expect = data;
+  expect.insert(expect.end(), tail.begin(), tail.end());
+  EXPECT_EQ(b.read_all(b.reopen()), expect);
+}
+
 TEST_F(ContentFileTest, FullDiskWriteIntoAHoleKeepsTheFileReadable) {
   // A punched chunk inside the file takes no space, so writing into it needs new blocks even
   // though the file does not grow: on a full disk that write must fail cleanly, never leave a
