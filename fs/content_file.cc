@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -83,6 +84,31 @@ ssize_t pwrite_full(int fd, const void* buf, std::size_t len, std::uint64_t off)
   return static_cast<ssize_t>(done);
 }
 
+namespace {
+// pwrite_full of a and then b, which lie one after the other on disk from off: one call where
+// the kernel takes both whole (a new file's header and its first chunks).
+ssize_t pwrite2_full(int fd, const std::uint8_t* a, std::size_t alen, const std::uint8_t* b, std::size_t blen,
+                     std::uint64_t off) {
+  iovec iov[2] = {{const_cast<std::uint8_t*>(a), alen}, {const_cast<std::uint8_t*>(b), blen}};
+  ssize_t n;
+  do {
+    n = ::pwritev(fd, iov, 2, static_cast<off_t>(off));
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return -errno;
+  std::size_t done = static_cast<std::size_t>(n);
+  if (done < alen) {  // short: the rest one buffer at a time
+    const ssize_t w = pwrite_full(fd, a + done, alen - done, off + done);
+    if (w < 0) return w;
+    done = alen;
+  }
+  if (done < alen + blen) {
+    const ssize_t w = pwrite_full(fd, b + (done - alen), alen + blen - done, off + done);
+    if (w < 0) return w;
+  }
+  return static_cast<ssize_t>(alen + blen);
+}
+}  // namespace
+
 ContentFile::ContentFile(int fd, const ChunkLayout& layout, ChunkEngine& engine, const KeyRing& keys, std::string label,
                          ChunkJournal* journal, BackingIo* io)
     : fd_(fd),
@@ -133,10 +159,16 @@ bool direct_aligned(const void* p, std::uint64_t off) {
 }
 }  // namespace
 
-ssize_t ContentFile::pread_data(std::uint8_t* buf, std::size_t len, std::size_t room, std::uint64_t off) {
+int ContentFile::direct_fd_for_read(const std::uint8_t* buf, std::size_t len, std::size_t room, std::uint64_t off) {
   const std::size_t rounded = (len + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
-  if (const int d = direct_fd_for(rounded); d >= 0 && rounded <= room && direct_aligned(buf, off)) {
+  const int d = direct_fd_for(rounded);
+  return d >= 0 && rounded <= room && direct_aligned(buf, off) ? d : -1;
+}
+
+ssize_t ContentFile::pread_data(std::uint8_t* buf, std::size_t len, std::size_t room, std::uint64_t off) {
+  if (const int d = direct_fd_for_read(buf, len, room, off); d >= 0) {
     // The last block may be partial: reading it whole stops at the end of the file.
+    const std::size_t rounded = (len + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
     const ssize_t n = pread_full(d, buf, rounded, off);
     if (n >= 0) return std::min<ssize_t>(n, static_cast<ssize_t>(len));
     if (n != -EINVAL) return n;
@@ -207,11 +239,14 @@ int ContentFile::open_and_report(std::vector<ChunkOp>& ops, std::uint64_t first_
 }
 
 int ContentFile::load_size_locked() {
+  // An fstat of the open descriptor, not a size known from before the open: on a network share
+  // only the open revalidates what the client has cached (NFS's close-to-open rule), so a size
+  // from an earlier stat may be another machine's old one.
   struct stat st {};
   if (::fstat(fd(), &st) != 0) return -errno;
+  const std::uint64_t file_size = static_cast<std::uint64_t>(st.st_size);
   // The content stream starts at the layout's base offset (a volume's config block precedes it).
   const std::uint64_t base = layout_.base_offset();
-  const std::uint64_t file_size = static_cast<std::uint64_t>(st.st_size);
   std::uint64_t fragment = 0;
   auto plain = file_size < base ? std::nullopt : layout_.readable_plain_size(file_size - base, &fragment);
   if (plain && fragment) {
@@ -227,7 +262,7 @@ int ContentFile::load_size_locked() {
   if (!plain) {
     size_valid_ = false;
     fragment_ = 0;
-    return corrupt("ciphertext size " + std::to_string(st.st_size) +
+    return corrupt("ciphertext size " + std::to_string(file_size) +
                    " is impossible for this vault's chunk size (truncated or damaged file)");
   }
   size_ = *plain;
@@ -268,7 +303,15 @@ std::int64_t ContentFile::plain_size() {
   return static_cast<std::int64_t>(size_);
 }
 
-int ContentFile::ensure_header_locked(bool create) {
+void ContentFile::forget_header_locked() {
+  std::lock_guard hl(header_mu_);
+  header_.reset();
+  header_ready_.store(false, std::memory_order_relaxed);
+}
+
+int ContentFile::ensure_header_locked(bool create, const std::uint8_t* read_header,
+                                      std::optional<std::array<std::uint8_t, kFileHeaderBytes>>* to_write) {
+  if (to_write) to_write->reset();
   // Every read and write comes here: once the header is known, without a lock (it is dropped
   // only under size_mu_ held exclusively, so never while a caller, who holds it, reads it).
   if (header_ready_.load(std::memory_order_acquire)) return 0;
@@ -282,16 +325,25 @@ int ContentFile::ensure_header_locked(bool create) {
   const bool empty = size_valid_ && size_ == 0;
   ssize_t n = 0;
   if (!(create && empty)) {
-    n = pread_full(fd(), raw.data(), raw.size(), layout_.base_offset());
-    if (n < 0) return static_cast<int>(n);
+    if (read_header) {
+      std::memcpy(raw.data(), read_header, raw.size());
+      n = static_cast<ssize_t>(raw.size());
+    } else {
+      n = pread_full(fd(), raw.data(), raw.size(), layout_.base_offset());
+      if (n < 0) return static_cast<int>(n);
+    }
   }
   if (create && (n == 0 || empty)) {
     FileHeader h = FileHeader::random();
     auto enc = h.encode(static_cast<std::uint16_t>(layout_.format()));
-    ssize_t w = pwrite_full(fd(), enc.data(), enc.size(), layout_.base_offset());
-    if (w < 0) {
-      (void)::ftruncate(fd(), static_cast<off_t>(layout_.base_offset()));  // an empty stream, never a torn header
-      return static_cast<int>(w);
+    if (to_write) {
+      *to_write = enc;  // the caller writes it with its chunks
+    } else {
+      ssize_t w = pwrite_full(fd(), enc.data(), enc.size(), layout_.base_offset());
+      if (w < 0) {
+        (void)::ftruncate(fd(), static_cast<off_t>(layout_.base_offset()));  // an empty stream, never a torn header
+        return static_cast<int>(w);
+      }
     }
     header_ = h;
   } else {
@@ -316,14 +368,20 @@ int ContentFile::open_chunks_locked(ChunkRange r, std::uint8_t* out, CipherSeen*
       std::min(layout_.disk_offset(r.last + 1), layout_.base_offset() + layout_.cipher_size(size_));
   if (disk_end <= disk_begin) return corrupt("internal: read past the end of the file");
   const std::size_t disk_len = disk_end - disk_begin;
-  auto& ct = scratch(engine_, 0, disk_len);
-  ssize_t n = pread_full(fd(), ct.data(), disk_len, disk_begin);
+  // A header not known yet lies right before chunk 0: the read of chunk 0 brings it along (a
+  // small file's first read is then one backing call).
+  const bool with_header = r.first == 0 && !header_known();
+  const std::uint64_t read_from = with_header ? layout_.base_offset() : disk_begin;
+  const std::size_t read_len = disk_end - read_from;
+  auto& rd = scratch(engine_, 0, read_len);
+  ssize_t n = pread_full(fd(), rd.data(), read_len, read_from);
   if (n < 0) return static_cast<int>(n);
-  if (static_cast<std::size_t>(n) != disk_len)
+  if (static_cast<std::size_t>(n) != read_len)
     return corrupt("file is shorter than its size says (truncated underneath the mount?)");
-  if (seen) *seen = CipherSeen{r, ct.data(), disk_len};
+  const std::uint8_t* ct = rd.data() + (disk_begin - read_from);
+  if (seen) *seen = CipherSeen{r, ct, disk_len};
 
-  int hr = ensure_header_locked(false);
+  int hr = ensure_header_locked(false, with_header ? rd.data() : nullptr);
   if (hr < 0) return hr;
 
   std::vector<ChunkOp> ops;
@@ -333,7 +391,7 @@ int ContentFile::open_chunks_locked(ChunkRange r, std::uint8_t* out, CipherSeen*
   for (std::uint64_t k = r.first; k <= r.last; ++k) {
     const std::uint64_t plen = layout_.chunk_plain_len(k, size_);
     std::uint8_t* dst = out + (k - r.first) * C;
-    const std::uint8_t* src = ct.data() + (k - r.first) * D;
+    const std::uint8_t* src = ct + (k - r.first) * D;
     if (all_zero(src, plen + kChunkOverhead)) {  // a hole: never written, or punched
       if (seen) seen->hole = true;
       std::memset(dst, 0, plen);
@@ -355,7 +413,8 @@ ssize_t ContentFile::read(std::uint64_t off, std::size_t len, std::uint8_t* out)
 void ContentFile::prepare_thread(ChunkEngine& engine, const ChunkLayout& layout, std::size_t max_request) {
   // A request of max_request bytes at any offset touches at most this many chunks.
   const std::uint64_t chunks = max_request / layout.chunk_size() + 2;
-  scratch(engine, 0, chunks * layout.disk_chunk_size());
+  // Format 1 reads a header before chunk 0, format 2 a metadata block before the data.
+  scratch(engine, 0, chunks * layout.disk_chunk_size() + (layout.aligned() ? kV2BlockBytes : kFileHeaderBytes));
   scratch(engine, 1, chunks * layout.chunk_size());
   scratch(engine, 2, chunks * layout.disk_chunk_size());
 }
@@ -398,7 +457,9 @@ int ContentFile::seal_and_write_locked(ChunkRange r, const std::uint8_t* const* 
                                        const CipherSeen* seen) {
   if (layout_.aligned()) return seal_and_write_v2_locked(r, plains, new_size, seen);
   const std::uint64_t D = layout_.disk_chunk_size();
-  int hr = ensure_header_locked(true);
+  // A new file's header goes out with chunk 0, which follows it on disk: one write.
+  std::optional<std::array<std::uint8_t, kFileHeaderBytes>> new_header;
+  int hr = ensure_header_locked(true, nullptr, r.first == 0 ? &new_header : nullptr);
   if (hr < 0) return hr;
 
   const std::uint64_t last_len = layout_.chunk_plain_len(r.last, new_size);
@@ -451,47 +512,89 @@ int ContentFile::seal_and_write_locked(ChunkRange r, const std::uint8_t* const* 
     log::warning(label_ + (err == EFBIG ? ": write refused: file too large" : ": write refused: disk full"));
     return -err;
   }
-  ssize_t w = pwrite_full(fd(), ct.data(), disk_len, disk_off);
+  ssize_t w = new_header ? pwrite2_full(fd(), new_header->data(), kFileHeaderBytes, ct.data(), disk_len,
+                                        disk_off - kFileHeaderBytes)
+                         : pwrite_full(fd(), ct.data(), disk_len, disk_off);
   if (w < 0) {
     // A rewrite that failed part-way (EIO, say) may have left a torn mix: put the old chunks back.
     if (pre_image) (void)pwrite_full(fd(), pre_image, pre_len, layout_.disk_offset(pre_first));
-    // Cut off whatever part of the new chunks landed, so the file keeps a valid size.
-    if (extends)
+    // Cut off whatever part of the new chunks landed, so the file keeps a valid size (with a
+    // header that went with them, back to what the file was: no header, or one the next write
+    // replaces, as the file holds nothing).
+    if (new_header) {
+      forget_header_locked();
+      (void)::ftruncate(fd(), static_cast<off_t>(old_cipher));
+    } else if (extends) {
       (void)::ftruncate(fd(), static_cast<off_t>(std::max(old_cipher, layout_.base_offset() + kFileHeaderBytes)));
+    }
     if (w == -ENOSPC || w == -EDQUOT) log::warning(label_ + ": write failed: disk full");
     return static_cast<int>(w);
   }
   return 0;
 }
 
-int ContentFile::read_v2_locked(ChunkRange r, std::uint8_t* data, std::size_t room, std::uint8_t* meta) {
+int ContentFile::read_v2_locked(ChunkRange r, std::uint8_t* data, std::size_t room, std::uint8_t* meta,
+                                std::uint8_t* header, bool* got_header) {
   const std::uint64_t C = layout_.chunk_size();
+  const std::uint64_t base = layout_.base_offset();
+  *got_header = false;
+  const auto short_file = [&] { return corrupt("file is shorter than its size says (truncated underneath the mount?)"); };
   if (layout_.is_inline(size_)) {
-    // One chunk, its entry and its ciphertext in the header block: one read.
+    // One chunk, its entry and its ciphertext in the header block: one read (from the header
+    // on, when it is wanted too).
     std::array<std::uint8_t, kV2BlockBytes> block;
-    const std::uint64_t from = layout_.nonce_offset(0), to = layout_.data_offset(0, size_) + size_;
+    const std::uint64_t from = header ? base : layout_.nonce_offset(0), to = layout_.data_offset(0, size_) + size_;
     const ssize_t n = pread_full(fd(), block.data(), to - from, from);
     if (n < 0) return static_cast<int>(n);
-    if (static_cast<std::uint64_t>(n) != to - from)
-      return corrupt("file is shorter than its size says (truncated underneath the mount?)");
-    std::memcpy(meta, block.data(), kChunkOverhead);
+    if (static_cast<std::uint64_t>(n) != to - from) return short_file();
+    std::memcpy(meta, block.data() + (layout_.nonce_offset(0) - from), kChunkOverhead);
     std::memcpy(data, block.data() + (to - from - size_), size_);
+    if (header) {
+      std::memcpy(header, block.data(), kFileHeaderBytes);
+      *got_header = true;
+    }
     return 0;
   }
   for (std::uint64_t a = r.first; a <= r.last;) {
-    // A group at a time: its entries in one read, its chunks' ciphertext in another.
-    const std::uint64_t b = std::min(r.last, (layout_.group_of(a) + 1) * kV2ChunksPerGroup - 1);
+    // A group at a time: its entries, then its chunks' ciphertext.
+    const std::uint64_t g = layout_.group_of(a);
+    const std::uint64_t b = std::min(r.last, (g + 1) * kV2ChunksPerGroup - 1);
     const std::uint64_t n = b - a + 1;
-    ssize_t got = pread_full(fd(), meta + (a - r.first) * kChunkOverhead, n * kChunkOverhead, layout_.nonce_offset(a));
-    if (got < 0) return static_cast<int>(got);
-    if (static_cast<std::uint64_t>(got) != n * kChunkOverhead)
-      return corrupt("file is shorter than its size says (truncated underneath the mount?)");
+    const std::uint64_t block_at = layout_.meta_block_offset(g), entries_at = layout_.nonce_offset(a);
     const std::uint64_t len = (n - 1) * C + layout_.chunk_plain_len(b, size_);
     const std::size_t at = (a - r.first) * C;
-    got = pread_data(data + at, len, room - at, layout_.data_offset(a, size_));
-    if (got < 0) return static_cast<int>(got);
-    if (static_cast<std::uint64_t>(got) != len)
-      return corrupt("file is shorter than its size says (truncated underneath the mount?)");
+    const std::uint64_t data_at = layout_.data_offset(a, size_);
+    const bool want_header = header && g == 0;
+    std::uint8_t* const entries = meta + (a - r.first) * kChunkOverhead;
+    if (a == r.first && data_at == block_at + kV2BlockBytes && direct_fd_for_read(data + at, len, room - at, data_at) < 0) {
+      // The run starts at its group's first chunk, so its data follows the metadata block
+      // directly, and it goes through the page cache anyway: block and data in one read, the
+      // block into the room in front of data (a small file's whole read, header included).
+      std::uint8_t* const block = data - kV2BlockBytes;
+      const ssize_t got = pread_full(fd(), block, kV2BlockBytes + len, block_at);
+      if (got < 0) return static_cast<int>(got);
+      if (static_cast<std::uint64_t>(got) != kV2BlockBytes + len) return short_file();
+      std::memcpy(entries, block + (entries_at - block_at), n * kChunkOverhead);
+      if (want_header) {
+        std::memcpy(header, block, kFileHeaderBytes);
+        *got_header = true;
+      }
+    } else {
+      // The entries (from the header on, when it is wanted: both lie in group 0's block).
+      std::array<std::uint8_t, kV2BlockBytes> block;
+      const std::uint64_t from = want_header ? block_at : entries_at, to = entries_at + n * kChunkOverhead;
+      ssize_t got = pread_full(fd(), block.data(), to - from, from);
+      if (got < 0) return static_cast<int>(got);
+      if (static_cast<std::uint64_t>(got) != to - from) return short_file();
+      std::memcpy(entries, block.data() + (entries_at - from), n * kChunkOverhead);
+      if (want_header) {
+        std::memcpy(header, block.data(), kFileHeaderBytes);
+        *got_header = true;
+      }
+      got = pread_data(data + at, len, room - at, data_at);
+      if (got < 0) return static_cast<int>(got);
+      if (static_cast<std::uint64_t>(got) != len) return short_file();
+    }
     a = b + 1;
   }
   return 0;
@@ -500,14 +603,23 @@ int ContentFile::read_v2_locked(ChunkRange r, std::uint8_t* data, std::size_t ro
 int ContentFile::open_chunks_v2_locked(ChunkRange r, std::uint8_t* out, CipherSeen* seen) {
   const std::uint64_t C = layout_.chunk_size();
   if (r.last >= layout_.chunk_count(size_)) return corrupt("internal: read past the end of the file");
-  auto& ct = scratch(engine_, 0, r.count() * C);
+  // The data at a block's distance from the buffer's start: a metadata block read in one call
+  // with the data after it lands in front (read_v2_locked). The start is page-aligned, so the
+  // data is too, as O_DIRECT wants it.
+  auto& buf = scratch(engine_, 0, kV2BlockBytes + r.count() * C);
+  std::uint8_t* const ct = buf.data() + kV2BlockBytes;
   thread_local std::vector<std::uint8_t> entries;  // valid, like ct, until this thread's next open
   entries.resize(r.count() * kChunkOverhead);
-  if (int rc = read_v2_locked(r, ct.data(), ct.size(), entries.data()); rc < 0) return rc;
+  std::array<std::uint8_t, kFileHeaderBytes> header{};
+  bool got_header = false;
+  if (int rc = read_v2_locked(r, ct, buf.size() - kV2BlockBytes, entries.data(), header_known() ? nullptr : header.data(),
+                              &got_header);
+      rc < 0)
+    return rc;
   const std::uint64_t data_len = (r.count() - 1) * C + layout_.chunk_plain_len(r.last, size_);
-  if (seen) *seen = CipherSeen{r, ct.data(), data_len, false, entries.data()};
+  if (seen) *seen = CipherSeen{r, ct, data_len, false, entries.data()};
 
-  int hr = ensure_header_locked(false);
+  int hr = ensure_header_locked(false, got_header ? header.data() : nullptr);
   if (hr < 0) return hr;
 
   // Per thread, reused by every read (none of them calls here again while it runs); reserved
@@ -521,7 +633,7 @@ int ContentFile::open_chunks_v2_locked(ChunkRange r, std::uint8_t* out, CipherSe
   for (std::uint64_t k = r.first; k <= r.last; ++k) {
     const std::uint64_t plen = layout_.chunk_plain_len(k, size_);
     std::uint8_t* dst = out + (k - r.first) * C;
-    const std::uint8_t* src = ct.data() + (k - r.first) * C;
+    const std::uint8_t* src = ct + (k - r.first) * C;
     const std::uint8_t* entry = entries.data() + (k - r.first) * kChunkOverhead;
     // A hole: ciphertext all zeros (never written, punched, or grown into by a truncation),
     // whatever the entry holds (entries of chunks cut off or punched stay behind), unless the
@@ -573,7 +685,9 @@ std::vector<ChunkOp>& ContentFile::seal_chunks_locked(ChunkRange r, const std::u
 int ContentFile::seal_and_write_v2_locked(ChunkRange r, const std::uint8_t* const* plains, std::uint64_t new_size,
                                           const CipherSeen* seen) {
   const std::uint64_t C = layout_.chunk_size();
-  int hr = ensure_header_locked(true);
+  // A new file's header goes out with chunk 0's entry, which lies in the same block: one write.
+  std::optional<std::array<std::uint8_t, kFileHeaderBytes>> new_header;
+  int hr = ensure_header_locked(true, nullptr, r.first == 0 ? &new_header : nullptr);
   if (hr < 0) return hr;
 
   const std::uint64_t n = r.count();
@@ -622,10 +736,14 @@ int ContentFile::seal_and_write_v2_locked(ChunkRange r, const std::uint8_t* cons
   };
   if (!pure_append && !(inside_old && (seen_whole || journaled_whole))) {
     // Reserve first, as format 1 does (see there): a full disk fails here, before anything changed.
+    // Chunks just read whole, none a hole, had their entries written when they were sealed: those
+    // entries' blocks hold their space already, and only the data needs reserving (a write that
+    // grows a file's partial last chunk: one fallocate instead of two).
+    const bool entries_on_disk = seen_whole;
     for (const Part& p : groups) {
       const std::uint64_t eo = layout_.nonce_offset(p.a), el = (p.b - p.a + 1) * kChunkOverhead;
       const std::uint64_t d0 = layout_.data_offset(p.a, new_size);
-      if ((::fallocate(fd(), FALLOC_FL_KEEP_SIZE, static_cast<off_t>(eo), static_cast<off_t>(el)) != 0 ||
+      if (((!entries_on_disk && ::fallocate(fd(), FALLOC_FL_KEEP_SIZE, static_cast<off_t>(eo), static_cast<off_t>(el)) != 0) ||
            ::fallocate(fd(), FALLOC_FL_KEEP_SIZE, static_cast<off_t>(d0), static_cast<off_t>(data_len(p.a, p.b))) != 0) &&
           (errno == ENOSPC || errno == EDQUOT || errno == EFBIG)) {
         const int err = errno;
@@ -638,8 +756,12 @@ int ContentFile::seal_and_write_v2_locked(ChunkRange r, const std::uint8_t* cons
   // old places, and cut off what it appended.
   auto undo = [&] {
     if (pre_image) (void)write_chunk_forms(fd(), layout_, pre_first, size_, pre_image, pre_len);
-    if (extends)
+    if (new_header) {  // as in format 1: back to what the file was
+      forget_header_locked();
+      (void)::ftruncate(fd(), static_cast<off_t>(old_cipher));
+    } else if (extends) {
       (void)::ftruncate(fd(), static_cast<off_t>(std::max(old_cipher, layout_.base_offset() + kFileHeaderBytes)));
+    }
   };
   auto fill_entries = [&](std::uint64_t a, std::uint64_t b) {  // ops a..b (indices into r)
     for (std::uint64_t i = a; i <= b; ++i) {
@@ -653,9 +775,12 @@ int ContentFile::seal_and_write_v2_locked(ChunkRange r, const std::uint8_t* cons
     // One write: entry, the gap before the inline offset (zeros), ciphertext.
     engine_.seal(ops);
     fill_entries(0, 0);
+    // A new file's header too, from the block's start.
     std::array<std::uint8_t, kV2BlockBytes> block{};
-    const std::uint64_t from = layout_.nonce_offset(0), data_at = layout_.data_offset(0, new_size) - from;
-    std::memcpy(block.data(), entries.data(), kChunkOverhead);
+    const std::uint64_t from = new_header ? layout_.base_offset() : layout_.nonce_offset(0);
+    const std::uint64_t data_at = layout_.data_offset(0, new_size) - from;
+    if (new_header) std::memcpy(block.data(), new_header->data(), kFileHeaderBytes);
+    std::memcpy(block.data() + (layout_.nonce_offset(0) - from), entries.data(), kChunkOverhead);
     std::memcpy(block.data() + data_at, ct.data(), last_len);
     w = pwrite_full(fd(), block.data(), data_at + last_len, from);
   } else {
@@ -677,9 +802,17 @@ int ContentFile::seal_and_write_v2_locked(ChunkRange r, const std::uint8_t* cons
       for (int pass = 0; pass < 2 && w >= 0; ++pass) {
         for (std::uint64_t a = first; a <= last && w >= 0;) {
           const std::uint64_t b = std::min(last, (layout_.group_of(a) + 1) * kV2ChunksPerGroup - 1);
-          w = pass == 0 ? pwrite_full(fd(), entries.data() + (a - r.first) * kChunkOverhead,
-                                      (b - a + 1) * kChunkOverhead, layout_.nonce_offset(a))
-                        : pwrite_data(ct.data() + (a - r.first) * C, data_len(a, b), layout_.data_offset(a, new_size));
+          const std::uint8_t* e = entries.data() + (a - r.first) * kChunkOverhead;
+          const std::size_t elen = (b - a + 1) * kChunkOverhead;
+          if (pass == 0 && a == 0 && new_header) {
+            // A new file's header, the zeros up to the entries, and the entries of chunk 0 on.
+            std::array<std::uint8_t, kV2EntriesOffset> head{};
+            std::memcpy(head.data(), new_header->data(), kFileHeaderBytes);
+            w = pwrite2_full(fd(), head.data(), head.size(), e, elen, layout_.base_offset());
+          } else {
+            w = pass == 0 ? pwrite_full(fd(), e, elen, layout_.nonce_offset(a))
+                          : pwrite_data(ct.data() + (a - r.first) * C, data_len(a, b), layout_.data_offset(a, new_size));
+          }
           a = b + 1;
         }
       }

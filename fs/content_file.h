@@ -101,7 +101,20 @@ class ContentFile {
 
  private:
   int load_size_locked();
-  int ensure_header_locked(bool create);
+  // Makes header_ and key_ known: read from the file, or, with create and an empty file, a fresh
+  // one written there. read_header: the header's kFileHeaderBytes when the caller read them
+  // along with chunk data just now (the read of the first chunks brings them: one backing call
+  // instead of two); they are checked as a header read here is.
+  // to_write (optional, with create): where a fresh header goes instead of being written here,
+  // for the caller to write in one call with chunk 0 (a new file's first write is then one
+  // backing call, as a small file's first read is); the caller must call forget_header_locked
+  // if that write fails. Left empty when the file has its header already.
+  int ensure_header_locked(bool create, const std::uint8_t* read_header = nullptr,
+                           std::optional<std::array<std::uint8_t, kFileHeaderBytes>>* to_write = nullptr);
+  // After a failed write of a header that ensure_header_locked handed out: the next write makes
+  // a fresh one (under size_mu_ held exclusively, as every write to an empty file is).
+  void forget_header_locked();
+  bool header_known() const { return header_ready_.load(std::memory_order_acquire); }
   // The on-disk bytes of chunks as read, still in this thread's scratch: a rewrite of exactly
   // those chunks journals them as their pre-image instead of reading them a second time.
   struct CipherSeen {
@@ -154,11 +167,17 @@ class ContentFile {
   int seal_and_write_v2_locked(ChunkRange r, const std::uint8_t* const* plains, std::uint64_t new_size,
                                const CipherSeen* seen);
   // Format 2: reads chunks r of the current size, ciphertext to data (chunk i at i * C; room:
-  // the bytes data has, for O_DIRECT's rounding) and entries to meta (28 bytes each).
-  int read_v2_locked(ChunkRange r, std::uint8_t* data, std::size_t room, std::uint8_t* meta);
+  // the bytes data has, for O_DIRECT's rounding) and entries to meta (28 bytes each). data has
+  // kV2BlockBytes more in front of it, where a metadata block read in one call with the data
+  // that follows it lands. header (optional): where the file header goes when the read of group
+  // 0's entries can bring it along; *got_header says whether it did.
+  int read_v2_locked(ChunkRange r, std::uint8_t* data, std::size_t room, std::uint8_t* meta, std::uint8_t* header,
+                     bool* got_header);
   // Chunk data to and from the backing file: with O_DIRECT for the whole blocks when the vault
   // uses it and offset and memory are aligned, else (and for a last partial block) buffered.
   ssize_t pread_data(std::uint8_t* buf, std::size_t len, std::size_t room, std::uint64_t off);
+  // The O_DIRECT descriptor that pread_data reads these bytes through; -1: it reads them buffered.
+  int direct_fd_for_read(const std::uint8_t* buf, std::size_t len, std::size_t room, std::uint64_t off);
   ssize_t pwrite_data(const std::uint8_t* buf, std::size_t len, std::uint64_t off);
   // Format 2: zeros the entry of chunk k of a file of plain_size bytes when the chunk is a new
   // hole (is_new) shorter than kV2HoleMinBytes, which reads as a hole only with a zero entry.

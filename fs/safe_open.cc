@@ -106,10 +106,12 @@ std::string OpenResult::why() const {
   }
 }
 
-OpenResult reopen_regular(int fd, int flags) {
+OpenResult reopen_regular(int fd, int flags, const struct stat* known) {
   OpenResult r;
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
+  if (known) {
+    st = *known;
+  } else if (::fstat(fd, &st) != 0) {
     r.error = errno;
     return r;
   }

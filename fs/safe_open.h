@@ -14,6 +14,7 @@
 // caller's "damaged" message.
 #pragma once
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -60,8 +61,9 @@ OpenResult open_regular(const std::string& path, int flags);
 // it is a regular file, and the open that follows reaches that same file, never a FIFO or device
 // (EUCLEAN with found_type otherwise, nothing opened). Two calls where open_regular, which must
 // expect anything at its path, takes five. flags as open(2)'s; O_CLOEXEC and O_NOCTTY are always
-// added.
-OpenResult reopen_regular(int fd, int flags);
+// added. known (optional): an fstat of this same descriptor that the caller took itself (as it
+// opened it), whose type then serves instead of a new fstat's: the open alone.
+OpenResult reopen_regular(int fd, int flags, const struct stat* known = nullptr);
 
 // A name for a mode's S_IFMT bits: "regular file", "directory", "symbolic link", "FIFO", "socket",
 // "character device", "block device".

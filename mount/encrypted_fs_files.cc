@@ -24,20 +24,21 @@ EncryptedFs::FileHandle* handle_of(fuse_file_info* fi) { return reinterpret_cast
 
 // Reopens an inode's O_PATH descriptor for I/O (fs/safe_open.h). Only a regular file is ever
 // opened: a FIFO would block the worker and a device node would run its driver's open (-EUCLEAN
-// then, for the caller to report).
-int reopen_content(int path_fd, int flags) {
-  OpenResult r = reopen_regular(path_fd, flags);
+// then, for the caller to report). The fstat that shows the type is the one the descriptor got
+// as it was opened, where it was opened just now (PathFd::fresh_stat): the open alone then.
+int reopen_content(const PathFd& pf, int flags) {
+  OpenResult r = reopen_regular(pf.get(), flags, pf.fresh_stat());
   return r ? r.fd.release() : -r.error;
 }
 
 // Partial chunks are read, modified and sealed again, so even a write-only user needs the
 // ciphertext open for reading: try read-write first, read-only where that is all that is wanted.
 // *rw says which it got.
-int open_backing(int path_fd, bool writable, bool* rw) {
-  int fd = reopen_content(path_fd, O_RDWR);
+int open_backing(const PathFd& pf, bool writable, bool* rw) {
+  int fd = reopen_content(pf, O_RDWR);
   *rw = fd >= 0;
   if (fd >= 0 || writable || (fd != -EACCES && fd != -EROFS && fd != -EPERM)) return fd;
-  return reopen_content(path_fd, O_RDONLY);
+  return reopen_content(pf, O_RDONLY);
 }
 
 }  // namespace
@@ -83,7 +84,7 @@ int EncryptedFs::acquire_content(Inode& in, bool writable, std::shared_ptr<Conte
   std::lock_guard lk(in.mu);
   if (!in.content) {
     bool rw = true;  // create's descriptor is read-write
-    int fd = fd_in >= 0 ? fd_in : open_backing(pf.get(), writable, &rw);
+    int fd = fd_in >= 0 ? fd_in : open_backing(pf, writable, &rw);
     if (fd == -EUCLEAN) return report_not_regular(in, pf.get());
     if (fd < 0) return fd;
     in.content = std::make_shared<ContentFile>(fd, vault_.layout(), engine_, vault_.keys(), label_of(in), vault_.journal(),
@@ -94,7 +95,7 @@ int EncryptedFs::acquire_content(Inode& in, bool writable, std::shared_ptr<Conte
   } else {
     if (writable && !in.content_writable) {
       // create's descriptor is read-write already.
-      int fd = fd_in >= 0 ? fd_in : reopen_content(pf.get(), O_RDWR);
+      int fd = fd_in >= 0 ? fd_in : reopen_content(pf, O_RDWR);
       if (fd == -EUCLEAN) return report_not_regular(in, pf.get());
       if (fd < 0) return fd;
       in.content->set_fd(fd);

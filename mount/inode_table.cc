@@ -53,6 +53,9 @@ PathFd& PathFd::operator=(PathFd&& o) noexcept {
   fd_ = o.fd_;
   owned_ = o.owned_;
   err_ = o.err_;
+  has_fresh_ = o.has_fresh_;
+  fresh_ = o.fresh_;
+  o.has_fresh_ = false;
   o.table_ = nullptr;
   o.pinned_ = nullptr;
   o.fd_ = -1;
@@ -69,6 +72,7 @@ void PathFd::reset() {
   fd_ = -1;
   owned_ = false;
   err_ = -EBADF;
+  has_fresh_ = false;
 }
 
 InodeTable::InodeTable(int root_fd, std::size_t fd_cache_limit, std::size_t dir_cache_limit)
@@ -561,6 +565,7 @@ PathFd InodeTable::file_path_fd(Inode& inode) {
       gen = inode.names_gen;
     }
     int fd = -1;
+    struct stat fd_st {};  // fd's fstat, taken as it was opened
     bool hard_error = false;  // out of descriptors, permissions: not a question of names
     failures.clear();
     for (const auto& n : names) {
@@ -598,6 +603,7 @@ PathFd InodeTable::file_path_fd(Inode& inode) {
         continue;
       }
       fd = f;
+      fd_st = st;
       break;
     }
     Graveyard dead;
@@ -612,6 +618,10 @@ PathFd InodeTable::file_path_fd(Inode& inode) {
           pin_cached_locked();
         } else {
           out = install_locked(inode, fd, true, to_close);
+          if (out.ok() && out.fd_ == fd) {  // the caller may use the fstat just taken
+            out.has_fresh_ = true;
+            out.fresh_ = fd_st;
+          }
         }
       } else if (!hard_error && attempt < 100 && (inode.changing > 0 || inode.names_gen != gen)) {
         // An unlink or rename of one of its names is under way or just happened: wait for it

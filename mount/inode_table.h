@@ -131,6 +131,11 @@ class PathFd {
   int error() const { return err_; }
   // /proc/self/fd/N: for the calls that take only paths (chmod, xattrs, reopening).
   std::string proc_path() const { return "/proc/self/fd/" + std::to_string(fd_); }
+  // The fstat of this descriptor that the call which handed it out took as it opened it, just
+  // now (a file's descriptor opened by name is checked to be the inode it should be); nullptr
+  // for a descriptor that was already open. A descriptor's inode never changes, so its type is
+  // still the file's type (its size is not: see ContentFile's fstat after the open).
+  const struct stat* fresh_stat() const { return has_fresh_ ? &fresh_ : nullptr; }
 
  private:
   friend class InodeTable;
@@ -140,6 +145,8 @@ class PathFd {
   int fd_ = -1;
   bool owned_ = false;
   int err_ = -EBADF;
+  bool has_fresh_ = false;
+  struct stat fresh_ {};
 };
 
 class NameChange;

@@ -30,6 +30,7 @@
 #include "crypto/cpu_engine.h"
 #include "crypto/kdf.h"
 #include "crypto/key_ring.h"
+#include "fs/backing_io.h"
 #include "fs/chunk_journal.h"
 #include "fs/chunk_layout.h"
 #include "fs/content_file.h"
@@ -1043,6 +1044,164 @@ TEST_F(ContentFileDamage, FileCutShortUnderAnOpenObjectIsEioNotGarbage) {
   EXPECT_EQ(f.read(0, C, out.data()), static_cast<ssize_t>(C));
 }
 
+// ------------------------------------------------------------------------- first reads
+
+// A fresh object's first read of chunk 0 brings the file header in the same backing read (format
+// 2: from the metadata block's start; and where the data follows the block and goes through the
+// page cache, block and data in one read: a small file's whole read). What the combined read
+// brings must be checked exactly as separate reads of each part are. Parameter: format, and for
+// format 2 whether chunk data goes through O_DIRECT (then reads of 16 KiB and more go direct
+// and are not combined with the block).
+struct FirstReadCase {
+  int format;
+  bool direct;
+};
+
+class ContentFileFirstRead : public ContentFileTest, public ::testing::WithParamInterface<FirstReadCase> {
+ protected:
+  static constexpr std::uint32_t C = 4096;
+  std::unique_ptr<Backing> make(const char* name) {
+    io_ = std::make_unique<BackingIo>(GetParam().direct ? BackingIoMode::Direct : BackingIoMode::Buffered);
+    return std::make_unique<Backing>(file_path(name), C, 2, Bytes{}, GetParam().format, io_.get());
+  }
+  // A fresh object on b's file: it knows neither the header nor the size yet.
+  ContentFile& fresh(Backing& b) { return b.reopen(); }
+  // Where chunk k's nonce, tag and ciphertext byte i lie (the layout's offsets, both formats).
+  std::uint64_t nonce_at(Backing& b, std::uint64_t k) { return b.layout.nonce_offset(k); }
+  std::uint64_t tag_at(Backing& b, std::uint64_t k, std::uint64_t size) { return b.layout.tag_offset(k, size); }
+  std::uint64_t data_at(Backing& b, std::uint64_t k, std::uint64_t size, std::uint64_t i) {
+    return b.layout.data_offset(k, size) + i;
+  }
+  void flip(Backing& b, std::uint64_t off) {
+    Bytes x = b.raw(off, 1);
+    x[0] ^= 0x20;
+    b.poke(off, x);
+  }
+  std::unique_ptr<BackingIo> io_;
+};
+
+TEST_P(ContentFileFirstRead, EverySizeReadsBackFromAFreshObjectAtAnyOffset) {
+  // Inline and not, a whole block, a few chunks, past 16 KiB (direct reads), past group 0.
+  for (std::size_t size : {std::size_t{1}, std::size_t{1000}, std::size_t{3968}, std::size_t{3969}, std::size_t{4096},
+                           std::size_t{10240}, std::size_t{20000}, std::size_t{130} * C + 5}) {
+    SCOPED_TRACE("size " + std::to_string(size));
+    auto b = make("sizes");
+    const Bytes data = pattern(size, static_cast<std::uint32_t>(size));
+    ASSERT_EQ(b->file->write(0, data.data(), size), static_cast<ssize_t>(size));
+    // The whole file first, then a first read that starts elsewhere (its header read alone).
+    EXPECT_EQ(b->read_all(fresh(*b)), data);
+    for (std::uint64_t off : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{C}, std::uint64_t{128} * C + 1}) {
+      if (off >= size) continue;
+      ContentFile& f = fresh(*b);
+      const std::size_t len = std::min<std::size_t>(3 * C + 7, size - off);
+      Bytes out(len + 1, 0xCC);
+      ASSERT_EQ(f.read(off, len, out.data()), static_cast<ssize_t>(len)) << off;
+      EXPECT_TRUE(std::equal(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(len),
+                             data.begin() + static_cast<std::ptrdiff_t>(off)))
+          << off;
+      EXPECT_EQ(out[len], 0xCC);
+      // And the rest of the file through the same object, the header now known.
+      EXPECT_EQ(b->read_all(f), data);
+    }
+  }
+  if (GetParam().direct) {
+    EXPECT_FALSE(io_->fell_back());
+  }
+}
+
+TEST_P(ContentFileFirstRead, ATamperedHeaderFailsTheReadThatBringsIt) {
+  for (std::size_t size : {std::size_t{1000}, std::size_t{10240}, std::size_t{20000}}) {
+    auto b = make("header");
+    const Bytes data = pattern(size, 31);
+    ASSERT_EQ(b->file->write(0, data.data(), size), static_cast<ssize_t>(size));
+    // Magic, version, reserved field, file ID: each byte is checked, or binds every chunk.
+    for (std::uint64_t at : {0, 3, 5, 6, 7, 8, 15, 23}) {
+      SCOPED_TRACE("size " + std::to_string(size) + ", header byte " + std::to_string(at));
+      flip(*b, at);
+      Bytes out(size, 0xCC);
+      EXPECT_EQ(fresh(*b).read(0, size, out.data()), -EIO);
+      EXPECT_EQ(out, Bytes(size, 0xCC)) << "no unauthenticated byte may reach the caller";
+      EXPECT_EQ(fresh(*b).read(size / 2, 10, out.data()), -EIO);
+      flip(*b, at);
+      EXPECT_EQ(b->read_all(fresh(*b)), data);
+    }
+  }
+}
+
+TEST_P(ContentFileFirstRead, TamperedNonceTagOrCiphertextInTheFirstReadFailsItsChunk) {
+  const std::size_t size = 3 * C - 500;  // three chunks, in one read
+  auto b = make("entries");
+  const Bytes data = pattern(size, 32);
+  ASSERT_EQ(b->file->write(0, data.data(), size), static_cast<ssize_t>(size));
+  for (std::uint64_t k = 0; k < 3; ++k) {
+    for (std::uint64_t off : {nonce_at(*b, k) + 3, tag_at(*b, k, size) + 15, data_at(*b, k, size, 0),
+                              data_at(*b, k, size, b->layout.chunk_plain_len(k, size) - 1)}) {
+      SCOPED_TRACE("chunk " + std::to_string(k) + ", byte at " + std::to_string(off));
+      flip(*b, off);
+      Bytes out(size, 0xCC);
+      EXPECT_EQ(fresh(*b).read(0, size, out.data()), -EIO);
+      for (std::uint64_t j = 0; j < 3; ++j) {  // a first read of each chunk alone: only k fails
+        const std::size_t len = b->layout.chunk_plain_len(j, size);
+        ContentFile& f = fresh(*b);
+        if (j == k) {
+          EXPECT_EQ(f.read(j * C, len, out.data()), -EIO) << j;
+        } else {
+          ASSERT_EQ(f.read(j * C, len, out.data()), static_cast<ssize_t>(len)) << j;
+          EXPECT_TRUE(std::equal(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(len),
+                                 data.begin() + static_cast<std::ptrdiff_t>(j * C)));
+        }
+      }
+      flip(*b, off);
+    }
+  }
+  // An inline file (format 2) or a one-chunk file: its entry and ciphertext come with the header.
+  auto s = make("small");
+  const Bytes small = pattern(700, 33);
+  ASSERT_EQ(s->file->write(0, small.data(), small.size()), 700);
+  for (std::uint64_t off : {nonce_at(*s, 0), tag_at(*s, 0, 700) + 1, data_at(*s, 0, 700, 350)}) {
+    flip(*s, off);
+    Bytes out(700);
+    EXPECT_EQ(fresh(*s).read(0, 700, out.data()), -EIO) << off;
+    flip(*s, off);
+  }
+  EXPECT_EQ(s->read_all(fresh(*s)), small);
+}
+
+TEST_P(ContentFileFirstRead, AFileShorterThanTheFirstReadIsEioNotGarbage) {
+  // The size is known (read by the object) and the file is cut underneath before the first read
+  // of its chunks: inside the header, inside the entries, in the gap before the data, inside
+  // the data.
+  for (std::size_t size : {std::size_t{1000}, std::size_t{10240}, std::size_t{20000}}) {
+    auto b = make("cut");
+    const Bytes data = pattern(size, 34);
+    ASSERT_EQ(b->file->write(0, data.data(), size), static_cast<ssize_t>(size));
+    const std::uint64_t full = b->disk_size();
+    for (std::uint64_t cut : {std::uint64_t{10}, std::uint64_t{30}, std::uint64_t{100}, std::uint64_t{2000},
+                              std::uint64_t{4100}, full - 1}) {
+      if (cut >= full) continue;
+      SCOPED_TRACE("size " + std::to_string(size) + ", cut at " + std::to_string(cut));
+      // Read whole first: this thread's buffers then hold exactly the bytes the cut removes, so
+      // that a read taking a short backing read for a whole one would succeed.
+      ASSERT_EQ(b->read_all(fresh(*b)), data);
+      ContentFile& f = fresh(*b);
+      ASSERT_EQ(f.plain_size(), static_cast<std::int64_t>(size));
+      ASSERT_EQ(::ftruncate(b->fd, static_cast<off_t>(cut)), 0);
+      Bytes out(size, 0xCC);
+      EXPECT_EQ(f.read(0, size, out.data()), -EIO);
+      EXPECT_EQ(out, Bytes(size, 0xCC));
+      ASSERT_EQ(b->file->truncate(0), 0);  // put it back
+      ASSERT_EQ(b->file->write(0, data.data(), size), static_cast<ssize_t>(size));
+      ASSERT_EQ(b->disk_size(), full);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, ContentFileFirstRead,
+                         ::testing::Values(FirstReadCase{1, false}, FirstReadCase{2, false}, FirstReadCase{2, true}),
+                         [](const auto& info) {
+                           return "V" + std::to_string(info.param.format) + (info.param.direct ? "Direct" : "Buffered");
+                         });
+
 // ------------------------------------------------------------------------- concurrency
 
 TEST_F(ContentFileTest, ConcurrentDisjointWritersSharingChunks) {
@@ -1393,6 +1552,58 @@ TEST_F(ContentFileTest, FullDiskGivesEnospcAndKeepsEarlierData) {
   ::unlink((fs.path() + "/filler").c_str());
   ASSERT_EQ(b.file->write(expect.size(), more.data(), more.size()), static_cast<ssize_t>(more.size()));
   expect.insert(expect.end(), more.begin(), more.end());
+  EXPECT_EQ(b.read_all(b.reopen()), expect);
+}
+
+// A new file's first write carries its header (format 1: before chunk 0; format 2: in the block
+// of chunk 0's entry) in one backing call. When that write fails, the file is as it was (empty)
+// and the object forgets the header it made: the next write makes a fresh one and writes it,
+// so that the file reads back through a new object.
+TEST_F(ContentFileTest, FullDiskOnANewFilesFirstWriteLeavesItEmptyAndWritableAgain) {
+  SmallTmpfs fs(dir.path());
+  if (!fs.mounted()) GTEST_SKIP() << fs.why() << " (needs root or CAP_SYS_ADMIN)";
+  const std::uint32_t C = 4096;
+  for (int format : {1, 2}) {
+    for (std::size_t size : {std::size_t{1000}, std::size_t{10240}, std::size_t{300} * 1024}) {
+      SCOPED_TRACE("format " + std::to_string(format) + ", " + std::to_string(size) + " bytes");
+      const std::string path = fs.path() + "/new";
+      ::unlink(path.c_str());
+      Backing b(path, C, 2, {}, format);
+      b.file->assume_new_empty();  // as the mount's create does
+      fill_up(fs.path() + "/filler");
+      const Bytes data = pattern(size, static_cast<std::uint32_t>(size + format));
+      EXPECT_EQ(b.file->write(0, data.data(), size), -ENOSPC);
+      EXPECT_EQ(b.file->plain_size(), 0);
+      EXPECT_EQ(b.disk_size(), 0u);
+      ::unlink((fs.path() + "/filler").c_str());
+      ASSERT_EQ(b.file->write(0, data.data(), size), static_cast<ssize_t>(size));
+      EXPECT_EQ(b.read_all(*b.file), data);
+      EXPECT_EQ(b.read_all(b.reopen()), data);
+    }
+  }
+}
+
+// Format 2: a write that grows a file's partial last chunk, just read to be resealed, reserves
+// only the data's space (the chunk's entry was written with it and holds its space); on a full
+// disk it fails before anything changed, and the file reads as it did.
+TEST_F(ContentFileTest, FormatTwoFullDiskWhileGrowingThePartialLastChunkKeepsIt) {
+  SmallTmpfs fs(dir.path());
+  if (!fs.mounted()) GTEST_SKIP() << fs.why() << " (needs root or CAP_SYS_ADMIN)";
+  const std::uint32_t C = 65536;  // room to grow inside the chunk beyond the blocks it has
+  Backing b(fs.path() + "/grow2", C, 2, {}, 2);
+  const Bytes data = pattern(C + 1000, 41);
+  ASSERT_EQ(b.file->write(0, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  fill_up(fs.path() + "/filler");
+  const Bytes tail = pattern(30000, 42);  // stays inside chunk 1
+  EXPECT_EQ(b.file->write(data.size(), tail.data(), tail.size()), -ENOSPC);
+  EXPECT_EQ(b.file->plain_size(), static_cast<std::int64_t>(data.size()));
+  EXPECT_EQ(b.disk_size(), b.layout.cipher_size(data.size()));
+  EXPECT_EQ(b.read_all(*b.file), data);
+  EXPECT_EQ(b.read_all(b.reopen()), data);
+  ::unlink((fs.path() + "/filler").c_str());
+  ASSERT_EQ(b.file->write(data.size(), tail.data(), tail.size()), static_cast<ssize_t>(tail.size()));
+  Bytes expect = data;
+  expect.insert(expect.end(), tail.begin(), tail.end());
   EXPECT_EQ(b.read_all(b.reopen()), expect);
 }
 

@@ -165,6 +165,41 @@ TEST_F(SafeOpen, OpenRegularFollowsLinksButNeverBlocksOnAFifo) {
   EXPECT_EQ(::fcntl(ok.fd.get(), F_GETFL) & O_NONBLOCK, 0);
 }
 
+TEST_F(SafeOpen, ReopenRegularOpensOnlyARegularFileWhateverStatDecides) {
+  ASSERT_EQ(::mkfifo((base_ / "vault" / "fifo").c_str(), 0600), 0);
+  const int file = ::openat(dirfd_, "sub/file", O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  const int fifo = ::openat(dirfd_, "fifo", O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  ASSERT_GE(file, 0);
+  ASSERT_GE(fifo, 0);
+  struct stat file_st {}, fifo_st {};
+  ASSERT_EQ(::fstat(file, &file_st), 0);
+  ASSERT_EQ(::fstat(fifo, &fifo_st), 0);
+  // Its own fstat, or the caller's of the same descriptor (taken as it was opened): either way
+  // the type decides.
+  for (bool known : {false, true}) {
+    SCOPED_TRACE(known ? "the caller's stat" : "its own fstat");
+    auto reopen = [&](int fd, const struct stat* st) {
+      auto fut = std::async(std::launch::async, [&] { return reopen_regular(fd, O_RDWR, known ? st : nullptr); });
+      if (fut.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+        ADD_FAILURE() << "reopen_regular blocked";
+        std::abort();
+      }
+      return fut.get();
+    };
+    OpenResult r = reopen(file, &file_st);
+    ASSERT_TRUE(r) << r.why();
+    std::vector<std::uint8_t> data;
+    ASSERT_EQ(read_capped(r.fd.get(), 100, &data), 0);
+    EXPECT_EQ(std::string(data.begin(), data.end()), "inside data");
+    OpenResult f = reopen(fifo, &fifo_st);  // a FIFO is looked at, never opened
+    EXPECT_FALSE(f);
+    EXPECT_EQ(f.error, EUCLEAN);
+    EXPECT_EQ(f.found_type, static_cast<mode_t>(S_IFIFO));
+  }
+  ::close(file);
+  ::close(fifo);
+}
+
 TEST_F(SafeOpen, ReadCappedRefusesHugeSparseFiles) {
   {
     std::ofstream(base_ / "vault" / "huge");
