@@ -307,8 +307,8 @@ int ContentFile::ensure_header_locked(bool create) {
   return 0;
 }
 
-int ContentFile::open_chunks_locked(ChunkRange r, std::uint8_t* out, CipherSeen* seen) {
-  if (layout_.aligned()) return open_chunks_v2_locked(r, out, seen);
+int ContentFile::open_chunks_locked(ChunkRange r, std::uint8_t* out, CipherSeen* seen, std::size_t out_room) {
+  if (layout_.aligned()) return open_chunks_v2_locked(r, out, seen, out_room);
   const std::uint64_t C = layout_.chunk_size();
   const std::uint64_t D = layout_.disk_chunk_size();
   const std::uint64_t disk_begin = layout_.disk_offset(r.first);
@@ -380,8 +380,9 @@ ssize_t ContentFile::read_view(std::uint64_t off, std::size_t len, const std::ui
   const std::uint64_t C = layout_.chunk_size();
   // open_chunks_locked writes up to whole chunks: into room only when all of them fit there.
   const bool into_room = room && off == r.first * C && r.count() * C <= room_bytes;
-  std::uint8_t* out = into_room ? room : scratch(engine_, 1, r.count() * C).data();
-  int rc = open_chunks_locked(r, out);
+  HostBuffer* plain = into_room ? nullptr : &scratch(engine_, 1, r.count() * C);
+  std::uint8_t* out = into_room ? room : plain->data();
+  int rc = open_chunks_locked(r, out, nullptr, into_room ? room_bytes : plain->size());
   if (rc < 0) return rc;
   *data = out + (off - r.first * C);
   return static_cast<ssize_t>(len);
@@ -497,15 +498,20 @@ int ContentFile::read_v2_locked(ChunkRange r, std::uint8_t* data, std::size_t ro
   return 0;
 }
 
-int ContentFile::open_chunks_v2_locked(ChunkRange r, std::uint8_t* out, CipherSeen* seen) {
+int ContentFile::open_chunks_v2_locked(ChunkRange r, std::uint8_t* out, CipherSeen* seen, std::size_t out_room) {
   const std::uint64_t C = layout_.chunk_size();
   if (r.last >= layout_.chunk_count(size_)) return corrupt("internal: read past the end of the file");
-  auto& ct = scratch(engine_, 0, r.count() * C);
+  // The ciphertext of chunk i lies at i * C, where its plaintext goes: with nobody to keep the
+  // ciphertext for (seen), it is read into out and opened in place, one buffer of the request's
+  // size instead of two passing through the cache (and a chunk that fails is zeroed all the same).
+  const bool in_place = !seen && out_room >= r.count() * C;
+  std::uint8_t* ct = in_place ? out : scratch(engine_, 0, r.count() * C).data();
+  const std::size_t ct_room = in_place ? out_room : scratch(engine_, 0, r.count() * C).size();
   thread_local std::vector<std::uint8_t> entries;  // valid, like ct, until this thread's next open
   entries.resize(r.count() * kChunkOverhead);
-  if (int rc = read_v2_locked(r, ct.data(), ct.size(), entries.data()); rc < 0) return rc;
+  if (int rc = read_v2_locked(r, ct, ct_room, entries.data()); rc < 0) return rc;
   const std::uint64_t data_len = (r.count() - 1) * C + layout_.chunk_plain_len(r.last, size_);
-  if (seen) *seen = CipherSeen{r, ct.data(), data_len, false, entries.data()};
+  if (seen) *seen = CipherSeen{r, ct, data_len, false, entries.data()};
 
   int hr = ensure_header_locked(false);
   if (hr < 0) return hr;
@@ -521,7 +527,7 @@ int ContentFile::open_chunks_v2_locked(ChunkRange r, std::uint8_t* out, CipherSe
   for (std::uint64_t k = r.first; k <= r.last; ++k) {
     const std::uint64_t plen = layout_.chunk_plain_len(k, size_);
     std::uint8_t* dst = out + (k - r.first) * C;
-    const std::uint8_t* src = ct.data() + (k - r.first) * C;
+    const std::uint8_t* src = ct + (k - r.first) * C;
     const std::uint8_t* entry = entries.data() + (k - r.first) * kChunkOverhead;
     // A hole: ciphertext all zeros (never written, punched, or grown into by a truncation),
     // whatever the entry holds (entries of chunks cut off or punched stay behind), unless the

@@ -115,7 +115,9 @@ class ContentFile {
   };
   // Opens chunks [first, last] of the current size into out (chunk-aligned, count * C bytes);
   // *seen (optional) says where their ciphertext lies until the next open_chunks_locked.
-  int open_chunks_locked(ChunkRange r, std::uint8_t* out, CipherSeen* seen = nullptr);
+  // out_room: the bytes out has (0: unknown). Format 2 then reads the ciphertext into out itself
+  // and opens it in place, when seen is not asked for and out has room for O_DIRECT's rounding.
+  int open_chunks_locked(ChunkRange r, std::uint8_t* out, CipherSeen* seen = nullptr, std::size_t out_room = 0);
   // Seals plain (chunk-aligned, lens from new_size) for chunks r and writes them in one pwrite.
   // seen: the on-disk bytes of r, when the caller just read them under the same locks.
   int seal_and_write_locked(ChunkRange r, const std::uint8_t* plain, std::uint64_t new_size,
@@ -150,7 +152,7 @@ class ContentFile {
   // that fails authentication; -EIO if any did.
   int open_and_report(std::vector<ChunkOp>& ops, std::uint64_t first_chunk, const std::uint8_t* out);
   // Format 2's halves of open_chunks_locked and seal_and_write_locked.
-  int open_chunks_v2_locked(ChunkRange r, std::uint8_t* out, CipherSeen* seen);
+  int open_chunks_v2_locked(ChunkRange r, std::uint8_t* out, CipherSeen* seen, std::size_t out_room);
   int seal_and_write_v2_locked(ChunkRange r, const std::uint8_t* const* plains, std::uint64_t new_size,
                                const CipherSeen* seen);
   // Format 2: reads chunks r of the current size, ciphertext to data (chunk i at i * C; room:

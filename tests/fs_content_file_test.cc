@@ -607,6 +607,50 @@ TEST_F(ContentFileTest, ReadViewDecryptsIntoTheRoomOnlyWhereWholeChunksFit) {
   EXPECT_EQ(room, untouched);
 }
 
+// Format 2 reads a plain READ's ciphertext into the room and opens it there, in place: the same
+// bytes as through the scratch buffers, O_DIRECT or not, holes as zeros, and a chunk that fails
+// authentication is neither plaintext nor ciphertext in the room afterwards but zeros.
+TEST_F(ContentFileTest, FormatTwoReadViewOpensInPlaceInTheRoom) {
+  const std::uint32_t C = 4096;
+  for (BackingIoMode mode : {BackingIoMode::Direct, BackingIoMode::Buffered}) {
+    BackingIo io(mode);
+    Backing b(file_path(mode == BackingIoMode::Direct ? "inplace_direct" : "inplace"), C, 2, {}, 2, &io);
+    const Bytes data = pattern(130 * C + 777, 31);  // two groups, a short last chunk
+    ASSERT_EQ(b.file->write(0, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+    ASSERT_EQ(b.file->punch_hole(3 * C, C), 0);  // chunk 3 is a hole
+    Bytes want = data;
+    std::fill(want.begin() + 3 * C, want.begin() + 4 * C, 0);
+    ContentFile& f = b.reopen();
+    // Page-aligned room, as a ring entry's payload is (O_DIRECT reads land there).
+    const std::size_t room_bytes = 132 * C;
+    HostBuffer room = HostBuffer::plain(room_bytes);
+    const std::uint8_t* view = nullptr;
+    // Across the group boundary, to the end of the file (the short chunk read rounded up).
+    const std::uint64_t off = 100 * C;
+    ASSERT_EQ(f.read_view(off, 40 * C, &view, room.data(), room_bytes), static_cast<ssize_t>(data.size() - off));
+    EXPECT_EQ(view, room.data());
+    EXPECT_TRUE(std::equal(view, view + (data.size() - off), want.begin() + off));
+    // The whole file, with the hole, equals what the scratch path gives (no room).
+    ASSERT_EQ(f.read_view(0, data.size(), &view, room.data(), room_bytes), static_cast<ssize_t>(data.size()));
+    EXPECT_EQ(Bytes(view, view + data.size()), want);
+    EXPECT_EQ(b.read_all(f), want);
+    EXPECT_FALSE(io.fell_back());
+
+    // A flipped bit in chunk 129's ciphertext: EIO, the chunk zeroed in the room, the other
+    // chunks of the request as they are.
+    const std::uint64_t at = b.layout.data_offset(129, data.size()) + 7;
+    Bytes byte = b.raw(at, 1);
+    byte[0] ^= 0x01;
+    b.poke(at, byte);
+    ContentFile& g = b.reopen();
+    std::memset(room.data(), 0xAB, room_bytes);
+    EXPECT_EQ(g.read_view(128 * C, 2 * C, &view, room.data(), room_bytes), -EIO);
+    EXPECT_TRUE(std::equal(room.data(), room.data() + C, data.begin() + 128 * C));
+    EXPECT_TRUE(std::all_of(room.data() + C, room.data() + 2 * C, [](std::uint8_t x) { return x == 0; }));
+    EXPECT_EQ(g.read_view(128 * C, C, &view, room.data(), room_bytes), static_cast<ssize_t>(C));
+  }
+}
+
 TEST_F(ContentFileTest, WriteBeyondTheFilesystemsLimitFailsWithoutChangingTheFile) {
   // ext4 stops at 16 TiB, tmpfs and others elsewhere: a write far past the end fails (EFBIG or
   // EINVAL from the filesystem) and the file must be what it was, on disk too.
