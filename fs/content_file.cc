@@ -540,6 +540,15 @@ int ContentFile::open_chunks_v2_locked(ChunkRange r, std::uint8_t* out, CipherSe
     // Format 2 keeps the nonce and tag in the group's entry, the ciphertext in the data block.
     add_open_op(ops, aads, k, entry, src, dst, plen, entry + kChunkNonceOnDisk);
   }
+  if (in_place && !ops.empty()) {
+    // Where a chunk fails in place, the read is done again the other way before anything is
+    // reported: an engine that lost its GPU part-way through may have written into the very
+    // bytes its fallback then opens (here they are its input too). A damaged chunk fails there
+    // as well, and is reported and zeroed as always.
+    engine_.open(ops);
+    if (std::all_of(ops.begin(), ops.end(), [](const ChunkOp& op) { return op.ok; })) return 0;
+    return open_chunks_v2_locked(r, out, nullptr, 0);
+  }
   return open_and_report(ops, r.first, out);
 }
 

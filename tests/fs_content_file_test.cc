@@ -651,6 +651,45 @@ TEST_F(ContentFileTest, FormatTwoReadViewOpensInPlaceInTheRoom) {
   }
 }
 
+// An engine whose next open, once armed, ruins its batch where it lies and fails every op: what
+// a hybrid engine can leave behind when its GPU fails part-way through an open done in place (the
+// fallback then opens bytes the GPU had already overwritten). Everything else is the cpu engine's.
+class RuinsOneOpen : public ChunkEngine {
+ public:
+  std::string name() const override { return "ruins-one-open"; }
+  void seal(std::span<ChunkOp> ops) override { cpu_.seal(ops); }
+  void open(std::span<ChunkOp> ops) override {
+    if (!armed) return cpu_.open(ops);
+    armed = false;
+    ++ruined;
+    for (auto& op : ops) {
+      if (op.len) std::memset(op.out, 0x5A, op.len);
+      op.ok = false;
+    }
+  }
+  bool armed = false;
+  int ruined = 0;
+
+ private:
+  CpuEngine cpu_{1};
+};
+
+TEST_F(ContentFileTest, FormatTwoReadInPlaceThatFailsIsReadAgainFromDisk) {
+  const std::uint32_t C = 4096;
+  RuinsOneOpen engine;
+  Backing b(file_path("inplace_again"), C, 2, {}, 2, nullptr, &engine);
+  const Bytes data = pattern(8 * C, 41);
+  ASSERT_EQ(b.file->write(0, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  ContentFile& f = b.reopen();
+  HostBuffer room = HostBuffer::plain(8 * C);
+  const std::uint8_t* view = nullptr;
+  engine.armed = true;
+  ASSERT_EQ(f.read_view(0, data.size(), &view, room.data(), 8 * C), static_cast<ssize_t>(data.size()));
+  EXPECT_EQ(engine.ruined, 1);
+  EXPECT_EQ(view, room.data());
+  EXPECT_EQ(Bytes(view, view + data.size()), data);
+}
+
 TEST_F(ContentFileTest, WriteBeyondTheFilesystemsLimitFailsWithoutChangingTheFile) {
   // ext4 stops at 16 TiB, tmpfs and others elsewhere: a write far past the end fails (EFBIG or
   // EINVAL from the filesystem) and the file must be what it was, on disk too.
