@@ -61,6 +61,7 @@ for i in $(seq 1 "$N"); do
   if ((i % 2 == 0)); then specs=(); for ((k = $#; k >= 1; k--)); do specs+=("${!k}"); done; fi
   for s in "${specs[@]}"; do one "$s" 2>/dev/null | tee -a "$log"; done
 done
+rmdir "$ROOT" 2>/dev/null
 python3 - "$log" <<'PY'
 import collections, re, statistics, sys
 mbs, cpu = collections.defaultdict(list), collections.defaultdict(list)
