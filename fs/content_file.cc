@@ -359,8 +359,8 @@ int ContentFile::ensure_header_locked(bool create, const std::uint8_t* read_head
   return 0;
 }
 
-int ContentFile::open_chunks_locked(ChunkRange r, std::uint8_t* out, CipherSeen* seen) {
-  if (layout_.aligned()) return open_chunks_v2_locked(r, out, seen);
+int ContentFile::open_chunks_locked(ChunkRange r, std::uint8_t* out, CipherSeen* seen, std::size_t out_room) {
+  if (layout_.aligned()) return open_chunks_v2_locked(r, out, seen, out_room);
   const std::uint64_t C = layout_.chunk_size();
   const std::uint64_t D = layout_.disk_chunk_size();
   const std::uint64_t disk_begin = layout_.disk_offset(r.first);
@@ -439,8 +439,9 @@ ssize_t ContentFile::read_view(std::uint64_t off, std::size_t len, const std::ui
   const std::uint64_t C = layout_.chunk_size();
   // open_chunks_locked writes up to whole chunks: into room only when all of them fit there.
   const bool into_room = room && off == r.first * C && r.count() * C <= room_bytes;
-  std::uint8_t* out = into_room ? room : scratch(engine_, 1, r.count() * C).data();
-  int rc = open_chunks_locked(r, out);
+  HostBuffer* plain = into_room ? nullptr : &scratch(engine_, 1, r.count() * C);
+  std::uint8_t* out = into_room ? room : plain->data();
+  int rc = open_chunks_locked(r, out, nullptr, into_room ? room_bytes : plain->size());
   if (rc < 0) return rc;
   *data = out + (off - r.first * C);
   return static_cast<ssize_t>(len);
@@ -533,8 +534,8 @@ int ContentFile::seal_and_write_locked(ChunkRange r, const std::uint8_t* const* 
   return 0;
 }
 
-int ContentFile::read_v2_locked(ChunkRange r, std::uint8_t* data, std::size_t room, std::uint8_t* meta,
-                                std::uint8_t* header, bool* got_header) {
+int ContentFile::read_v2_locked(ChunkRange r, std::uint8_t* data, std::size_t room, bool room_in_front,
+                                std::uint8_t* meta, std::uint8_t* header, bool* got_header) {
   const std::uint64_t C = layout_.chunk_size();
   const std::uint64_t base = layout_.base_offset();
   *got_header = false;
@@ -566,7 +567,8 @@ int ContentFile::read_v2_locked(ChunkRange r, std::uint8_t* data, std::size_t ro
     const std::uint64_t data_at = layout_.data_offset(a, size_);
     const bool want_header = header && g == 0;
     std::uint8_t* const entries = meta + (a - r.first) * kChunkOverhead;
-    if (a == r.first && data_at == block_at + kV2BlockBytes && direct_fd_for_read(data + at, len, room - at, data_at) < 0) {
+    if (room_in_front && a == r.first && data_at == block_at + kV2BlockBytes &&
+        direct_fd_for_read(data + at, len, room - at, data_at) < 0) {
       // The run starts at its group's first chunk, so its data follows the metadata block
       // directly, and it goes through the page cache anyway: block and data in one read, the
       // block into the room in front of data (a small file's whole read, header included).
@@ -600,19 +602,29 @@ int ContentFile::read_v2_locked(ChunkRange r, std::uint8_t* data, std::size_t ro
   return 0;
 }
 
-int ContentFile::open_chunks_v2_locked(ChunkRange r, std::uint8_t* out, CipherSeen* seen) {
+int ContentFile::open_chunks_v2_locked(ChunkRange r, std::uint8_t* out, CipherSeen* seen, std::size_t out_room) {
   const std::uint64_t C = layout_.chunk_size();
   if (r.last >= layout_.chunk_count(size_)) return corrupt("internal: read past the end of the file");
-  // The data at a block's distance from the buffer's start: a metadata block read in one call
-  // with the data after it lands in front (read_v2_locked). The start is page-aligned, so the
-  // data is too, as O_DIRECT wants it.
-  auto& buf = scratch(engine_, 0, kV2BlockBytes + r.count() * C);
-  std::uint8_t* const ct = buf.data() + kV2BlockBytes;
+  // The ciphertext of chunk i lies at i * C, where its plaintext goes: with nobody to keep the
+  // ciphertext for (seen), it is read into out and opened in place, one buffer of the request's
+  // size instead of two passing through the cache (and a chunk that fails is zeroed all the same).
+  // Through the scratch buffer instead, the data sits a block's distance from its start: a
+  // metadata block read in one call with the data after it lands in front (read_v2_locked), and
+  // the start is page-aligned, so the data is too, as O_DIRECT wants it. Nothing is ever written
+  // in front of out: in place, block and data are read apart.
+  const bool in_place = !seen && out_room >= r.count() * C;
+  std::uint8_t* ct = out;
+  std::size_t ct_room = out_room;
+  if (!in_place) {
+    auto& buf = scratch(engine_, 0, kV2BlockBytes + r.count() * C);
+    ct = buf.data() + kV2BlockBytes;
+    ct_room = buf.size() - kV2BlockBytes;
+  }
   thread_local std::vector<std::uint8_t> entries;  // valid, like ct, until this thread's next open
   entries.resize(r.count() * kChunkOverhead);
   std::array<std::uint8_t, kFileHeaderBytes> header{};
   bool got_header = false;
-  if (int rc = read_v2_locked(r, ct, buf.size() - kV2BlockBytes, entries.data(), header_known() ? nullptr : header.data(),
+  if (int rc = read_v2_locked(r, ct, ct_room, !in_place, entries.data(), header_known() ? nullptr : header.data(),
                               &got_header);
       rc < 0)
     return rc;
@@ -645,6 +657,15 @@ int ContentFile::open_chunks_v2_locked(ChunkRange r, std::uint8_t* out, CipherSe
     }
     // Format 2 keeps the nonce and tag in the group's entry, the ciphertext in the data block.
     add_open_op(ops, aads, k, entry, src, dst, plen, entry + kChunkNonceOnDisk);
+  }
+  if (in_place && !ops.empty()) {
+    // Where a chunk fails in place, the read is done again the other way before anything is
+    // reported: an engine that lost its GPU part-way through may have written into the very
+    // bytes its fallback then opens (here they are its input too). A damaged chunk fails there
+    // as well, and is reported and zeroed as always.
+    engine_.open(ops);
+    if (std::all_of(ops.begin(), ops.end(), [](const ChunkOp& op) { return op.ok; })) return 0;
+    return open_chunks_v2_locked(r, out, nullptr, 0);
   }
   return open_and_report(ops, r.first, out);
 }

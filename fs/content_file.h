@@ -128,7 +128,9 @@ class ContentFile {
   };
   // Opens chunks [first, last] of the current size into out (chunk-aligned, count * C bytes);
   // *seen (optional) says where their ciphertext lies until the next open_chunks_locked.
-  int open_chunks_locked(ChunkRange r, std::uint8_t* out, CipherSeen* seen = nullptr);
+  // out_room: the bytes out has (0: unknown). Format 2 then reads the ciphertext into out itself
+  // and opens it in place, when seen is not asked for and out has room for O_DIRECT's rounding.
+  int open_chunks_locked(ChunkRange r, std::uint8_t* out, CipherSeen* seen = nullptr, std::size_t out_room = 0);
   // Seals plain (chunk-aligned, lens from new_size) for chunks r and writes them in one pwrite.
   // seen: the on-disk bytes of r, when the caller just read them under the same locks.
   int seal_and_write_locked(ChunkRange r, const std::uint8_t* plain, std::uint64_t new_size,
@@ -163,16 +165,18 @@ class ContentFile {
   // that fails authentication; -EIO if any did.
   int open_and_report(std::vector<ChunkOp>& ops, std::uint64_t first_chunk, const std::uint8_t* out);
   // Format 2's halves of open_chunks_locked and seal_and_write_locked.
-  int open_chunks_v2_locked(ChunkRange r, std::uint8_t* out, CipherSeen* seen);
+  int open_chunks_v2_locked(ChunkRange r, std::uint8_t* out, CipherSeen* seen, std::size_t out_room);
   int seal_and_write_v2_locked(ChunkRange r, const std::uint8_t* const* plains, std::uint64_t new_size,
                                const CipherSeen* seen);
   // Format 2: reads chunks r of the current size, ciphertext to data (chunk i at i * C; room:
-  // the bytes data has, for O_DIRECT's rounding) and entries to meta (28 bytes each). data has
-  // kV2BlockBytes more in front of it, where a metadata block read in one call with the data
-  // that follows it lands. header (optional): where the file header goes when the read of group
-  // 0's entries can bring it along; *got_header says whether it did.
-  int read_v2_locked(ChunkRange r, std::uint8_t* data, std::size_t room, std::uint8_t* meta, std::uint8_t* header,
-                     bool* got_header);
+  // the bytes data has, for O_DIRECT's rounding) and entries to meta (28 bytes each).
+  // room_in_front: data has kV2BlockBytes more in front of it, where a metadata block read in one
+  // call with the data that follows it lands (false: a request's own reply buffer, in front of
+  // which nothing may be written; block and data are then read apart). header (optional): where
+  // the file header goes when the read of group 0's entries can bring it along; *got_header says
+  // whether it did.
+  int read_v2_locked(ChunkRange r, std::uint8_t* data, std::size_t room, bool room_in_front, std::uint8_t* meta,
+                     std::uint8_t* header, bool* got_header);
   // Chunk data to and from the backing file: with O_DIRECT for the whole blocks when the vault
   // uses it and offset and memory are aligned, else (and for a last partial block) buffered.
   ssize_t pread_data(std::uint8_t* buf, std::size_t len, std::size_t room, std::uint64_t off);

@@ -247,6 +247,7 @@ int cmd_mount(int argc, char** argv) {
       mount::FuseFilesystem f;
       f.ops = &mount::EncryptedFs::operations();
       f.tmpfile_as_create = true;  // EncryptedFs::create makes O_TMPFILE files
+      f.kills_setid_on_write = true;  // EncryptedFs::write honours FUSE_WRITE_KILL_SUIDGID
       if (idle.count()) {
         f.ops = mount::IdleWatch::counting(f.ops);
         rv->idle = std::make_unique<mount::IdleWatch>(idle, [mp = mo.mountpoint] { return mount::IdleWatch::unmount(mp); });

@@ -17,6 +17,7 @@
 #include "mount/caller_creds.h"
 #include "mount/encrypted_fs_handles.h"
 #include "mount/fd_limit.h"
+#include "mount/session_io.h"
 
 namespace gcfs::mount {
 
@@ -297,14 +298,37 @@ void EncryptedFs::give_to_caller(fuse_req_t req, int dirfd, const std::string& e
   }
 }
 
-void EncryptedFs::truncate_clears_setid(fuse_req_t req, int fd) {
+namespace {
+
+// The setid rule of one change applied to the open backing file fd; the caller's credentials are
+// read only when the file has a setid bit. True when the mode changed.
+bool apply_setid_rule(fuse_req_t req, int fd, const SetattrRequest& change, const char* what) {
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !(st.st_mode & (S_ISUID | S_ISGID))) return;
+  if (::fstat(fd, &st) != 0 || !(st.st_mode & (S_ISUID | S_ISGID))) return false;
+  const mode_t mode = mode_after_setattr(st.st_mode, st.st_gid, change, caller_creds(req));
+  if (mode == (st.st_mode & 07777)) return false;
+  if (::fchmod(fd, mode) != 0) {
+    log::warning(std::string("cannot clear the setid bits of a ") + what + " file: " + std::strerror(errno));
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+// Neither an OPEN's nor a WRITE's reply carries attributes, and after either the kernel keeps the
+// mode it knows (it forgets only size and times; with FUSE_HANDLE_KILLPRIV_V2 it no longer reads
+// them back before clearing the bits itself): told, the next stat asks for the mode again.
+void EncryptedFs::truncate_clears_setid(fuse_req_t req, fuse_ino_t ino, int fd) {
   SetattrRequest truncate;
   truncate.size = true;
-  const mode_t mode = mode_after_setattr(st.st_mode, st.st_gid, truncate, caller_creds(req));
-  if (mode != (st.st_mode & 07777) && ::fchmod(fd, mode) != 0)
-    log::warning(std::string("cannot clear the setid bits of a truncated file: ") + std::strerror(errno));
+  if (apply_setid_rule(req, fd, truncate, "truncated")) attributes_changed(ino);
+}
+
+void EncryptedFs::write_clears_setid(fuse_req_t req, fuse_ino_t ino, int fd) {
+  SetattrRequest write;
+  write.remove_privileges = true;  // what the kernel's own "remove privileges" SETATTR asks
+  if (apply_setid_rule(req, fd, write, "written")) attributes_changed(ino);
 }
 
 std::string EncryptedFs::backing_handle(int dirfd, const char* entry) {

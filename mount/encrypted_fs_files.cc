@@ -155,7 +155,7 @@ void EncryptedFs::open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     }
     // The kernel leaves an O_TRUNC open to us whole (no SETATTR follows): the truncate's rule
     // for the setid bits is applied here.
-    truncate_clears_setid(req, content->fd());
+    truncate_clears_setid(req, ino, content->fd());
   }
   auto* h = track(new FileHandle{&in, std::move(content), (fi->flags & O_APPEND) != 0 && !options_.writeback_cache});
   fi->fh = reinterpret_cast<std::uint64_t>(h);
@@ -290,9 +290,14 @@ void EncryptedFs::read(fuse_req_t req, fuse_ino_t, std::size_t size, off_t off, 
   fuse_reply_buf(req, reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
 }
 
-void EncryptedFs::write(fuse_req_t req, fuse_ino_t, const char* buf, std::size_t size, off_t off, fuse_file_info* fi) {
+void EncryptedFs::write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::size_t size, off_t off, fuse_file_info* fi) {
   FileHandle* h = handle_of(fi);
   const auto* in = reinterpret_cast<const std::uint8_t*>(buf);
+  // The kernel asks for the setid bits to go (the writer lacks CAP_FSETID): on every direct write,
+  // and on buffered ones since INIT settled FUSE_HANDLE_KILLPRIV_V2 (mount/session_io.h), which
+  // ends the GETXATTR of security.capability the kernel sent before every write. Done first, as a
+  // local filesystem does; writeback of mapped pages never asks.
+  if (!fi->writepage && write_kills_suidgid()) write_clears_setid(req, ino, h->content->fd());
   ssize_t n;
   // Page-cache writeback (mapped pages) may arrive through any writable handle of the inode, an
   // O_APPEND one included: those bytes belong at their page's offset, never at the end.

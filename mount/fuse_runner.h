@@ -54,6 +54,11 @@ struct FuseFilesystem {
   // the kernel's FUSE_TMPFILE reaches it. Off: FUSE_TMPFILE gets ENOSYS (open(O_TMPFILE) fails
   // with EOPNOTSUPP).
   bool tmpfile_as_create = false;
+  // The filesystem clears the setid bits itself wherever the kernel's rules call for it (on a
+  // write, when write_kills_suidgid() says so: mount/session_io.h), so INIT may settle
+  // FUSE_HANDLE_KILLPRIV_V2, which ends the kernel's GETXATTR of security.capability before every
+  // write.
+  bool kills_setid_on_write = false;
   // Called once no request can run any more (every serving thread has stopped), before the
   // transport's memory, the session and keep_alive are torn down, which can take seconds (GPU
   // contexts, page-locked buffers): what a remount right after the unmount waits for (the vault's

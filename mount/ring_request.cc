@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 
 namespace gcfs::mount {
@@ -111,10 +112,22 @@ bool init_offers_uring(const void* request, std::size_t bytes) {
   return (init.flags2 & static_cast<std::uint32_t>(uring_abi::kFuseOverIoUring >> 32)) != 0;
 }
 
-bool patch_init_reply(void* body, std::size_t bytes, bool uring, std::size_t max_request) {
+bool init_offers_killpriv_v2(const void* request, std::size_t bytes) {
+  fuse_in_header in;
+  // flags is the first word after major and minor: present in every INIT since 7.6.
+  constexpr std::size_t kFlagsEnd = offsetof(fuse_init_in, flags) + sizeof(std::uint32_t);
+  if (bytes < sizeof in + kFlagsEnd) return false;
+  std::memcpy(&in, request, sizeof in);
+  fuse_init_in init{};
+  std::memcpy(&init, static_cast<const unsigned char*>(request) + sizeof in, kFlagsEnd);
+  return in.opcode == FUSE_INIT && init.major == 7 && init.minor >= 33 && (init.flags & FUSE_HANDLE_KILLPRIV_V2);
+}
+
+bool patch_init_reply(void* body, std::size_t bytes, bool uring, std::size_t max_request, bool killpriv_v2) {
   fuse_init_out out;
   if (bytes < offsetof(fuse_init_out, unused)) return false;
   std::memcpy(&out, body, offsetof(fuse_init_out, unused));
+  if (killpriv_v2) out.flags |= FUSE_HANDLE_KILLPRIV_V2;
   if (uring) {
     out.flags |= uring_abi::kFuseInitExt;
     out.flags2 |= static_cast<std::uint32_t>(uring_abi::kFuseOverIoUring >> 32);
@@ -128,6 +141,18 @@ bool patch_init_reply(void* body, std::size_t bytes, bool uring, std::size_t max
   }
   std::memcpy(body, &out, offsetof(fuse_init_out, unused));
   return true;
+}
+
+std::uint32_t write_flags_of(const void* request, std::size_t bytes) {
+  fuse_in_header in;
+  constexpr std::size_t kFlagsEnd = offsetof(fuse_write_in, write_flags) + sizeof(std::uint32_t);
+  if (!request || bytes < sizeof in + kFlagsEnd) return 0;
+  std::memcpy(&in, request, sizeof in);
+  if (in.opcode != FUSE_WRITE || in.len < sizeof in + kFlagsEnd) return 0;
+  std::uint32_t flags;
+  std::memcpy(&flags, static_cast<const unsigned char*>(request) + sizeof in + offsetof(fuse_write_in, write_flags),
+              sizeof flags);
+  return flags;
 }
 
 }  // namespace gcfs::mount

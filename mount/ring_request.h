@@ -61,10 +61,22 @@ bool is_buffered_read_of(const uring_abi::ReqHeader& header, std::size_t min_byt
 // FUSE_INIT: whether the kernel's request offers io_uring (the request as /dev/fuse delivers it).
 bool init_offers_uring(const void* request, std::size_t bytes);
 
+// FUSE_INIT: whether the kernel's request offers FUSE_HANDLE_KILLPRIV_V2 (protocol 7.33 and
+// later): the filesystem clears the setid bits itself where a write, truncate or chown calls for
+// it, told so by FUSE_WRITE_KILL_SUIDGID in each write, and the kernel in exchange marks inodes
+// without setid bits as such (SB_NOSEC) instead of asking for security.capability before every
+// write (a GETXATTR round trip per WRITE request).
+bool init_offers_killpriv_v2(const void* request, std::size_t bytes);
+
 // FUSE_INIT's reply body (fuse_init_out, as many bytes as libfuse sends): asks for io_uring when
-// `uring` (FUSE_OVER_IO_URING in flags2) and raises max_write, max_pages and max_readahead to
-// `max_request` when that is non-zero and larger than libfuse's own cap. Returns false when the
-// body is too short to be a fuse_init_out of protocol 7.23 or later (left untouched).
-bool patch_init_reply(void* body, std::size_t bytes, bool uring, std::size_t max_request);
+// `uring` (FUSE_OVER_IO_URING in flags2), for FUSE_HANDLE_KILLPRIV_V2 when `killpriv_v2`, and
+// raises max_write, max_pages and max_readahead to `max_request` when that is non-zero and larger
+// than libfuse's own cap. Returns false when the body is too short to be a fuse_init_out of
+// protocol 7.23 or later (left untouched).
+bool patch_init_reply(void* body, std::size_t bytes, bool uring, std::size_t max_request, bool killpriv_v2 = false);
+
+// FUSE_WRITE: the write_flags of its fuse_write_in (the request as /dev/fuse delivers it); 0 for
+// any other request, or one too short to hold them.
+std::uint32_t write_flags_of(const void* request, std::size_t bytes);
 
 }  // namespace gcfs::mount

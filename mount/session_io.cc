@@ -18,11 +18,14 @@ namespace {
 
 SessionIoOptions g_options;
 InitOutcome g_init;
+fuse_session* g_session = nullptr;
 
 thread_local RingReplySink* t_sink = nullptr;
 thread_local std::size_t t_receive_capacity = 0;
 // The INIT request being dispatched on this thread (its reply is built there, synchronously).
 thread_local std::uint64_t t_init_unique = 0;
+// The write_flags of the FUSE_WRITE being dispatched on this thread (0 for anything else).
+thread_local std::uint32_t t_write_flags = 0;
 
 ssize_t read_request(int fd, void* buf, std::size_t len, void*) {
   // libfuse asks for its own buffer size; the buffer is ours and may be larger.
@@ -40,10 +43,12 @@ ssize_t write_init_reply(int fd, iovec* iov, int count) {
   fuse_out_header out;
   std::memcpy(&out, iov[0].iov_base, sizeof out);
   const bool uring = g_options.want_uring && g_init.kernel_offered_uring;
-  if (out.error == 0 && patch_init_reply(body.data(), body.size(), uring, g_options.max_request)) {
+  const bool killpriv_v2 = g_options.killpriv_v2 && g_init.kernel_offered_killpriv_v2;
+  if (out.error == 0 && patch_init_reply(body.data(), body.size(), uring, g_options.max_request, killpriv_v2)) {
     fuse_init_out init;
     std::memcpy(&init, body.data(), offsetof(fuse_init_out, unused));
     g_init.uring_negotiated = uring;
+    g_init.killpriv_v2 = killpriv_v2;
     g_init.max_write = init.max_write;
     g_init.max_pages = (init.flags & FUSE_MAX_PAGES) ? init.max_pages : 0;
   }
@@ -77,6 +82,7 @@ ssize_t write_reply(int fd, iovec* iov, int count, void*) {
 int install_session_io(fuse_session* se, int fd, const SessionIoOptions& options) {
   g_options = options;
   g_init = InitOutcome{};
+  g_session = se;
   fuse_custom_io io{};
   io.read = read_request;
   io.writev = write_reply;
@@ -118,13 +124,17 @@ bool rewrite_tmpfile_as_create(void* request, std::size_t bytes) {
 }
 
 void dispatch_request(fuse_session* se, const fuse_buf& buf, RingReplySink* sink) {
-  // The one place where a request is looked at before libfuse parses it: INIT's offer is noted,
-  // and FUSE_TMPFILE, which libfuse 3.14 has no entry for, becomes a marked CREATE.
+  // The one place where a request is looked at before libfuse parses it: INIT's offers are noted,
+  // a WRITE's flags kept for its handler (write_kills_suidgid), and FUSE_TMPFILE, which libfuse
+  // 3.14 has no entry for, becomes a marked CREATE.
   fuse_in_header in;
   if (buf.mem && buf.size >= sizeof in) {
     std::memcpy(&in, buf.mem, sizeof in);
-    if (in.opcode == FUSE_INIT) {
+    if (in.opcode == FUSE_WRITE) {
+      t_write_flags = write_flags_of(buf.mem, buf.size);
+    } else if (in.opcode == FUSE_INIT) {
       g_init.kernel_offered_uring = init_offers_uring(buf.mem, buf.size);
+      g_init.kernel_offered_killpriv_v2 = init_offers_killpriv_v2(buf.mem, buf.size);
       t_init_unique = in.unique;
     } else if (g_options.tmpfile_as_create) {
       rewrite_tmpfile_as_create(buf.mem, buf.size);  // touches FUSE_TMPFILE and CREATE only
@@ -134,6 +144,15 @@ void dispatch_request(fuse_session* se, const fuse_buf& buf, RingReplySink* sink
   fuse_session_process_buf(se, &buf);
   t_sink = nullptr;
   t_init_unique = 0;
+  t_write_flags = 0;
+}
+
+bool write_kills_suidgid() { return (t_write_flags & FUSE_WRITE_KILL_SUIDGID) != 0; }
+
+void attributes_changed(std::uint64_t ino) {
+  // Offset -1: the attributes only, never the page cache (which needs no lock of the inode, so
+  // this may run inside the request that changed them).
+  if (g_session) (void)fuse_lowlevel_notify_inval_inode(g_session, ino, -1, 0);
 }
 
 }  // namespace gcfs::mount

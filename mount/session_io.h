@@ -29,13 +29,19 @@ struct SessionIoOptions {
   // 3.14 has no entry for, is handed to it as a CREATE whose flags carry __O_TMPFILE (see
   // dispatch_request). Off: libfuse answers FUSE_TMPFILE with ENOSYS, and the kernel stops asking.
   bool tmpfile_as_create = false;
+  // Ask for FUSE_HANDLE_KILLPRIV_V2 (mount/ring_request.h) where the kernel offers it: only for
+  // a filesystem whose write handler clears the setid bits when write_kills_suidgid() says so,
+  // and whose setattr, open(O_TRUNC) and fallocate apply the setid rules themselves.
+  bool killpriv_v2 = false;
 };
 
 // What INIT settled, read from the reply that went to the kernel.
 struct InitOutcome {
   bool answered = false;
   bool kernel_offered_uring = false;
+  bool kernel_offered_killpriv_v2 = false;
   bool uring_negotiated = false;  // offered, and our reply asked for it
+  bool killpriv_v2 = false;       // FUSE_HANDLE_KILLPRIV_V2: offered, and our reply asked for it
   std::size_t max_write = 0;
   std::size_t max_pages = 0;
 };
@@ -74,6 +80,16 @@ bool rewrite_tmpfile_as_create(void* request, std::size_t bytes);
 // a READ handler may put its data so that the reply needs no copy (*bytes: its size). Null
 // otherwise (/dev/fuse takes the reply from wherever it is).
 unsigned char* reply_room(std::size_t* bytes);
+
+// While this thread dispatches a FUSE_WRITE: whether the kernel asks for the setid bits to go
+// (FUSE_WRITE_KILL_SUIDGID: the writer lacks CAP_FSETID). The kernel sets it on direct writes
+// on every mount, and on buffered ones where FUSE_HANDLE_KILLPRIV_V2 was settled. False for any
+// other request, and on a thread that dispatches none.
+bool write_kills_suidgid();
+
+// Tells the kernel that inode ino's attributes changed behind its back (a mode the daemon changed
+// while serving a request whose reply carries no attributes): it asks for them at the next stat.
+void attributes_changed(std::uint64_t ino);
 
 // The receive capacity of this thread's buffer: the custom read fills up to this many bytes
 // (libfuse 3.14 would read at most its own 1 MiB + a page, too little for larger requests).

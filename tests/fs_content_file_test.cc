@@ -608,6 +608,115 @@ TEST_F(ContentFileTest, ReadViewDecryptsIntoTheRoomOnlyWhereWholeChunksFit) {
   EXPECT_EQ(room, untouched);
 }
 
+// Format 2 reads a plain READ's ciphertext into the room and opens it there, in place: the same
+// bytes as through the scratch buffers, O_DIRECT or not, holes as zeros, and a chunk that fails
+// authentication is neither plaintext nor ciphertext in the room afterwards but zeros.
+TEST_F(ContentFileTest, FormatTwoReadViewOpensInPlaceInTheRoom) {
+  const std::uint32_t C = 4096;
+  for (BackingIoMode mode : {BackingIoMode::Direct, BackingIoMode::Buffered}) {
+    BackingIo io(mode);
+    Backing b(file_path(mode == BackingIoMode::Direct ? "inplace_direct" : "inplace"), C, 2, {}, 2, &io);
+    const Bytes data = pattern(130 * C + 777, 31);  // two groups, a short last chunk
+    ASSERT_EQ(b.file->write(0, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+    ASSERT_EQ(b.file->punch_hole(3 * C, C), 0);  // chunk 3 is a hole
+    Bytes want = data;
+    std::fill(want.begin() + 3 * C, want.begin() + 4 * C, 0);
+    ContentFile& f = b.reopen();
+    // Page-aligned room, as a ring entry's payload is (O_DIRECT reads land there).
+    const std::size_t room_bytes = 132 * C;
+    HostBuffer room = HostBuffer::plain(room_bytes);
+    const std::uint8_t* view = nullptr;
+    // Across the group boundary, to the end of the file (the short chunk read rounded up).
+    const std::uint64_t off = 100 * C;
+    ASSERT_EQ(f.read_view(off, 40 * C, &view, room.data(), room_bytes), static_cast<ssize_t>(data.size() - off));
+    EXPECT_EQ(view, room.data());
+    EXPECT_TRUE(std::equal(view, view + (data.size() - off), want.begin() + off));
+    // The whole file, with the hole, equals what the scratch path gives (no room).
+    ASSERT_EQ(f.read_view(0, data.size(), &view, room.data(), room_bytes), static_cast<ssize_t>(data.size()));
+    EXPECT_EQ(Bytes(view, view + data.size()), want);
+    EXPECT_EQ(b.read_all(f), want);
+    EXPECT_FALSE(io.fell_back());
+
+    // A flipped bit in chunk 129's ciphertext: EIO, the chunk zeroed in the room, the other
+    // chunks of the request as they are.
+    const std::uint64_t at = b.layout.data_offset(129, data.size()) + 7;
+    Bytes byte = b.raw(at, 1);
+    byte[0] ^= 0x01;
+    b.poke(at, byte);
+    ContentFile& g = b.reopen();
+    std::memset(room.data(), 0xAB, room_bytes);
+    EXPECT_EQ(g.read_view(128 * C, 2 * C, &view, room.data(), room_bytes), -EIO);
+    EXPECT_TRUE(std::equal(room.data(), room.data() + C, data.begin() + 128 * C));
+    EXPECT_TRUE(std::all_of(room.data() + C, room.data() + 2 * C, [](std::uint8_t x) { return x == 0; }));
+    EXPECT_EQ(g.read_view(128 * C, C, &view, room.data(), room_bytes), static_cast<ssize_t>(C));
+  }
+}
+
+// A small file's first read (its header not known yet, buffered I/O, from chunk 0) brings the
+// metadata block along in one call, into room in front of the scratch buffer; read in place into
+// a request's own buffer, nothing is written in front of it: the bytes before the room stay as
+// they were, and the file reads back whole, its header checked.
+TEST_F(ContentFileTest, FormatTwoFirstReadInPlaceWritesNothingInFrontOfTheRoom) {
+  const std::uint32_t C = 4096;
+  BackingIo io(BackingIoMode::Buffered);
+  Backing b(file_path("inplace_front"), C, 2, {}, 2, &io);
+  const Bytes data = pattern(3 * C + 500, 17);  // not inline: block, then data, in group 0
+  ASSERT_EQ(b.file->write(0, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  for (std::uint64_t off : {std::uint64_t{0}, std::uint64_t{C}}) {
+    ContentFile& f = b.reopen();  // a fresh object: the header comes with the first read
+    const std::size_t guard = kV2BlockBytes, room_bytes = 4 * C;
+    HostBuffer whole = HostBuffer::plain(guard + room_bytes);
+    std::memset(whole.data(), 0xCD, guard + room_bytes);
+    std::uint8_t* room = whole.data() + guard;
+    const std::uint8_t* view = nullptr;
+    const std::size_t len = data.size() - off;
+    ASSERT_EQ(f.read_view(off, len, &view, room, room_bytes), static_cast<ssize_t>(len)) << off;
+    EXPECT_EQ(view, room) << off;
+    EXPECT_TRUE(std::equal(view, view + len, data.begin() + static_cast<std::ptrdiff_t>(off))) << off;
+    EXPECT_TRUE(std::all_of(whole.data(), whole.data() + guard, [](std::uint8_t x) { return x == 0xCD; }))
+        << "bytes in front of the room were written, offset " << off;
+  }
+}
+
+// An engine whose next open, once armed, ruins its batch where it lies and fails every op: what
+// a hybrid engine can leave behind when its GPU fails part-way through an open done in place (the
+// fallback then opens bytes the GPU had already overwritten). Everything else is the cpu engine's.
+class RuinsOneOpen : public ChunkEngine {
+ public:
+  std::string name() const override { return "ruins-one-open"; }
+  void seal(std::span<ChunkOp> ops) override { cpu_.seal(ops); }
+  void open(std::span<ChunkOp> ops) override {
+    if (!armed) return cpu_.open(ops);
+    armed = false;
+    ++ruined;
+    for (auto& op : ops) {
+      if (op.len) std::memset(op.out, 0x5A, op.len);
+      op.ok = false;
+    }
+  }
+  bool armed = false;
+  int ruined = 0;
+
+ private:
+  CpuEngine cpu_{1};
+};
+
+TEST_F(ContentFileTest, FormatTwoReadInPlaceThatFailsIsReadAgainFromDisk) {
+  const std::uint32_t C = 4096;
+  RuinsOneOpen engine;
+  Backing b(file_path("inplace_again"), C, 2, {}, 2, nullptr, &engine);
+  const Bytes data = pattern(8 * C, 41);
+  ASSERT_EQ(b.file->write(0, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  ContentFile& f = b.reopen();
+  HostBuffer room = HostBuffer::plain(8 * C);
+  const std::uint8_t* view = nullptr;
+  engine.armed = true;
+  ASSERT_EQ(f.read_view(0, data.size(), &view, room.data(), 8 * C), static_cast<ssize_t>(data.size()));
+  EXPECT_EQ(engine.ruined, 1);
+  EXPECT_EQ(view, room.data());
+  EXPECT_EQ(Bytes(view, view + data.size()), data);
+}
+
 TEST_F(ContentFileTest, WriteBeyondTheFilesystemsLimitFailsWithoutChangingTheFile) {
   // ext4 stops at 16 TiB, tmpfs and others elsewhere: a write far past the end fails (EFBIG or
   // EINVAL from the filesystem) and the file must be what it was, on disk too.

@@ -70,6 +70,22 @@ TEST(PosixSetid, WriteByOtherUserClearsSuidAndSgidLikeExt4) {
   EXPECT_EQ(each_mode(v, "$NB", "fallocate -p -o 0 -l 2 f"), want) << "punch hole";
 }
 
+// A write through O_DIRECT goes past the kernel's own clearing (it only flags the request), and
+// the mode shown right after it must be the new one, not what the kernel had cached.
+TEST(PosixSetid, DirectWriteByOtherUserClearsSuidAndSgidLikeExt4) {
+  GCFS_REQUIRE_PROGRAM("setpriv");
+  GCFS_REQUIRE_PROGRAM("dd");
+  MountedVault v(served_to_all());
+  open_to_others(v);
+  const std::string want = "6777 -> 777 0:0\n2666 -> 666 0:0\n6766 -> 766 0:0\n4777 -> 777 0:0\n2676 -> 676 0:0\n";
+  EXPECT_EQ(each_mode(v, "$NB", "dd if=/dev/zero of=f bs=4096 count=1 oflag=direct conv=notrunc status=none"), want);
+  // Root keeps them (CAP_FSETID), without it loses them as a buffered write does.
+  EXPECT_EQ(each_mode(v, "", "dd if=/dev/zero of=f bs=4096 count=1 oflag=direct conv=notrunc status=none"),
+            "6777 -> 6777 0:0\n2666 -> 2666 0:0\n6766 -> 6766 0:0\n4777 -> 4777 0:0\n2676 -> 2676 0:0\n");
+  EXPECT_EQ(each_mode(v, "$NOCAP", "dd if=/dev/zero of=f bs=4096 count=1 oflag=direct conv=notrunc status=none"),
+            "6777 -> 777 0:0\n2666 -> 2666 0:0\n6766 -> 2766 0:0\n4777 -> 777 0:0\n2676 -> 676 0:0\n");
+}
+
 TEST(PosixSetid, OwnerOutsideTheGroupLosesSgidOnWriteAndTruncate) {
   GCFS_REQUIRE_PROGRAM("setpriv");
   MountedVault v(served_to_all());

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <fstream>
 #include <gtest/gtest.h>
@@ -243,6 +244,72 @@ TEST(RingInit, ReplyAsksForUringAndLargerRequests) {
   EXPECT_EQ(plain.max_write, 1u << 20);
 
   EXPECT_FALSE(patch_init_reply(&plain, 24, true, 0));  // a pre-7.23 reply is left alone
+}
+
+TEST(RingInit, KillprivV2OfferIsReadFromFlagsFrom733On) {
+  const std::size_t n = sizeof(fuse_in_header) + sizeof(fuse_init_in);
+  EXPECT_TRUE(init_offers_killpriv_v2(init_request(33, FUSE_HANDLE_KILLPRIV_V2, 0).data(), n));
+  EXPECT_TRUE(init_offers_killpriv_v2(init_request(45, FUSE_HANDLE_KILLPRIV_V2 | FUSE_INIT_EXT, 0).data(), n));
+  EXPECT_FALSE(init_offers_killpriv_v2(init_request(45, FUSE_HANDLE_KILLPRIV, 0).data(), n));
+  EXPECT_FALSE(init_offers_killpriv_v2(init_request(32, FUSE_HANDLE_KILLPRIV_V2, 0).data(), n));  // before the flag
+  // An INIT of an old kernel is shorter (no flags2): its flags are read all the same.
+  const auto old = init_request(33, FUSE_HANDLE_KILLPRIV_V2, 0);
+  EXPECT_TRUE(init_offers_killpriv_v2(old.data(), sizeof(fuse_in_header) + 16));
+  EXPECT_FALSE(init_offers_killpriv_v2(old.data(), sizeof(fuse_in_header) + 15));
+  auto other = init_request(45, FUSE_HANDLE_KILLPRIV_V2, 0);
+  other[offsetof(fuse_in_header, opcode)] = FUSE_WRITE;
+  EXPECT_FALSE(init_offers_killpriv_v2(other.data(), n));
+}
+
+TEST(RingInit, ReplyAsksForKillprivV2OnlyWhenTold) {
+  fuse_init_out out{};
+  out.flags = FUSE_MAX_PAGES | FUSE_HANDLE_KILLPRIV;
+  out.max_write = 1u << 20;
+  ASSERT_TRUE(patch_init_reply(&out, sizeof out, false, 1u << 20, true));
+  EXPECT_EQ(out.flags, static_cast<std::uint32_t>(FUSE_MAX_PAGES | FUSE_HANDLE_KILLPRIV | FUSE_HANDLE_KILLPRIV_V2));
+  fuse_init_out plain{};
+  plain.flags = FUSE_MAX_PAGES;
+  ASSERT_TRUE(patch_init_reply(&plain, sizeof plain, true, 1u << 20));
+  EXPECT_EQ(plain.flags & FUSE_HANDLE_KILLPRIV_V2, 0u);
+}
+
+std::vector<unsigned char> write_request(std::uint32_t write_flags, std::uint32_t data_bytes) {
+  std::vector<unsigned char> b(sizeof(fuse_in_header) + sizeof(fuse_write_in) + data_bytes, 0x5a);
+  fuse_in_header in{};
+  in.len = static_cast<std::uint32_t>(b.size());
+  in.opcode = FUSE_WRITE;
+  in.unique = 9;
+  fuse_write_in w{};
+  w.size = data_bytes;
+  w.write_flags = write_flags;
+  std::memcpy(b.data(), &in, sizeof in);
+  std::memcpy(b.data() + sizeof in, &w, sizeof w);
+  return b;
+}
+
+TEST(RingWrite, WriteFlagsAreReadFromTheWriteHeaderOnly) {
+  constexpr std::uint32_t kFlags = FUSE_WRITE_KILL_SUIDGID | FUSE_WRITE_LOCKOWNER;
+  auto w = write_request(kFlags, 4096);
+  EXPECT_EQ(write_flags_of(w.data(), w.size()), kFlags);
+  auto plain = write_request(0, 10);
+  EXPECT_EQ(write_flags_of(plain.data(), plain.size()), 0u);
+  // Cut off before the flags end: nothing read past what came.
+  constexpr std::size_t flags_end = sizeof(fuse_in_header) + offsetof(fuse_write_in, write_flags) + 4;
+  EXPECT_EQ(write_flags_of(w.data(), flags_end - 1), 0u);
+  EXPECT_EQ(write_flags_of(w.data(), flags_end), kFlags);
+  // A header whose own length stops short of the flags counts as none.
+  fuse_in_header in{};
+  std::memcpy(&in, w.data(), sizeof in);
+  in.len = static_cast<std::uint32_t>(flags_end - 1);
+  std::memcpy(w.data(), &in, sizeof in);
+  EXPECT_EQ(write_flags_of(w.data(), w.size()), 0u);
+  // Another opcode with the same bytes where a WRITE keeps its flags.
+  auto read = write_request(FUSE_WRITE_KILL_SUIDGID, 0);
+  in.len = static_cast<std::uint32_t>(read.size());
+  in.opcode = FUSE_READ;
+  std::memcpy(read.data(), &in, sizeof in);
+  EXPECT_EQ(write_flags_of(read.data(), read.size()), 0u);
+  EXPECT_EQ(write_flags_of(nullptr, 100), 0u);
 }
 
 TEST(Transport, ParsesItsChoices) {
