@@ -105,8 +105,9 @@ struct RingThread {
   // Completions seen while registering that are not refusals (a request fetched by an entry of an
   // earlier round, once the ring is complete): served first when serving starts.
   std::vector<std::pair<RingEntry*, int>> early;
-  // Pinned to cpus, but while it serves a stream's readahead (Impl::take): then anywhere.
-  bool pinned = false;
+  // Pinned to cpus, but while it serves a stream's readahead (Impl::place): then anywhere.
+  // can_pin: the first pin worked (a cpuset may forbid it; then no request tries again).
+  bool pinned = false, can_pin = false;
   std::int64_t last_stream_read_ns = 0;
 
   ~RingThread() {
@@ -394,7 +395,7 @@ struct UringTransport::Impl {
     if (stream_read) {
       t.last_stream_read_ns = now_ns();
       if (t.pinned) t.pinned = !run_on(allowed_cpus);
-    } else if (!t.pinned && now_ns() - t.last_stream_read_ns > kStreamingWindowNs) {
+    } else if (!t.pinned && t.can_pin && now_ns() - t.last_stream_read_ns > kStreamingWindowNs) {
       t.pinned = run_on(t.cpus);
     }
   }
@@ -449,7 +450,7 @@ struct UringTransport::Impl {
   // against 1.6 s, 2-thread random 4 KiB writes 79k against 92k IOPS. Best effort: a cpuset
   // may forbid it. While it serves a stream's readahead it runs anywhere (place()).
   void run(RingThread& t) {
-    t.pinned = run_on(t.cpus);
+    t.pinned = t.can_pin = run_on(t.cpus);
     std::string why;
     try {
       if (options.on_worker_start) options.on_worker_start();
