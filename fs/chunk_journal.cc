@@ -130,31 +130,6 @@ int JournalRecord::load_payload(std::vector<std::uint8_t>* out) const {
   return 0;
 }
 
-namespace {
-
-// a (len_a bytes) then b (len_b bytes) at off, in one pwritev when it is not cut short.
-ssize_t pwrite2_full(int fd, const std::uint8_t* a, std::size_t len_a, const std::uint8_t* b, std::size_t len_b,
-                     std::uint64_t off) {
-  iovec iov[2] = {{const_cast<std::uint8_t*>(a), len_a}, {const_cast<std::uint8_t*>(b), len_b}};
-  ssize_t n;
-  do n = ::pwritev(fd, iov, 2, static_cast<off_t>(off));
-  while (n < 0 && errno == EINTR);
-  if (n < 0) return -errno;
-  const std::size_t done = static_cast<std::size_t>(n);
-  if (done >= len_a + len_b) return n;
-  // Short: finish with plain pwrites.
-  if (done < len_a) {
-    ssize_t w = pwrite_full(fd, a + done, len_a - done, off + done);
-    if (w < 0) return w;
-    w = pwrite_full(fd, b, len_b, off + len_a);
-    return w < 0 ? w : static_cast<ssize_t>(len_a + len_b);
-  }
-  ssize_t w = pwrite_full(fd, b + (done - len_a), len_b - (done - len_a), off + done);
-  return w < 0 ? w : static_cast<ssize_t>(len_a + len_b);
-}
-
-}  // namespace
-
 ChunkJournal::ChunkJournal(UniqueFd fd, std::string path, std::string cipherdir, const JournalKey& key,
                            std::uint32_t chunk_size, unsigned slots, std::uint64_t next_sequence)
     : fd_(std::move(fd)),

@@ -84,30 +84,25 @@ ssize_t pwrite_full(int fd, const void* buf, std::size_t len, std::uint64_t off)
   return static_cast<ssize_t>(done);
 }
 
-namespace {
-// pwrite_full of a and then b, which lie one after the other on disk from off: one call where
-// the kernel takes both whole (a new file's header and its first chunks).
-ssize_t pwrite2_full(int fd, const std::uint8_t* a, std::size_t alen, const std::uint8_t* b, std::size_t blen,
+ssize_t pwrite2_full(int fd, const std::uint8_t* a, std::size_t len_a, const std::uint8_t* b, std::size_t len_b,
                      std::uint64_t off) {
-  iovec iov[2] = {{const_cast<std::uint8_t*>(a), alen}, {const_cast<std::uint8_t*>(b), blen}};
+  iovec iov[2] = {{const_cast<std::uint8_t*>(a), len_a}, {const_cast<std::uint8_t*>(b), len_b}};
   ssize_t n;
-  do {
-    n = ::pwritev(fd, iov, 2, static_cast<off_t>(off));
-  } while (n < 0 && errno == EINTR);
+  do n = ::pwritev(fd, iov, 2, static_cast<off_t>(off));
+  while (n < 0 && errno == EINTR);
   if (n < 0) return -errno;
-  std::size_t done = static_cast<std::size_t>(n);
-  if (done < alen) {  // short: the rest one buffer at a time
-    const ssize_t w = pwrite_full(fd, a + done, alen - done, off + done);
+  const std::size_t done = static_cast<std::size_t>(n);
+  if (done >= len_a + len_b) return n;
+  // Short: finish with plain pwrites.
+  if (done < len_a) {
+    ssize_t w = pwrite_full(fd, a + done, len_a - done, off + done);
     if (w < 0) return w;
-    done = alen;
+    w = pwrite_full(fd, b, len_b, off + len_a);
+    return w < 0 ? w : static_cast<ssize_t>(len_a + len_b);
   }
-  if (done < alen + blen) {
-    const ssize_t w = pwrite_full(fd, b + (done - alen), alen + blen - done, off + done);
-    if (w < 0) return w;
-  }
-  return static_cast<ssize_t>(alen + blen);
+  ssize_t w = pwrite_full(fd, b + (done - len_a), len_b - (done - len_a), off + done);
+  return w < 0 ? w : static_cast<ssize_t>(len_a + len_b);
 }
-}  // namespace
 
 ContentFile::ContentFile(int fd, const ChunkLayout& layout, ChunkEngine& engine, const KeyRing& keys, std::string label,
                          ChunkJournal* journal, BackingIo* io)

@@ -244,5 +244,10 @@ class ContentFile {
 // pread/pwrite loops that retry short transfers and EINTR. Return bytes moved or -errno.
 ssize_t pread_full(int fd, void* buf, std::size_t len, std::uint64_t off);
 ssize_t pwrite_full(int fd, const void* buf, std::size_t len, std::uint64_t off);
+// a (len_a bytes) then b (len_b bytes) at off, in one pwritev when it is not cut short (a journal
+// record's header and payload; a new file's header and its first chunks). Returns len_a + len_b
+// or -errno.
+ssize_t pwrite2_full(int fd, const std::uint8_t* a, std::size_t len_a, const std::uint8_t* b, std::size_t len_b,
+                     std::uint64_t off);
 
 }  // namespace gcfs
