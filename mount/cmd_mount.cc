@@ -50,7 +50,7 @@ struct RunningVault {
   // teardown only closes descriptors and sets mtimes.
   void served() {
     if (vault) vault->close_journal();
-    if (engines && !engines->usage().empty()) log::info("engine use: " + engines->usage());
+    if (const std::string use = engines ? engines->usage() : std::string(); !use.empty()) log::info("engine use: " + use);
   }
   ~RunningVault() {
     idle.reset();

@@ -195,7 +195,7 @@ EngineSet::EngineSet(const EngineOptions& o) {
 EngineSet::~EngineSet() = default;
 
 std::string EngineSet::usage() const {
-  return hybrid_ ? static_cast<const HybridEngine&>(*hybrid_).describe() : std::string();
+  return hybrid_ ? hybrid_->describe() : std::string();
 }
 
 }  // namespace gcfs

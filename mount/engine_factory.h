@@ -16,6 +16,8 @@
 
 namespace gcfs {
 
+class HybridEngine;
+
 struct EngineOptions {
   std::string name = "auto";          // cpu | gpu | auto
   std::size_t cpu_threads = 0;        // 0: all cores
@@ -48,7 +50,7 @@ class EngineSet {
   std::unique_ptr<ChunkEngine> cpu_;
   std::unique_ptr<ChunkEngine> router_;  // "gpu": small batches to cpu_, the rest to the GPU
   std::vector<std::unique_ptr<ChunkEngine>> gpus_;  // gpu: one over every GPU; auto: one per GPU
-  std::unique_ptr<ChunkEngine> hybrid_;
+  std::unique_ptr<HybridEngine> hybrid_;
   ChunkEngine* active_ = nullptr;
   std::string description_;
 };

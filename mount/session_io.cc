@@ -48,7 +48,6 @@ ssize_t write_init_reply(int fd, iovec* iov, int count) {
     fuse_init_out init;
     std::memcpy(&init, body.data(), offsetof(fuse_init_out, unused));
     g_init.uring_negotiated = uring;
-    g_init.killpriv_v2 = killpriv_v2;
     g_init.max_write = init.max_write;
     g_init.max_pages = (init.flags & FUSE_MAX_PAGES) ? init.max_pages : 0;
   }

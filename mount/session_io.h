@@ -41,7 +41,6 @@ struct InitOutcome {
   bool kernel_offered_uring = false;
   bool kernel_offered_killpriv_v2 = false;
   bool uring_negotiated = false;  // offered, and our reply asked for it
-  bool killpriv_v2 = false;       // FUSE_HANDLE_KILLPRIV_V2: offered, and our reply asked for it
   std::size_t max_write = 0;
   std::size_t max_pages = 0;
 };
