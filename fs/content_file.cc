@@ -152,10 +152,12 @@ constexpr std::uint64_t kDirectAlign = kV2BlockBytes;
 bool direct_aligned(const void* p, std::uint64_t off) {
   return reinterpret_cast<std::uintptr_t>(p) % kDirectAlign == 0 && off % kDirectAlign == 0;
 }
+// What an O_DIRECT read of len bytes reads: whole blocks.
+std::size_t direct_read_len(std::size_t len) { return (len + kDirectAlign - 1) / kDirectAlign * kDirectAlign; }
 }  // namespace
 
 int ContentFile::direct_fd_for_read(const std::uint8_t* buf, std::size_t len, std::size_t room, std::uint64_t off) {
-  const std::size_t rounded = (len + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
+  const std::size_t rounded = direct_read_len(len);
   const int d = direct_fd_for(rounded);
   return d >= 0 && rounded <= room && direct_aligned(buf, off) ? d : -1;
 }
@@ -163,8 +165,7 @@ int ContentFile::direct_fd_for_read(const std::uint8_t* buf, std::size_t len, st
 ssize_t ContentFile::pread_data(std::uint8_t* buf, std::size_t len, std::size_t room, std::uint64_t off) {
   if (const int d = direct_fd_for_read(buf, len, room, off); d >= 0) {
     // The last block may be partial: reading it whole stops at the end of the file.
-    const std::size_t rounded = (len + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
-    const ssize_t n = pread_full(d, buf, rounded, off);
+    const ssize_t n = pread_full(d, buf, direct_read_len(len), off);
     if (n >= 0) return std::min<ssize_t>(n, static_cast<ssize_t>(len));
     if (n != -EINVAL) return n;
     io_->fall_back(label_ + ": an O_DIRECT read failed with EINVAL");
