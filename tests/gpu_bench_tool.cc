@@ -93,7 +93,8 @@ std::vector<int> parse_gpu_list(const std::string& text) {
 // over the GPUs given (one engine, batches spread over them: "all GPUs"), and --engine auto over the
 // same GPUs (the hybrid: every GPU and the cpu engine), built as the mount builds them. Labels name
 // the GPUs, so runs with one and with two can be told apart in one log.
-int run_shapes(const std::vector<int>& devices, double secs) {
+int run_shapes(const std::vector<int>& devices, double secs, const std::string& only, const std::string& engines) {
+  const auto wanted = [&](const char* e) { return engines.empty() || ("," + engines + ",").find(std::string(",") + e + ",") != std::string::npos; };
   std::string why;
   const auto gpus = list_gpus(&why);
   std::string tag = "[";
@@ -133,12 +134,18 @@ int run_shapes(const std::vector<int>& devices, double secs) {
   };
   for (const Shape& sh : {Shape{65536, 16u << 20, 8}, Shape{65536, 128u << 10, 32}, Shape{65536, 16u << 20, 4},
                           Shape{65536, 1u << 20, 16}}) {
+    const std::string name = std::to_string(sh.callers) + "x" +
+                             (sh.request >= (1u << 20) ? std::to_string(sh.request >> 20) + "M" : std::to_string(sh.request >> 10) + "K");
+    if (!only.empty() && ("," + only + ",").find("," + name + ",") == std::string::npos) continue;
     for (BenchOp op : {BenchOp::Seal, BenchOp::Open}) {
-      throughput(cpu_all, "cpu", sh.chunk, sh.request, sh.callers, op, secs);
-      if (gpu_set) throughput(gpu_set->engine(), "gpu" + tag, sh.chunk, sh.request, sh.callers, op, secs);
-      if (fed_set) throughput(fed_set->engine(), "gpufed" + tag, sh.chunk, sh.request, sh.callers, op, secs);
-      if (auto_set) throughput(auto_set->engine(), "auto" + tag, sh.chunk, sh.request, sh.callers, op, secs);
+      if (wanted("cpu")) throughput(cpu_all, "cpu", sh.chunk, sh.request, sh.callers, op, secs);
+      if (gpu_set && wanted("gpu")) throughput(gpu_set->engine(), "gpu" + tag, sh.chunk, sh.request, sh.callers, op, secs);
+      if (fed_set && wanted("gpufed")) throughput(fed_set->engine(), "gpufed" + tag, sh.chunk, sh.request, sh.callers, op, secs);
+      if (auto_set && wanted("auto")) throughput(auto_set->engine(), "auto" + tag, sh.chunk, sh.request, sh.callers, op, secs);
     }
+    if (auto_set)
+      if (auto* h = dynamic_cast<HybridEngine*>(&auto_set->engine()))
+        std::printf("auto%s after %s: %s\n", tag.c_str(), name.c_str(), h->describe().c_str());
   }
   if (auto_set)
     if (auto* h = dynamic_cast<HybridEngine*>(&auto_set->engine()))
@@ -244,6 +251,7 @@ int run_probe() {
 
 int main(int argc, char** argv) {
   bool quick = false, shapes = false, probe_only = false;
+  std::string only, engines;
   double fake_gpu = 0;
   int cpu_threads = 0;
   std::vector<int> devices;
@@ -254,6 +262,8 @@ int main(int argc, char** argv) {
     else if (std::strcmp(argv[i], "--fake-gpu") == 0 && i + 1 < argc) fake_gpu = std::atof(argv[++i]);
     else if (std::strcmp(argv[i], "--cpu-threads") == 0 && i + 1 < argc) cpu_threads = std::atoi(argv[++i]);
     else if (std::strcmp(argv[i], "--gpus") == 0 && i + 1 < argc) devices = parse_gpu_list(argv[++i]);
+    else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
+    else if (std::strcmp(argv[i], "--engines") == 0 && i + 1 < argc) engines = argv[++i];
     else {
       std::fprintf(stderr, "usage: gpu_engine_bench [--quick] [--probe | --shapes [--gpus LIST] | --fake-gpu GBPS [--cpu-threads N]]\n");
       return 2;
@@ -262,7 +272,7 @@ int main(int argc, char** argv) {
   const double secs = quick ? 0.3 : 1.0;
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   std::printf("csv,what,engine,detail,value,unit,cpu_s_per_gb\n");
-  if (shapes) return run_shapes(devices, secs);
+  if (shapes) return run_shapes(devices, secs, only, engines);
   if (probe_only) return run_probe();
   if (fake_gpu > 0) return run_fake_gpu(fake_gpu, secs, cpu_threads);
 
