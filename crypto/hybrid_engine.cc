@@ -213,6 +213,31 @@ void HybridEngine::run(std::span<ChunkOp> ops, bool seal) {
     lock.unlock();
     return seal ? first.seal(ops) : first.open(ops);
   }
+  const std::size_t callers_now = callers_.load(std::memory_order_acquire);
+  if (options_.saturated_callers_whole && free_slots_ > 0 && callers_now >= inline_slots_ && callers_now > 1) {
+    // As many callers as inline slots, or more (and not a lone caller): member 0's work in the
+    // callers' own threads keeps every core it may use busy already, and a part of this batch
+    // handed to a fed member would only add that member's round trip, long on a busy machine, to
+    // this caller's wait (see Options::saturated_callers_whole). The caller does its batch whole;
+    // the fed members take the batches of the callers that wait for a slot.
+    --free_slots_;
+    State& s = members_[0];
+    s.backlog += total;
+    lock.unlock();
+    std::exception_ptr error;
+    try {
+      seal ? first.seal(ops) : first.open(ops);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    lock.lock();
+    s.backlog -= total;
+    s.bytes += total, ++s.parts;
+    release_slot_locked();
+    lock.unlock();
+    if (error) std::rethrow_exception(error);
+    return;
+  }
   bool holds_slot = false, took_first = false;
   if (free_slots_ > 0) --free_slots_, holds_slot = job.caller_working = true;
   queue_.push_back(&job);
@@ -284,15 +309,7 @@ void HybridEngine::run(std::span<ChunkOp> ops, bool seal) {
     stop_waiting_for_slot();
     if (holds_slot) {
       holds_slot = job.caller_working = false;
-      ++free_slots_;
-      while (!slot_waiters_.empty()) {
-        Job* w = slot_waiters_.front();
-        slot_waiters_.pop_front();
-        if (w->next < w->ops.size()) {
-          w->cv.notify_one();
-          break;
-        }
-      }
+      release_slot_locked();
     }
     if (job.in_flight == 0) break;
     job.cv.wait(lock);
@@ -409,6 +426,19 @@ void HybridEngine::feeder(std::size_t m) {
                                    "); its part was redone on " + members_[0].m.label +
                                    ", and it gets no more work: the other members take its share");
       lock.lock();
+    }
+  }
+}
+
+void HybridEngine::release_slot_locked() {
+  ++free_slots_;
+  // The slot goes to the oldest caller that still has work for it.
+  while (!slot_waiters_.empty()) {
+    Job* w = slot_waiters_.front();
+    slot_waiters_.pop_front();
+    if (w->next < w->ops.size()) {
+      w->cv.notify_one();
+      break;
     }
   }
 }

@@ -103,6 +103,13 @@ class HybridEngine final : public ChunkEngine {
     // queued while a fed member has a feeder idle (false: it takes parts of inline_part_bytes from
     // the start, and the fed members get what waiting callers leave).
     bool leave_fed_share = true;
+    // Where there are as many callers as inline slots or more (two at least), a caller that gets a
+    // slot does its batch whole on member 0, and the fed members take only the batches of callers
+    // waiting for one. Sharing a slot holder's batch there made its caller wait for a GPU's part,
+    // whose round trip on a machine whose cores are all busy took 0.2 to 1 ms a MiB (a GPU alone
+    // does a MiB in 30 us): 16 callers x 1 MiB on the 16-core H100 machine, auto at 0.76x of the cpu
+    // engine sharing, 0.82x (seal) and 0.95x (open) whole (2026-11-26, two interleaved rounds).
+    bool saturated_callers_whole = true;
     // Follow real parts (false: keep the starting estimates; tests of the model use that).
     bool learn = true;
     // Where a retired member is reported, once. Empty: stderr.
@@ -193,6 +200,8 @@ class HybridEngine final : public ChunkEngine {
   // Counts a finished part of `bytes` (which found `backlog` at work there); `took` is its rate
   // sample when sampled. Lock held.
   void account_locked(std::size_t m, std::size_t bytes, std::size_t backlog, bool sampled, double took);
+  // Gives an inline slot back and wakes the oldest caller waiting for one that still has work. Lock held.
+  void release_slot_locked();
   // Retires member m (lock held); returns whether this call did it (then the caller logs).
   bool retire_locked(std::size_t m);
   void report(const std::string& line) const;

@@ -264,6 +264,94 @@ TEST(HybridEngine, ALoneBatchUpToTheLimitStaysOnTheFirstMember) {
   EXPECT_GT(fast_looking.bytes(), 0u) << "a batch over the limit was not shared: " << hybrid.describe();
 }
 
+// A member that seals with a cpu engine, holds its first call until released, takes `delay` over
+// every later call (a slow member), and remembers the keys of every op it was given (which caller's
+// batch reached it).
+class RecordingEngine final : public ChunkEngine {
+ public:
+  RecordingEngine(bool hold_first, std::chrono::microseconds delay) : holding_(hold_first), delay_(delay) {}
+  std::string name() const override { return "recording"; }
+  void seal(std::span<ChunkOp> ops) override {
+    {
+      std::unique_lock lock(mu_);
+      for (const auto& op : ops) keys_.push_back(op.key);
+      if (holding_ && !held_once_) {
+        held_once_ = true;
+        ++waiting_;
+        cv_.notify_all();
+        cv_.wait(lock, [&] { return !holding_; });
+      } else if (delay_.count()) {
+        lock.unlock();
+        std::this_thread::sleep_for(delay_);
+      }
+    }
+    cpu_.seal(ops);
+  }
+  void open(std::span<ChunkOp> ops) override { cpu_.open(ops); }
+  void wait_for_held_call() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return waiting_ > 0; });
+  }
+  void release() {
+    std::lock_guard lock(mu_);
+    holding_ = false;
+    cv_.notify_all();
+  }
+  bool saw_any_of(const std::vector<ChunkKey>& keys) const {
+    std::lock_guard lock(mu_);
+    for (const ChunkKey* k : keys_)
+      for (const auto& mine : keys)
+        if (k == &mine) return true;
+    return false;
+  }
+
+ private:
+  CpuEngine cpu_{1};
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<const ChunkKey*> keys_;
+  bool holding_, held_once_ = false;
+  std::chrono::microseconds delay_;
+  int waiting_ = 0;
+};
+
+// With as many callers as inline slots (the callers' own work keeps member 0's cores busy), a caller
+// that finds a slot free seals its batch whole on member 0: a part handed to a fed member would
+// only add that member's round trip to its wait (16 callers x 1 MiB on the H100 machine).
+TEST(HybridEngine, ACallerBesideEnoughOthersKeepsItsBatchWhole) {
+  for (const bool whole : {true, false}) {
+    SCOPED_TRACE(whole ? "saturated_callers_whole" : "shared as before");
+    CpuEngine reference(1);
+    // Member 0 takes 3 ms a call: time enough for the fed member's feeder to come for its share.
+    RecordingEngine first(true, std::chrono::milliseconds(3)), fast_looking(false, std::chrono::microseconds(0));
+    HybridEngine::Options o;
+    o.learn = false;
+    o.inline_bytes = 16u << 10;
+    o.min_part_bytes = 16u << 10;
+    o.inline_part_bytes = 16u << 10;
+    o.inline_slots = 2;
+    o.feeders = 1;
+    o.saturated_callers_whole = whole;
+    // The fed member looks far faster than member 0: the model would give it most of a batch.
+    HybridEngine hybrid({{&first, "cpu", {2e-6, kGBps / 2}}, {&fast_looking, "fast-looking", {1e-6, kGBps / 100}}}, o);
+    const auto lens = chunk_lengths(40, 16u << 10);
+    // Caller A comes alone and is held in its first part on member 0, holding one slot.
+    Batch ref_a(61, lens, 1), a(61, lens, 1), ref_b(62, lens, 1), b(62, lens, 1);
+    std::thread caller_a([&] { hybrid.seal(a.ops); });
+    first.wait_for_held_call();
+    // Caller B finds the other slot free, with as many callers in the engine as slots.
+    hybrid.seal(b.ops);
+    if (whole) EXPECT_FALSE(fast_looking.saw_any_of(b.keys)) << "B's batch was shared: " << hybrid.describe();
+    else EXPECT_TRUE(fast_looking.saw_any_of(b.keys)) << "B's batch was not shared: " << hybrid.describe();
+    first.release();
+    caller_a.join();
+    reference.seal(ref_a.ops);
+    reference.seal(ref_b.ops);
+    expect_same_as_cpu(ref_a, a);
+    expect_same_as_cpu(ref_b, b);
+  }
+}
+
 // seal_in_parts: a lone batch under the limit is sealed in parts by member 0 (every part handed
 // over once, in order, as the cpu engine seals it); over the limit it is sealed whole, then handed
 // over in one call.
