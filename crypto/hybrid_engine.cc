@@ -213,6 +213,12 @@ void HybridEngine::run(std::span<ChunkOp> ops, bool seal) {
     lock.unlock();
     return seal ? first.seal(ops) : first.open(ops);
   }
+  if (total <= options_.route_whole_max_bytes) {
+    const std::size_t m = route_whole_locked(total);
+    if (m < members_.size()) return run_whole(m, ops, seal, total, lock);
+    // No member can take it now (member 0 has no free slot, every fed member is retired): the
+    // caller queues for a slot below.
+  }
   const std::size_t callers_now = callers_.load(std::memory_order_acquire);
   if (options_.saturated_callers_whole && free_slots_ > 0 && callers_now >= inline_slots_ && callers_now > 1) {
     // As many callers as inline slots, or more (and not a lone caller): member 0's work in the
@@ -318,6 +324,63 @@ void HybridEngine::run(std::span<ChunkOp> ops, bool seal) {
   if (job.error) std::rethrow_exception(job.error);
 }
 
+std::size_t HybridEngine::route_whole_locked(std::size_t bytes) const {
+  const double b = static_cast<double>(bytes);
+  std::size_t best = members_.size();
+  double best_end = 0;
+  for (std::size_t i = 0; i < members_.size(); ++i) {
+    const State& s = members_[i];
+    if (s.retired || (i == 0 && free_slots_ == 0)) continue;
+    const double end = s.m.cost.overhead_s + (static_cast<double>(s.backlog) + b) * s.m.cost.seconds_per_byte;
+    if (best == members_.size() || end < best_end) best = i, best_end = end;
+  }
+  return best;
+}
+
+void HybridEngine::run_whole(std::size_t m, std::span<ChunkOp> ops, bool seal, std::size_t total,
+                             std::unique_lock<std::mutex>& lock) {
+  State& s = members_[m];
+  if (m == 0) --free_slots_;
+  const std::size_t backlog = s.backlog;
+  s.backlog += total;
+  const bool sampled = options_.learn && backlog + total >= kRateSampleMinBytes;
+  lock.unlock();
+  ChunkEngine& engine = *s.m.engine;
+  ChunkEngine& first = *members_[0].m.engine;
+  const auto t0 = sampled ? Clock::now() : Clock::time_point{};
+  std::string failure;
+  std::exception_ptr error;
+  try {
+    seal ? engine.seal(ops) : engine.open(ops);
+  } catch (const EngineFailure& e) {
+    if (m == 0) error = std::current_exception();
+    else failure = e.what();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  const double took = sampled ? std::chrono::duration<double>(Clock::now() - t0).count() : 0.0;
+  const bool lost = m > 0 && failure.empty() && !error && engine.degraded();
+  if (!failure.empty()) {  // the inputs are untouched: member 0 redoes the batch, here and now
+    try {
+      seal ? first.seal(ops) : first.open(ops);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  lock.lock();
+  account_locked(m, total, backlog, sampled && failure.empty() && !lost && !error, took);
+  if (!failure.empty()) {  // member 0 did these bytes
+    s.bytes -= total, --s.parts;
+    members_[0].bytes += total, ++members_[0].parts;
+  }
+  if (m == 0) release_slot_locked();
+  const bool newly_retired = (!failure.empty() || lost) && retire_locked(m);
+  const std::string label = s.m.label;
+  lock.unlock();
+  if (newly_retired) report_retired(label, failure);
+  if (error) std::rethrow_exception(error);
+}
+
 void HybridEngine::feeder(std::size_t m) {
   if (members_[m].m.feeder_setup) members_[m].m.feeder_setup();
   ChunkEngine& engine = *members_[m].m.engine;
@@ -419,12 +482,7 @@ void HybridEngine::feeder(std::size_t m) {
     if (newly_retired) {
       const std::string label = s.m.label;
       lock.unlock();
-      report(failure.empty() ? "hybrid engine: " + label +
-                                   " lost its device and runs on its fallback; it gets no more work, the other members "
-                                   "take its share"
-                             : "hybrid engine: " + label + " failed (" + failure +
-                                   "); its part was redone on " + members_[0].m.label +
-                                   ", and it gets no more work: the other members take its share");
+      report_retired(label, failure);
       lock.lock();
     }
   }
@@ -467,6 +525,14 @@ void HybridEngine::account_locked(std::size_t m, std::size_t bytes, std::size_t 
   const double work = std::max(took - c.overhead_s, 0.2 * took);
   const double sample = std::max(work / static_cast<double>(backlog + bytes), kMinSecondsPerByte);
   c.seconds_per_byte += kRateWeight * (sample - c.seconds_per_byte);
+}
+
+void HybridEngine::report_retired(const std::string& label, const std::string& failure) const {
+  report(failure.empty() ? "hybrid engine: " + label +
+                               " lost its device and runs on its fallback; it gets no more work, the other members "
+                               "take its share"
+                         : "hybrid engine: " + label + " failed (" + failure + "); its part was redone on " +
+                               members_[0].m.label + ", and it gets no more work: the other members take its share");
 }
 
 void HybridEngine::report(const std::string& line) const {

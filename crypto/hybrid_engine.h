@@ -20,7 +20,10 @@
 //
 // Small batches (under Options::inline_bytes, which is most of what a mounted vault sends) go
 // straight to member 0 in the caller's thread, touching no shared state: a tiny batch costs what
-// the cpu engine costs, plus one comparison.
+// the cpu engine costs, plus one comparison. Batches up to Options::route_whole_max_bytes (a
+// mounted vault's large requests) are not cut: each goes whole to the member the model says
+// finishes it first, called in the caller's own thread, so a GPU gets them as `--engine gpu`
+// would, without a feeder's hand-off.
 //
 // The model, per member, sizes the parts: a part of x bytes, given to a member that already has b
 // bytes at work, finishes after overhead + (b + x) * seconds_per_byte. The overhead is what a lone
@@ -103,6 +106,14 @@ class HybridEngine final : public ChunkEngine {
     // queued while a fed member has a feeder idle (false: it takes parts of inline_part_bytes from
     // the start, and the fed members get what waiting callers leave).
     bool leave_fed_share = true;
+    // Batches of at least inline_bytes and at most this many go whole to the one member that the
+    // model says finishes them first, a fed member called in the caller's own thread, as `--engine
+    // gpu` calls the GPU (0: off; such batches are shared through the queue as larger ones are).
+    // Through a mounted vault the feeders' hand-off and the split cost more than they gain: 8
+    // streams on the H100 machine read 6.5 GB/s at 1.05 daemon CPU s/GB shared, against 8.1 GB/s
+    // at 0.67 with whole requests on the GPU (`--engine gpu`); member 0 is chosen only with an
+    // inline slot free, so the callers on it stay bounded as on the shared path.
+    std::size_t route_whole_max_bytes = 0;
     // Where there are as many callers as inline slots or more (two at least), a caller that gets a
     // slot does its batch whole on member 0, and the fed members take only the batches of callers
     // waiting for one. Sharing a slot holder's batch there made its caller wait for a GPU's part,
@@ -200,6 +211,14 @@ class HybridEngine final : public ChunkEngine {
   // Counts a finished part of `bytes` (which found `backlog` at work there); `took` is its rate
   // sample when sampled. Lock held.
   void account_locked(std::size_t m, std::size_t bytes, std::size_t backlog, bool sampled, double took);
+  // The member that would finish a whole batch of `bytes` first by the model, among those that may
+  // take one now (member 0 only with a free inline slot); members_.size() for none. Lock held.
+  std::size_t route_whole_locked(std::size_t bytes) const;
+  // Runs a whole batch on member m in this thread (taking and giving back an inline slot for member
+  // 0), learning from it and retiring a fed member that fails (member 0 then redoes the batch).
+  // Called with the lock held; returns with it released.
+  void run_whole(std::size_t m, std::span<ChunkOp> ops, bool seal, std::size_t total, std::unique_lock<std::mutex>& lock);
+  void report_retired(const std::string& label, const std::string& failure) const;
   // Gives an inline slot back and wakes the oldest caller waiting for one that still has work. Lock held.
   void release_slot_locked();
   // Retires member m (lock held); returns whether this call did it (then the caller logs).

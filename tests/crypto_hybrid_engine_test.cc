@@ -352,6 +352,93 @@ TEST(HybridEngine, ACallerBesideEnoughOthersKeepsItsBatchWhole) {
   }
 }
 
+// route_whole_max_bytes: a batch in the range goes whole to the member the model says finishes it
+// first (a fed member called in the caller's thread), sealing and opening like the cpu engine.
+TEST(HybridEngine, AWholeBatchGoesToTheMemberThatFinishesItFirst) {
+  for (const bool fed_looks_fast : {true, false}) {
+    SCOPED_TRACE(fed_looks_fast ? "fed member looks fast" : "fed member looks slow");
+    CpuEngine cpu(2), reference(1);
+    RecordingEngine fed(false, std::chrono::microseconds(0));
+    HybridEngine::Options o;
+    o.learn = false;
+    o.inline_bytes = 16u << 10;
+    o.route_whole_max_bytes = 4u << 20;
+    const double fed_cost = fed_looks_fast ? kGBps / 100 : kGBps * 100;
+    HybridEngine hybrid({{&cpu, "cpu", {2e-6, kGBps}}, {&fed, "fed", {1e-6, fed_cost}}}, o);
+    const auto lens = chunk_lengths(40, 16u << 10);
+    Batch ref(71, lens, 1), got(71, lens, 1);
+    reference.seal(ref.ops);
+    hybrid.seal(got.ops);
+    expect_same_as_cpu(ref, got);
+    const auto plain = got.ins;
+    got.prepare_open();
+    hybrid.open(got.ops);
+    for (std::size_t i = 0; i < lens.size(); ++i) {
+      EXPECT_TRUE(got.ops[i].ok) << "chunk " << i;
+      EXPECT_EQ(got.outs[i], plain[i]) << "chunk " << i;
+    }
+    std::size_t total = 0;
+    for (auto len : lens) total += len;
+    const auto st = hybrid.stats();
+    EXPECT_EQ(fed.saw_any_of(got.keys), fed_looks_fast) << hybrid.describe();
+    EXPECT_EQ(st[fed_looks_fast ? 1 : 0].bytes, 2 * total) << hybrid.describe();
+    EXPECT_EQ(st[fed_looks_fast ? 0 : 1].bytes, 0u) << hybrid.describe();
+  }
+}
+
+// A member with work at hand finishes a new batch later: the model sends the batch elsewhere.
+TEST(HybridEngine, AWholeBatchSkipsAMemberBusyWithAnother) {
+  CpuEngine cpu(2), reference(1);
+  GatedEngine gated;
+  HybridEngine::Options o;
+  o.learn = false;
+  o.inline_bytes = 16u << 10;
+  o.route_whole_max_bytes = 4u << 20;
+  // Alone, the fed member finishes a batch in 0.6 of member 0's time; behind one batch, in 1.2.
+  HybridEngine hybrid({{&cpu, "cpu", {1e-6, kGBps}}, {&gated, "gated", {1e-6, 0.6 * kGBps}}}, o);
+  const auto lens = chunk_lengths(60, 16u << 10);
+  Batch ref_a(81, lens, 1), a(81, lens, 1), ref_b(82, lens, 1), b(82, lens, 1);
+  std::thread caller_a([&] { hybrid.seal(a.ops); });
+  gated.wait_for_caller();  // A's batch is held on the fed member
+  hybrid.seal(b.ops);       // returns while A's is still held: B's went to member 0
+  std::size_t total = 0;
+  for (auto len : lens) total += len;
+  EXPECT_EQ(hybrid.stats()[0].bytes, total) << hybrid.describe();
+  gated.release();
+  caller_a.join();
+  EXPECT_EQ(hybrid.stats()[1].bytes, total) << hybrid.describe();
+  reference.seal(ref_a.ops);
+  reference.seal(ref_b.ops);
+  expect_same_as_cpu(ref_a, a);
+  expect_same_as_cpu(ref_b, b);
+}
+
+// A fed member that fails on a whole batch is retired; member 0 redoes the batch, and takes the
+// next ones.
+TEST(HybridEngine, AWholeBatchOnAFailingMemberIsRedoneOnTheFirst) {
+  CpuEngine cpu(2), reference(1);
+  FlakyEngine flaky(0);
+  std::vector<std::string> log;
+  HybridEngine::Options o;
+  o.learn = false;
+  o.inline_bytes = 16u << 10;
+  o.route_whole_max_bytes = 4u << 20;
+  o.log = [&](const std::string& m) { log.push_back(m); };
+  HybridEngine hybrid({{&cpu, "cpu", {2e-6, kGBps}}, {&flaky, "gpu1", {1e-6, kGBps / 100}}}, o);
+  const auto lens = chunk_lengths(30, 16u << 10);
+  for (int round = 0; round < 3; ++round) {
+    Batch ref(91 + round, lens, 1), got(91 + round, lens, 1);
+    reference.seal(ref.ops);
+    hybrid.seal(got.ops);
+    expect_same_as_cpu(ref, got);
+  }
+  EXPECT_EQ(flaky.calls(), 1);
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_NE(log[0].find("gpu1 failed (fake device fell off the bus)"), std::string::npos) << log[0];
+  EXPECT_TRUE(hybrid.stats()[1].retired);
+  EXPECT_EQ(hybrid.stats()[1].bytes, 0u) << hybrid.describe();
+}
+
 // seal_in_parts: a lone batch under the limit is sealed in parts by member 0 (every part handed
 // over once, in order, as the cpu engine seals it); over the limit it is sealed whole, then handed
 // over in one call.
@@ -505,12 +592,16 @@ TEST(HybridEngine, LearnsAMemberSlowerThanItsStartingEstimate) {
 
 // Many callers at once, batches of every size, three members: every result is the cpu engine's.
 TEST(HybridEngine, ConcurrentCallersGetCpuIdenticalResults) {
+  // Batches up to 160 KiB routed whole (the rest shared), or every one shared.
+ for (const std::size_t route_whole : {std::size_t{160} << 10, std::size_t{0}}) {
+  SCOPED_TRACE("route_whole_max_bytes " + std::to_string(route_whole));
   CpuEngine cpu(2), other(1), reference(1);
   SlowEngine slow(5, 50);
   HybridEngine::Options o;
   o.inline_bytes = 8u << 10;
   o.min_part_bytes = 8u << 10;
   o.inline_part_bytes = 32u << 10;
+  o.route_whole_max_bytes = route_whole;
   HybridEngine hybrid({{&cpu, "cpu", {2e-6, kGBps / 2}}, {&slow, "slow", {5e-6, kGBps / 20}},
                        {&other, "other", {1e-6, kGBps}}},
                       o);
@@ -539,6 +630,7 @@ TEST(HybridEngine, ConcurrentCallersGetCpuIdenticalResults) {
   std::size_t members_used = 0;
   for (const auto& s : hybrid.stats()) members_used += s.bytes > 0;
   EXPECT_GE(members_used, 2u) << hybrid.describe();
+ }
 }
 
 // Seals and opens `rounds` batches on each of `callers` threads at once and counts every chunk that
