@@ -324,6 +324,31 @@ void HybridEngine::run(std::span<ChunkOp> ops, bool seal) {
   if (job.error) std::rethrow_exception(job.error);
 }
 
+HybridEngine::CallOutcome HybridEngine::call_member(std::size_t m, std::span<ChunkOp> ops, bool seal, bool timed) {
+  ChunkEngine& engine = *members_[m].m.engine;
+  CallOutcome out;
+  const auto t0 = timed ? Clock::now() : Clock::time_point{};
+  try {
+    seal ? engine.seal(ops) : engine.open(ops);
+  } catch (const EngineFailure& e) {
+    if (m == 0) out.error = std::current_exception();
+    else out.failure = e.what();
+  } catch (...) {
+    out.error = std::current_exception();
+  }
+  if (timed) out.took = std::chrono::duration<double>(Clock::now() - t0).count();
+  out.lost = m > 0 && out.failure.empty() && !out.error && engine.degraded();
+  if (!out.failure.empty()) {  // the inputs are untouched: member 0 redoes the ops, here and now
+    ChunkEngine& first = *members_[0].m.engine;
+    try {
+      seal ? first.seal(ops) : first.open(ops);
+    } catch (...) {
+      out.error = std::current_exception();
+    }
+  }
+  return out;
+}
+
 std::size_t HybridEngine::route_whole_locked(std::size_t bytes) const {
   const double b = static_cast<double>(bytes);
   std::size_t best = members_.size();
@@ -345,28 +370,7 @@ void HybridEngine::run_whole(std::size_t m, std::span<ChunkOp> ops, bool seal, s
   s.backlog += total;
   const bool sampled = options_.learn && backlog + total >= kRateSampleMinBytes;
   lock.unlock();
-  ChunkEngine& engine = *s.m.engine;
-  ChunkEngine& first = *members_[0].m.engine;
-  const auto t0 = sampled ? Clock::now() : Clock::time_point{};
-  std::string failure;
-  std::exception_ptr error;
-  try {
-    seal ? engine.seal(ops) : engine.open(ops);
-  } catch (const EngineFailure& e) {
-    if (m == 0) error = std::current_exception();
-    else failure = e.what();
-  } catch (...) {
-    error = std::current_exception();
-  }
-  const double took = sampled ? std::chrono::duration<double>(Clock::now() - t0).count() : 0.0;
-  const bool lost = m > 0 && failure.empty() && !error && engine.degraded();
-  if (!failure.empty()) {  // the inputs are untouched: member 0 redoes the batch, here and now
-    try {
-      seal ? first.seal(ops) : first.open(ops);
-    } catch (...) {
-      error = std::current_exception();
-    }
-  }
+  auto [took, failure, error, lost] = call_member(m, ops, seal, sampled);
   lock.lock();
   account_locked(m, total, backlog, sampled && failure.empty() && !lost && !error, took);
   if (!failure.empty()) {  // member 0 did these bytes
@@ -383,8 +387,6 @@ void HybridEngine::run_whole(std::size_t m, std::span<ChunkOp> ops, bool seal, s
 
 void HybridEngine::feeder(std::size_t m) {
   if (members_[m].m.feeder_setup) members_[m].m.feeder_setup();
-  ChunkEngine& engine = *members_[m].m.engine;
-  ChunkEngine& first = *members_[0].m.engine;
   std::vector<Taken> taken;
   std::vector<ChunkOp> gathered;
   std::unique_lock lock(mu_);
@@ -438,25 +440,7 @@ void HybridEngine::feeder(std::size_t m) {
                         t.job->ops.begin() + static_cast<std::ptrdiff_t>(t.first + t.count));
       ops = gathered;
     }
-    const auto t0 = sampled ? Clock::now() : Clock::time_point{};
-    std::string failure;
-    std::exception_ptr error;
-    try {
-      seal ? engine.seal(ops) : engine.open(ops);
-    } catch (const EngineFailure& e) {
-      failure = e.what();
-    } catch (...) {
-      error = std::current_exception();
-    }
-    const double took = sampled ? std::chrono::duration<double>(Clock::now() - t0).count() : 0.0;
-    const bool lost = failure.empty() && !error && engine.degraded();
-    if (!failure.empty()) {  // the inputs are untouched: member 0 redoes the part, here and now
-      try {
-        seal ? first.seal(ops) : first.open(ops);
-      } catch (...) {
-        error = std::current_exception();
-      }
-    }
+    auto [took, failure, error, lost] = call_member(m, ops, seal, sampled);
     if (taken.size() > 1) {
       std::size_t k = 0;
       for (const Taken& t : taken)

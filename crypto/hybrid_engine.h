@@ -211,6 +211,17 @@ class HybridEngine final : public ChunkEngine {
   // Counts a finished part of `bytes` (which found `backlog` at work there); `took` is its rate
   // sample when sampled. Lock held.
   void account_locked(std::size_t m, std::size_t bytes, std::size_t backlog, bool sampled, double took);
+  // What one call of a member's engine came to: its time (when timed), the EngineFailure of a fed
+  // member (member 0 has then redone the ops), anything else thrown, and whether the member
+  // reports degraded() after it.
+  struct CallOutcome {
+    double took = 0;
+    std::string failure;
+    std::exception_ptr error;
+    bool lost = false;
+  };
+  // Runs ops on member m's engine, without the lock.
+  CallOutcome call_member(std::size_t m, std::span<ChunkOp> ops, bool seal, bool timed);
   // The member that would finish a whole batch of `bytes` first by the model, among those that may
   // take one now (member 0 only with a free inline slot); members_.size() for none. Lock held.
   std::size_t route_whole_locked(std::size_t bytes) const;
