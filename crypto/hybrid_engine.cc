@@ -30,6 +30,7 @@ HybridEngine::HybridEngine(std::vector<Member> members, Options options) : optio
     m.cost.overhead_s = std::max(m.cost.overhead_s, 0.0);
     State s;
     s.m = std::move(m);
+    s.last_work = Clock::now();
     members_.push_back(std::move(s));
   }
   options_.min_part_bytes = std::max<std::size_t>(options_.min_part_bytes, 1);
@@ -350,6 +351,13 @@ HybridEngine::CallOutcome HybridEngine::call_member(std::size_t m, std::span<Chu
 }
 
 std::size_t HybridEngine::route_whole_locked(std::size_t bytes) const {
+  if (options_.learn) {
+    const auto now = Clock::now();
+    for (std::size_t i = 1; i < members_.size(); ++i) {
+      const State& s = members_[i];
+      if (!s.retired && s.backlog == 0 && now - s.last_work >= options_.probe_after) return i;
+    }
+  }
   const double b = static_cast<double>(bytes);
   std::size_t best = members_.size();
   double best_end = 0;
@@ -366,6 +374,7 @@ void HybridEngine::run_whole(std::size_t m, std::span<ChunkOp> ops, bool seal, s
                              std::unique_lock<std::mutex>& lock) {
   State& s = members_[m];
   if (m == 0) --free_slots_;
+  s.last_work = Clock::now();
   const std::size_t backlog = s.backlog;
   s.backlog += total;
   const bool sampled = options_.learn && backlog + total >= kRateSampleMinBytes;
@@ -422,6 +431,7 @@ void HybridEngine::feeder(std::size_t m) {
     }
     if (taken.empty()) continue;
     State& s = members_[m];
+    s.last_work = Clock::now();
     const std::size_t backlog = s.backlog;
     s.backlog += bytes;
     if (s.idle > 0 && work_for_locked(m)) member_cv_[m].notify_one();  // more for another feeder

@@ -114,6 +114,10 @@ class HybridEngine final : public ChunkEngine {
     // at 0.67 with whole requests on the GPU (`--engine gpu`); member 0 is chosen only with an
     // inline slot free, so the callers on it stay bounded as on the shared path.
     std::size_t route_whole_max_bytes = 0;
+    // A fed member given no batch for this long gets the next routed one whatever the model says
+    // (with learn on): its estimate follows only the work it gets, and one taken under a load that
+    // has since gone would otherwise keep it idle for good.
+    std::chrono::milliseconds probe_after{100};
     // Where there are as many callers as inline slots or more (two at least), a caller that gets a
     // slot does its batch whole on member 0, and the fed members take only the batches of callers
     // waiting for one. Sharing a slot holder's batch there made its caller wait for a GPU's part,
@@ -164,6 +168,7 @@ class HybridEngine final : public ChunkEngine {
     std::size_t bytes = 0, parts = 0;
     std::size_t idle = 0;        // its feeders waiting for work
     bool retired = false;
+    std::chrono::steady_clock::time_point last_work;  // when it was last given a part or batch
   };
   // One caller's batch while it is shared. Lives on the caller's stack; guarded by mu_.
   struct Job {
@@ -223,7 +228,8 @@ class HybridEngine final : public ChunkEngine {
   // Runs ops on member m's engine, without the lock.
   CallOutcome call_member(std::size_t m, std::span<ChunkOp> ops, bool seal, bool timed);
   // The member that would finish a whole batch of `bytes` first by the model, among those that may
-  // take one now (member 0 only with a free inline slot); members_.size() for none. Lock held.
+  // take one now (member 0 only with a free inline slot), or an idle fed member due for a probe
+  // (Options::probe_after); members_.size() for none. Lock held.
   std::size_t route_whole_locked(std::size_t bytes) const;
   // Runs a whole batch on member m in this thread (taking and giving back an inline slot for member
   // 0), learning from it and retiring a fed member that fails (member 0 then redoes the batch).

@@ -413,6 +413,35 @@ TEST(HybridEngine, AWholeBatchSkipsAMemberBusyWithAnother) {
   expect_same_as_cpu(ref_b, b);
 }
 
+// A fed member whose estimate keeps it out of the routing (learned under a load that has gone) is
+// given a batch again after probe_after, and learns its real rate from it.
+TEST(HybridEngine, ARoutedMemberLeftIdleIsTriedAgain) {
+  CpuEngine cpu(2), reference(1);
+  RecordingEngine fed(false, std::chrono::microseconds(0));
+  HybridEngine::Options o;
+  o.inline_bytes = 16u << 10;
+  o.route_whole_max_bytes = 4u << 20;
+  o.probe_after = std::chrono::milliseconds(200);
+  // The fed member starts out looking 1000 times slower than member 0 (1 MB/s).
+  HybridEngine hybrid({{&cpu, "cpu", {2e-6, kGBps}}, {&fed, "fed", {1e-6, kGBps * 1000}}}, o);
+  const double start_cost = hybrid.stats()[1].cost.seconds_per_byte;
+  const auto lens = chunk_lengths(40, 16u << 10);
+  Batch first(101, lens, 1);
+  hybrid.seal(first.ops);
+  EXPECT_FALSE(fed.saw_any_of(first.keys)) << hybrid.describe();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  Batch ref(102, lens, 1), probe(102, lens, 1);
+  reference.seal(ref.ops);
+  hybrid.seal(probe.ops);
+  expect_same_as_cpu(ref, probe);
+  EXPECT_TRUE(fed.saw_any_of(probe.keys)) << "no probe after 300 ms: " << hybrid.describe();
+  EXPECT_LT(hybrid.stats()[1].cost.seconds_per_byte, start_cost) << hybrid.describe();
+  // Right after the probe, the model decides again.
+  Batch next(103, lens, 1);
+  hybrid.seal(next.ops);
+  EXPECT_FALSE(fed.saw_any_of(next.keys)) << hybrid.describe();
+}
+
 // A fed member that fails on a whole batch is retired; member 0 redoes the batch, and takes the
 // next ones.
 TEST(HybridEngine, AWholeBatchOnAFailingMemberIsRedoneOnTheFirst) {
