@@ -203,10 +203,6 @@ void HybridEngine::run(std::span<ChunkOp> ops, bool seal) {
   Caller caller(callers_);
   if (caller.alone && total <= options_.lone_inline_bytes) return seal ? first.seal(ops) : first.open(ops);
 
-  Job job;
-  job.ops = ops;
-  job.seal = seal;
-  job.bytes_left = total;
   std::unique_lock lock(mu_);
   if (!any_fed_member_locked()) {
     // Every fed member is retired: member 0 takes it all, and its share says so.
@@ -214,12 +210,8 @@ void HybridEngine::run(std::span<ChunkOp> ops, bool seal) {
     lock.unlock();
     return seal ? first.seal(ops) : first.open(ops);
   }
-  if (total <= options_.route_whole_max_bytes) {
-    const std::size_t m = route_whole_locked(total);
-    if (m < members_.size()) return run_whole(m, ops, seal, total, lock);
-    // No member can take it now (member 0 has no free slot, every fed member is retired): the
-    // caller queues for a slot below.
-  }
+  // A fed member is left (above), so the route always finds a member.
+  if (total <= options_.route_whole_max_bytes) return run_whole(route_whole_locked(total), ops, seal, total, lock);
   const std::size_t callers_now = callers_.load(std::memory_order_acquire);
   if (options_.saturated_callers_whole && free_slots_ > 0 && callers_now >= inline_slots_ && callers_now > 1) {
     // As many callers as inline slots, or more (and not a lone caller): member 0's work in the
@@ -227,24 +219,12 @@ void HybridEngine::run(std::span<ChunkOp> ops, bool seal) {
     // handed to a fed member would only add that member's round trip, long on a busy machine, to
     // this caller's wait (see Options::saturated_callers_whole). The caller does its batch whole;
     // the fed members take the batches of the callers that wait for a slot.
-    --free_slots_;
-    State& s = members_[0];
-    s.backlog += total;
-    lock.unlock();
-    std::exception_ptr error;
-    try {
-      seal ? first.seal(ops) : first.open(ops);
-    } catch (...) {
-      error = std::current_exception();
-    }
-    lock.lock();
-    s.backlog -= total;
-    s.bytes += total, ++s.parts;
-    release_slot_locked();
-    lock.unlock();
-    if (error) std::rethrow_exception(error);
-    return;
+    return run_whole(0, ops, seal, total, lock);
   }
+  Job job;
+  job.ops = ops;
+  job.seal = seal;
+  job.bytes_left = total;
   bool holds_slot = false, took_first = false;
   if (free_slots_ > 0) --free_slots_, holds_slot = job.caller_working = true;
   queue_.push_back(&job);

@@ -229,7 +229,7 @@ class HybridEngine final : public ChunkEngine {
   CallOutcome call_member(std::size_t m, std::span<ChunkOp> ops, bool seal, bool timed);
   // The member that would finish a whole batch of `bytes` first by the model, among those that may
   // take one now (member 0 only with a free inline slot), or an idle fed member due for a probe
-  // (Options::probe_after); members_.size() for none. Lock held.
+  // (Options::probe_after). Lock held, with a fed member not retired (so there is always one).
   std::size_t route_whole_locked(std::size_t bytes) const;
   // Runs a whole batch on member m in this thread (taking and giving back an inline slot for member
   // 0), learning from it and retiring a fed member that fails (member 0 then redoes the batch).

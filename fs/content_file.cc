@@ -536,6 +536,10 @@ int ContentFile::read_v2_locked(ChunkRange r, std::uint8_t* data, std::size_t ro
   const std::uint64_t base = layout_.base_offset();
   *got_header = false;
   const auto short_file = [&] { return corrupt("file is shorter than its size says (truncated underneath the mount?)"); };
+  const auto take_header = [&](const std::uint8_t* from_base) {  // the bytes read from the header on
+    std::memcpy(header, from_base, kFileHeaderBytes);
+    *got_header = true;
+  };
   if (layout_.is_inline(size_)) {
     // One chunk, its entry and its ciphertext in the header block: one read (from the header
     // on, when it is wanted too).
@@ -546,10 +550,7 @@ int ContentFile::read_v2_locked(ChunkRange r, std::uint8_t* data, std::size_t ro
     if (static_cast<std::uint64_t>(n) != to - from) return short_file();
     std::memcpy(meta, block.data() + (layout_.nonce_offset(0) - from), kChunkOverhead);
     std::memcpy(data, block.data() + (to - from - size_), size_);
-    if (header) {
-      std::memcpy(header, block.data(), kFileHeaderBytes);
-      *got_header = true;
-    }
+    if (header) take_header(block.data());
     return 0;
   }
   for (std::uint64_t a = r.first; a <= r.last;) {
@@ -573,10 +574,7 @@ int ContentFile::read_v2_locked(ChunkRange r, std::uint8_t* data, std::size_t ro
       if (got < 0) return static_cast<int>(got);
       if (static_cast<std::uint64_t>(got) != kV2BlockBytes + len) return short_file();
       std::memcpy(entries, block + (entries_at - block_at), n * kChunkOverhead);
-      if (want_header) {
-        std::memcpy(header, block, kFileHeaderBytes);
-        *got_header = true;
-      }
+      if (want_header) take_header(block);
     } else {
       // The entries (from the header on, when it is wanted: both lie in group 0's block).
       std::array<std::uint8_t, kV2BlockBytes> block;
@@ -585,10 +583,7 @@ int ContentFile::read_v2_locked(ChunkRange r, std::uint8_t* data, std::size_t ro
       if (got < 0) return static_cast<int>(got);
       if (static_cast<std::uint64_t>(got) != to - from) return short_file();
       std::memcpy(entries, block.data() + (entries_at - from), n * kChunkOverhead);
-      if (want_header) {
-        std::memcpy(header, block.data(), kFileHeaderBytes);
-        *got_header = true;
-      }
+      if (want_header) take_header(block.data());
       got = pread_data(data + at, len, room - at, data_at);
       if (got < 0) return static_cast<int>(got);
       if (static_cast<std::uint64_t>(got) != len) return short_file();

@@ -53,9 +53,8 @@ PathFd& PathFd::operator=(PathFd&& o) noexcept {
   fd_ = o.fd_;
   owned_ = o.owned_;
   err_ = o.err_;
-  has_fresh_ = o.has_fresh_;
   fresh_ = o.fresh_;
-  o.has_fresh_ = false;
+  o.fresh_.reset();
   o.table_ = nullptr;
   o.pinned_ = nullptr;
   o.fd_ = -1;
@@ -72,7 +71,7 @@ void PathFd::reset() {
   fd_ = -1;
   owned_ = false;
   err_ = -EBADF;
-  has_fresh_ = false;
+  fresh_.reset();
 }
 
 InodeTable::InodeTable(int root_fd, std::size_t fd_cache_limit, std::size_t dir_cache_limit)
@@ -618,10 +617,7 @@ PathFd InodeTable::file_path_fd(Inode& inode) {
           pin_cached_locked();
         } else {
           out = install_locked(inode, fd, true, to_close);
-          if (out.ok() && out.fd_ == fd) {  // the caller may use the fstat just taken
-            out.has_fresh_ = true;
-            out.fresh_ = fd_st;
-          }
+          if (out.ok() && out.fd_ == fd) out.fresh_ = fd_st;  // the caller may use the fstat just taken
         }
       } else if (!hard_error && attempt < 100 && (inode.changing > 0 || inode.names_gen != gen)) {
         // An unlink or rename of one of its names is under way or just happened: wait for it

@@ -135,7 +135,7 @@ class PathFd {
   // now (a file's descriptor opened by name is checked to be the inode it should be); nullptr
   // for a descriptor that was already open. A descriptor's inode never changes, so its type is
   // still the file's type (its size is not: see ContentFile's fstat after the open).
-  const struct stat* fresh_stat() const { return has_fresh_ ? &fresh_ : nullptr; }
+  const struct stat* fresh_stat() const { return fresh_ ? &*fresh_ : nullptr; }
 
  private:
   friend class InodeTable;
@@ -145,8 +145,7 @@ class PathFd {
   int fd_ = -1;
   bool owned_ = false;
   int err_ = -EBADF;
-  bool has_fresh_ = false;
-  struct stat fresh_ {};
+  std::optional<struct stat> fresh_;
 };
 
 class NameChange;
