@@ -346,7 +346,7 @@ int EncryptedFs::lookup_unnamed(fuse_ino_t ino, bool parent, fuse_entry_param* e
   // A descriptor of ino: the live inode's, or its backing file found again through its handle
   // (only handles we took ourselves, of files in CIPHERDIR, are ever opened).
   int fd = -1;
-  if (Inode* live = inodes_.find_id(ino)) {
+  if (auto live = inodes_.find_id(ino)) {
     PathFd pf = path_fd(*live);
     if (!pf.ok()) return pf.error();
     fd = ::fcntl(pf.get(), F_DUPFD_CLOEXEC, 0);

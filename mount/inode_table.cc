@@ -141,12 +141,26 @@ void InodeTable::index_locked(Inode& inode, const std::string* handle) {
   shard.map.emplace(inode.id, &inode);
 }
 
-Inode* InodeTable::find_id(std::uint64_t ino) {
-  if (ino == FUSE_ROOT_ID) return root_;
-  IdShard& shard = ids_[ino % kIdShards];
-  std::lock_guard lk(shard.mu);
-  auto it = shard.map.find(ino);
-  return it == shard.map.end() ? nullptr : it->second;
+InodeTable::HeldInode InodeTable::find_id(std::uint64_t ino) {
+  // Under mu_, which a FORGET's drop holds too (maybe_drop_locked): the inode found is either
+  // dropped already or held before it could be.
+  std::lock_guard lk(mu_);
+  Inode* found = root_;
+  if (ino != FUSE_ROOT_ID) {
+    IdShard& shard = ids_[ino % kIdShards];
+    std::lock_guard slk(shard.mu);
+    auto it = shard.map.find(ino);
+    if (it == shard.map.end()) return {};
+    found = it->second;
+  }
+  ++found->refs;
+  return {this, found};
+}
+
+void InodeTable::release(Inode& inode) {
+  Graveyard dead;  // destroyed outside the lock
+  std::lock_guard lk(mu_);
+  unref_locked(inode, dead);
 }
 
 std::optional<std::string> InodeTable::handle_of_id(std::uint64_t ino) {

@@ -195,8 +195,12 @@ class InodeTable {
   // same ID, and a forgotten ID is
   // found again through its backing handle. A new file under a reused inode number has another
   // backing handle, so it gets a new ID and old handles of the removed file stay stale.
-  // The live inode of ino, or nullptr.
-  Inode* find_id(std::uint64_t ino);
+  // The live inode of ino, held (see HeldInode), or an empty HeldInode. The kernel sends no
+  // request on a node it has forgotten, but a LOOKUP of "." names a node it no longer holds: a
+  // FORGET of that node may be on its way through another thread, so the inode is kept alive
+  // until the lookup is done with it.
+  class HeldInode;
+  HeldInode find_id(std::uint64_t ino);
   // The backing handle remembered for a node ID, or nullopt.
   std::optional<std::string> handle_of_id(std::uint64_t ino);
   // The inode of a file reached without a name (by handle, or as a directory's ".."): the live
@@ -246,6 +250,8 @@ class InodeTable {
   FdPool& pool_of(const Inode& inode) { return S_ISDIR(inode.type) ? dirs_ : files_; }
 
   void unpin(Inode& inode);
+  // Drops the ref a HeldInode took.
+  void release(Inode& inode);
   // A descriptor of the root or of an inode with a cached one, pinned (mu_ held).
   PathFd borrow_locked(Inode& inode);
   // Caches fd for inode, pinned (the caller's PathFd) or not. Where every cached descriptor is in
@@ -302,6 +308,25 @@ class InodeTable {
   // removes files faster than their FORGETs arrive. Beyond, a removed file's inode keeps none, and
   // a stat through a handle of it answers ESTALE. Under mu_.
   std::size_t orphans_ = 0;
+};
+
+// An inode kept alive (one of its refs) while this lives, whatever the kernel forgets meanwhile.
+class InodeTable::HeldInode {
+ public:
+  HeldInode() = default;
+  HeldInode(InodeTable* table, Inode* inode) : table_(table), inode_(inode) {}
+  HeldInode(HeldInode&& o) noexcept : table_(o.table_), inode_(o.inode_) { o.inode_ = nullptr; }
+  HeldInode& operator=(HeldInode&&) = delete;
+  HeldInode(const HeldInode&) = delete;
+  ~HeldInode() {
+    if (inode_) table_->release(*inode_);
+  }
+  explicit operator bool() const { return inode_ != nullptr; }
+  Inode& operator*() const { return *inode_; }
+
+ private:
+  InodeTable* table_ = nullptr;
+  Inode* inode_ = nullptr;
 };
 
 // See InodeTable::begin_change. Ends (unmarks) when it goes, whether or not the change happened.

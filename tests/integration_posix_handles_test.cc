@@ -116,5 +116,31 @@ TEST(PosixHandles, HandlesOpenTheRightFileAfterTheKernelForgetsIt) {
   EXPECT_EQ(read_file(v.path("d/sub/moved2")), "renamed later");
 }
 
+// Each close of a file opened by handle lets the kernel forget its node (the FORGET goes to the
+// daemon on one thread) while the next open by the same handle asks for "." on another: the
+// lookup found the node, the FORGET dropped it and closed its descriptor, and the lookup went on
+// with it (EBADF, which the kernel turns into ESTALE: a few times in 6000 opens on io_uring before the node
+// was held for the lookup).
+TEST(PosixHandles, AHandleOpenedOverAndOverWhileTheKernelForgetsItNeverGoesStale) {
+  if (::geteuid() != 0) GTEST_SKIP() << "open_by_handle_at and drop_caches need root";
+  MountedVault v;
+  ASSERT_EQ(::mkdir(v.path("d").c_str(), 0755), 0);
+  write_file(v.path("d/a"), "linked");
+  ASSERT_EQ(::link(v.path("d/a").c_str(), v.path("b").c_str()), 0);
+  auto h = handle_of(v.path("b"));
+  ASSERT_TRUE(h);
+  const int mount_fd = ::open(v.mountpoint().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(mount_fd, 0);
+  int failures = 0;
+  std::string first_failure;
+  for (int i = 0; i < 20000; ++i) {
+    if (i % 500 == 0) drop_kernel_caches();
+    const std::string got = read_by_handle(mount_fd, h.get());
+    if (got != "linked" && failures++ == 0) first_failure = "open " + std::to_string(i) + ": " + got;
+  }
+  ::close(mount_fd);
+  EXPECT_EQ(failures, 0) << first_failure;
+}
+
 }  // namespace
 }  // namespace gcfs::test
