@@ -66,7 +66,6 @@ class EncryptedFs {
   void create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi);
   void read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi);
   void write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::size_t size, off_t off, fuse_file_info* fi);
-  void flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
   void release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
   void fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi);
   void fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length, fuse_file_info* fi);

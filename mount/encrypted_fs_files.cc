@@ -160,6 +160,7 @@ void EncryptedFs::open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   auto* h = track(new FileHandle{&in, std::move(content), (fi->flags & O_APPEND) != 0 && !options_.writeback_cache});
   fi->fh = reinterpret_cast<std::uint64_t>(h);
   fi->keep_cache = 0;  // a fresh open rereads from us: the ciphertext is the truth
+  fi->noflush = 1;     // no FLUSH at close (mount/encrypted_fs_ops.cc says why)
   if (reply_open(req, fi) != 0) {  // O_DIRECT: parallel direct writes (mount/open_reply.h)
     untrack(h);
     delete h;
@@ -226,6 +227,7 @@ void EncryptedFs::finish_create(fuse_req_t req, Inode& in, int fd, const struct 
   auto* h = track(new FileHandle{&in, std::move(content), (fi->flags & O_APPEND) != 0 && !options_.writeback_cache});
   fi->fh = reinterpret_cast<std::uint64_t>(h);
   fi->keep_cache = 0;
+  fi->noflush = 1;
   // O_DIRECT: direct I/O as reply_open gives, so this handle does not hold the inode in cached
   // mode (which makes the kernel serialize every other handle's direct writes).
   if (fi->flags & O_DIRECT) fi->direct_io = 1;
@@ -310,11 +312,6 @@ void EncryptedFs::write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::si
   }
   if (n < 0) return (void)fuse_reply_err(req, static_cast<int>(-n));
   fuse_reply_write(req, static_cast<std::size_t>(n));
-}
-
-void EncryptedFs::flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
-  // Writes reach the ciphertext file before they are answered; nothing is buffered here.
-  fuse_reply_err(req, 0);
 }
 
 void EncryptedFs::release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {

@@ -31,8 +31,12 @@ fuse_lowlevel_ops make_operations() {
   o.write = [](fuse_req_t r, fuse_ino_t i, const char* b, size_t s, off_t off, fuse_file_info* fi) {
     fs_of(r).write(r, i, b, s, off, fi);
   };
-  o.flush = [](fuse_req_t r, fuse_ino_t i, fuse_file_info* fi) { fs_of(r).flush(r, i, fi); };
   o.release = [](fuse_req_t r, fuse_ino_t i, fuse_file_info* fi) { fs_of(r).release(r, i, fi); };
+  // No FLUSH. Every write reaches the ciphertext before it is answered, and POSIX locks stay in
+  // the kernel (no lock operations here), so a close has nothing to tell us: each open's reply
+  // says FOPEN_NOFLUSH, and where the kernel sends FLUSH all the same (the writeback cache, which
+  // it still flushes itself at close) the ENOSYS libfuse answers makes it stop for the mount. A
+  // round trip less per closed file: a quarter of the requests of reading a tree of small files.
   o.fsync = [](fuse_req_t r, fuse_ino_t i, int d, fuse_file_info* fi) { fs_of(r).fsync(r, i, d, fi); };
   o.fallocate = [](fuse_req_t r, fuse_ino_t i, int m, off_t off, off_t len, fuse_file_info* fi) {
     fs_of(r).fallocate(r, i, m, off, len, fi);
