@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "fs/log.h"
@@ -43,6 +44,12 @@ int EncryptedFs::read_entries(Inode& dir, DirHandle& h) {
       return -e;
     }
     if (n == 0) break;
+    // Room for this batch at once: growing the vector entry by entry reallocated it (a large
+    // block, each time the allocator consolidated what small ones had been freed) several times
+    // for every directory listed.
+    std::size_t in_batch = 0;
+    for (ssize_t off = 0; off < n; off += reinterpret_cast<const dirent64*>(buf + off)->d_reclen) ++in_batch;
+    h.entries.reserve(h.entries.size() + in_batch);
     for (ssize_t off = 0; off < n;) {
       const auto* e = reinterpret_cast<const dirent64*>(buf + off);
       off += e->d_reclen;
@@ -97,7 +104,20 @@ void EncryptedFs::readdir(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_
     at = path_fd(dir);
     if (!at.ok()) return (void)fuse_reply_err(req, -at.error());
   }
-  std::vector<char> buf(size);
+  // The reply is built in a buffer of the serving thread's own: a listing asks for 32 KiB at a
+  // time, and a fresh zeroed vector for each reply cost a large allocation (and the consolidation
+  // of the small blocks freed before it) per READDIRPLUS.
+  // Kept up to 128 KiB a thread; a larger request (a raised max_pages) gets one for itself.
+  thread_local std::vector<char> kept;
+  std::unique_ptr<char[]> large;
+  char* buf;
+  if (size <= 128 * 1024) {
+    if (kept.size() < size) kept.resize(size);
+    buf = kept.data();
+  } else {
+    large.reset(new char[size]);
+    buf = large.get();
+  }
   std::size_t used = 0;
   for (std::size_t i = static_cast<std::size_t>(off); i < h.entries.size(); ++i) {
     const auto& ent = h.entries[i];
@@ -107,7 +127,7 @@ void EncryptedFs::readdir(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_
       struct stat st {};
       st.st_ino = ent.ino;
       st.st_mode = static_cast<mode_t>(ent.type) << 12;
-      need = fuse_add_direntry(req, buf.data() + used, size - used, ent.name.c_str(), &st, next);
+      need = fuse_add_direntry(req, buf + used, size - used, ent.name.c_str(), &st, next);
       if (need > size - used) break;
     } else {
       fuse_entry_param e{};
@@ -127,7 +147,7 @@ void EncryptedFs::readdir(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_
         }
         counted = rc == 0;
       }
-      need = fuse_add_direntry_plus(req, buf.data() + used, size - used, ent.name.c_str(), &e, next);
+      need = fuse_add_direntry_plus(req, buf + used, size - used, ent.name.c_str(), &e, next);
       if (need > size - used) {
         if (counted) inodes_.forget(inode(e.ino), 1);
         break;
@@ -135,7 +155,7 @@ void EncryptedFs::readdir(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_
     }
     used += need;
   }
-  fuse_reply_buf(req, buf.data(), used);
+  fuse_reply_buf(req, buf, used);
 }
 
 void EncryptedFs::releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {

@@ -290,12 +290,19 @@ class InodeTable {
   // About 190 bytes a file (measured); at most this many (some 190 MB), then new files are not
   // remembered.
   static constexpr std::size_t kMaxRemembered = 1'000'000;
-  std::map<std::pair<dev_t, ino_t>, Remembered> remembered_;              // under mu_
+  // Keyed by the backing file's (st_dev, st_ino). Hashed, not ordered: a lookup of every entry
+  // of a large listing walked some twenty levels of a tree here, a cache miss each.
+  struct FileKeyHash {
+    std::size_t operator()(const std::pair<dev_t, ino_t>& k) const noexcept {
+      return std::hash<std::uint64_t>()(static_cast<std::uint64_t>(k.second) * 0x9E3779B97F4A7C15ull ^ k.first);
+    }
+  };
+  std::unordered_map<std::pair<dev_t, ino_t>, Remembered, FileKeyHash> remembered_;  // under mu_
   std::unordered_map<std::uint64_t, std::pair<dev_t, ino_t>> remembered_ids_;  // under mu_
 
   std::mutex mu_;
   std::condition_variable changed_;  // a NameChange ended
-  std::map<std::pair<dev_t, ino_t>, std::unique_ptr<Inode>> inodes_;
+  std::unordered_map<std::pair<dev_t, ino_t>, std::unique_ptr<Inode>, FileKeyHash> inodes_;
   std::unordered_map<Inode*, std::unique_ptr<Inode>> detached_;
   Inode* root_ = nullptr;
   // CIPHERDIR's path as it was at mount, for log messages: read once, not once per label (a

@@ -28,6 +28,18 @@ if (($(nproc) <= 4)); then
   export W1=${W1:-512} WP=${WP:-256} T=${T:-4} RS=${RS:-3}
 fi
 export FSLIST=${FSLIST:-"fuse gocryptfs securefs gcfs_auto gcfs_cpu"}
+# passthrough_hp (fuse, fuse_uring) holds a descriptor for every file the kernel knows: where the
+# descriptor limit is below the tree's entries it untars only part of it (EMFILE), and its tree
+# rows then time less work than the others. Say so before the run, not after.
+tree=/dev/shm/tree.tar
+if [[ " $FSLIST " == *" fuse"* ]]; then
+  entries=$( [[ -f $tree ]] && tar -tf "$tree" | wc -l || find /usr/include | wc -l)
+  if (($(ulimit -Hn) < entries + 1000)); then
+    echo "compare_peers: warning: the descriptor limit ($(ulimit -Hn)) is below the tree's $entries entries:" \
+         "passthrough_hp's tree rows (untar, stat, read, rm) will cover part of the tree only." \
+         "Put a smaller tree at $tree (compare.sh keeps one it finds there)." >&2
+  fi
+fi
 log=$out/compare.log
 echo "compare_peers: $(nproc) cpus, gpucryptfs $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'), log in $log" >&2
 "$tools/compare.sh" "$tools" | tee "$log"
