@@ -302,9 +302,15 @@ namespace {
 
 // The setid rule of one change applied to the open backing file fd; the caller's credentials are
 // read only when the file has a setid bit. True when the mode changed.
-bool apply_setid_rule(fuse_req_t req, int fd, const SetattrRequest& change, const char* what) {
+// seen (optional): the fstat taken, where it succeeded and the mode stayed as it was.
+bool apply_setid_rule(fuse_req_t req, int fd, const SetattrRequest& change, const char* what,
+                      std::optional<struct stat>* seen = nullptr) {
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !(st.st_mode & (S_ISUID | S_ISGID))) return false;
+  if (::fstat(fd, &st) != 0) return false;
+  if (!(st.st_mode & (S_ISUID | S_ISGID))) {
+    if (seen) *seen = st;
+    return false;
+  }
   const mode_t mode = mode_after_setattr(st.st_mode, st.st_gid, change, caller_creds(req));
   if (mode == (st.st_mode & 07777)) return false;
   if (::fchmod(fd, mode) != 0) {
@@ -325,10 +331,24 @@ void EncryptedFs::truncate_clears_setid(fuse_req_t req, fuse_ino_t ino, int fd) 
   if (apply_setid_rule(req, fd, truncate, "truncated")) attributes_changed(ino);
 }
 
-void EncryptedFs::write_clears_setid(fuse_req_t req, fuse_ino_t ino, int fd) {
+void EncryptedFs::write_clears_setid(fuse_req_t req, Inode& in, fuse_ino_t ino, int fd) {
+  // The kernel asks this for every write of a caller without CAP_FSETID, whatever the mode: a
+  // file seen without setid bits since it was opened (Inode::open_attr, which every attribute
+  // reply and SETATTR of the open file refreshes) has none to clear, and costs no fstat.
+  {
+    std::lock_guard lk(in.mu);
+    if (in.content && in.open_attr && !(in.open_attr->st_mode & (S_ISUID | S_ISGID))) return;
+  }
   SetattrRequest write;
   write.remove_privileges = true;  // what the kernel's own "remove privileges" SETATTR asks
-  if (apply_setid_rule(req, fd, write, "written")) attributes_changed(ino);
+  std::optional<struct stat> seen;
+  const bool changed = apply_setid_rule(req, fd, write, "written", &seen);
+  {
+    std::lock_guard lk(in.mu);
+    if (changed) in.open_attr.reset();  // its mode is the old one; the next fstat is kept
+    else if (seen && in.content && !in.open_attr) in.open_attr = std::make_unique<struct stat>(*seen);
+  }
+  if (changed) attributes_changed(ino);
 }
 
 std::string EncryptedFs::backing_handle(int dirfd, const char* entry) {

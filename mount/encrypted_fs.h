@@ -143,7 +143,7 @@ class EncryptedFs {
   // Clears what a truncate, or a write, by this caller clears of the setuid and setgid bits
   // (setid_rules.h) on the open backing file fd.
   void truncate_clears_setid(fuse_req_t req, fuse_ino_t ino, int fd);
-  void write_clears_setid(fuse_req_t req, fuse_ino_t ino, int fd);
+  void write_clears_setid(fuse_req_t req, Inode& in, fuse_ino_t ino, int fd);
   // The ciphertext path of an inode, for log messages.
   std::string label_of(Inode& inode) { return inodes_.label_of(inode); }
   // A descriptor of the inode for this call (InodeTable::path_fd): the only way to one, so no

@@ -299,7 +299,7 @@ void EncryptedFs::write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::si
   // and on buffered ones since INIT settled FUSE_HANDLE_KILLPRIV_V2 (mount/session_io.h), which
   // ends the GETXATTR of security.capability the kernel sent before every write. Done first, as a
   // local filesystem does; writeback of mapped pages never asks.
-  if (!fi->writepage && write_kills_suidgid()) write_clears_setid(req, ino, h->content->fd());
+  if (!fi->writepage && write_kills_suidgid()) write_clears_setid(req, *h->inode, ino, h->content->fd());
   ssize_t n;
   // Page-cache writeback (mapped pages) may arrive through any writable handle of the inode, an
   // O_APPEND one included: those bytes belong at their page's offset, never at the end.

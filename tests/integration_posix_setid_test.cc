@@ -86,6 +86,30 @@ TEST(PosixSetid, DirectWriteByOtherUserClearsSuidAndSgidLikeExt4) {
             "6777 -> 777 0:0\n2666 -> 2666 0:0\n6766 -> 2766 0:0\n4777 -> 777 0:0\n2676 -> 676 0:0\n");
 }
 
+// The daemon skips the mode check of a write when the open file was last seen without setid
+// bits (Inode::open_attr): a chmod that adds them while the file is open, between two writes,
+// must still be seen by the second. O_DIRECT writes, which the kernel only flags (see above); the
+// writer keeps the file open in between (descriptor 3), so what the daemon saw stays.
+TEST(PosixSetid, BitsAddedWhileTheWriterHoldsTheFileOpenAreClearedByItsNextWrite) {
+  GCFS_REQUIRE_PROGRAM("setpriv");
+  GCFS_REQUIRE_PROGRAM("mkfifo");
+  GCFS_REQUIRE_PROGRAM("dd");
+  MountedVault v(served_to_all());
+  open_to_others(v);
+  // The writer (nobody) writes once, says so through one FIFO, waits on another while root adds
+  // the bits, then writes again.
+  const std::string write = "dd if=/dev/zero of=f bs=4096 count=1 oflag=direct conv=notrunc status=none";
+  const std::string script =
+      "sync_dir=$(mktemp -d) && chmod 755 \"$sync_dir\" && mkfifo -m 666 \"$sync_dir/written\" \"$sync_dir/go\" || exit 1\n"
+      "mk f 0666; echo hello > f\n"
+      "$NB sh -c 'exec 3<f; " + write + " && echo 1 > \"$1/written\" && read x < \"$1/go\" && " + write +
+      "' sh \"$sync_dir\" &\n"
+      "read x < \"$sync_dir/written\"; echo \"before: $(m f)\"; chmod 6777 f; echo \"chmod: $(m f)\"\n"
+      "echo 1 > \"$sync_dir/go\"; wait $!; st=$?; echo \"after: $(m f) $st\"\n"
+      "rm -rf \"$sync_dir\"\n";
+  EXPECT_EQ(run_in(v, script), "before: 666 0:0\nchmod: 6777 0:0\nafter: 777 0:0 0\n");
+}
+
 TEST(PosixSetid, OwnerOutsideTheGroupLosesSgidOnWriteAndTruncate) {
   GCFS_REQUIRE_PROGRAM("setpriv");
   MountedVault v(served_to_all());
