@@ -60,9 +60,9 @@ bool any_chunk_is_hole(const std::uint8_t* p, std::size_t len, std::uint64_t dis
 
 }  // namespace
 
-ssize_t pread_full(int fd, void* buf, std::size_t len, std::uint64_t off) {
+ssize_t pread_full(int fd, void* buf, std::size_t len, std::uint64_t off, std::size_t enough) {
   std::size_t done = 0;
-  while (done < len) {
+  while (done < len && done < enough) {
     ssize_t n = ::pread(fd, static_cast<char*>(buf) + done, len - done, static_cast<off_t>(off + done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return -errno;
@@ -164,8 +164,10 @@ int ContentFile::direct_fd_for_read(const std::uint8_t* buf, std::size_t len, st
 
 ssize_t ContentFile::pread_data(std::uint8_t* buf, std::size_t len, std::size_t room, std::uint64_t off) {
   if (const int d = direct_fd_for_read(buf, len, room, off); d >= 0) {
-    // The last block may be partial: reading it whole stops at the end of the file.
-    const ssize_t n = pread_full(d, buf, direct_read_len(len), off);
+    // The last block may be partial: reading it whole stops at the end of the file. Once the len
+    // bytes wanted are in, a short read is that end: no second read to hear it again (one per
+    // file read to its end, whose last block is seldom whole).
+    const ssize_t n = pread_full(d, buf, direct_read_len(len), off, len);
     if (n >= 0) return std::min<ssize_t>(n, static_cast<ssize_t>(len));
     if (n != -EINVAL) return n;
     io_->fall_back(label_ + ": an O_DIRECT read failed with EINVAL");

@@ -24,10 +24,12 @@ EncryptedFs::FileHandle* handle_of(fuse_file_info* fi) { return reinterpret_cast
 
 // Reopens an inode's O_PATH descriptor for I/O (fs/safe_open.h). Only a regular file is ever
 // opened: a FIFO would block the worker and a device node would run its driver's open (-EUCLEAN
-// then, for the caller to report). The fstat that shows the type is the one the descriptor got
-// as it was opened, where it was opened just now (PathFd::fresh_stat): the open alone then.
+// then, for the caller to report). The type is the one the descriptor was checked to have as it
+// was opened (PathFd::known_type: just now, or when it was cached): the open alone then.
 int reopen_content(const PathFd& pf, int flags) {
-  OpenResult r = reopen_regular(pf.get(), flags, pf.fresh_stat());
+  struct stat known {};
+  known.st_mode = pf.known_type();
+  OpenResult r = reopen_regular(pf.get(), flags, known.st_mode ? &known : nullptr);
   return r ? r.fd.release() : -r.error;
 }
 

@@ -54,7 +54,9 @@ PathFd& PathFd::operator=(PathFd&& o) noexcept {
   owned_ = o.owned_;
   err_ = o.err_;
   fresh_ = o.fresh_;
+  type_ = o.type_;
   o.fresh_.reset();
+  o.type_ = 0;
   o.table_ = nullptr;
   o.pinned_ = nullptr;
   o.fd_ = -1;
@@ -72,6 +74,7 @@ void PathFd::reset() {
   owned_ = false;
   err_ = -EBADF;
   fresh_.reset();
+  type_ = 0;
 }
 
 InodeTable::InodeTable(int root_fd, std::size_t fd_cache_limit, std::size_t dir_cache_limit)
@@ -422,6 +425,7 @@ PathFd InodeTable::borrow_locked(Inode& inode) {
   out.table_ = this;
   out.pinned_ = &inode;
   out.fd_ = inode.cached_fd;
+  out.type_ = inode.type;  // what the descriptor was checked to be when it was cached
   return out;
 }
 

@@ -136,6 +136,10 @@ class PathFd {
   // for a descriptor that was already open. A descriptor's inode never changes, so its type is
   // still the file's type (its size is not: see ContentFile's fstat after the open).
   const struct stat* fresh_stat() const { return fresh_ ? &*fresh_ : nullptr; }
+  // The file type of a descriptor the table keeps (S_IFREG, S_IFDIR, ...), 0 where unknown: every
+  // cached descriptor was checked to be its inode's type as it was opened, and a descriptor's
+  // inode never changes, so reopening it needs no fstat to know it is a regular file.
+  mode_t known_type() const { return fresh_ ? (fresh_->st_mode & S_IFMT) : type_; }
 
  private:
   friend class InodeTable;
@@ -146,6 +150,7 @@ class PathFd {
   bool owned_ = false;
   int err_ = -EBADF;
   std::optional<struct stat> fresh_;
+  mode_t type_ = 0;
 };
 
 class NameChange;
