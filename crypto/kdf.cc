@@ -25,14 +25,21 @@ SecretBytes scrypt(std::string_view password, std::span<const std::uint8_t> salt
   return out;
 }
 
-SecretBytes hkdf_sha256(std::span<const std::uint8_t> key, std::span<const std::uint8_t> salt,
-                        std::span<const std::uint8_t> info, std::size_t out_len) {
-  // Fetched once: the provider lookup cost more than the derivation itself, which runs for every
-  // file opened or created (its content key).
+namespace {
+
+// Fetched once: the provider lookup cost more than the derivation itself.
+EVP_KDF* hkdf() {
   static const std::unique_ptr<EVP_KDF, decltype(&EVP_KDF_free)> kdf(EVP_KDF_fetch(nullptr, "HKDF", nullptr),
                                                                       EVP_KDF_free);
   if (!kdf) throw std::runtime_error("OpenSSL has no HKDF");
-  std::unique_ptr<EVP_KDF_CTX, decltype(&EVP_KDF_CTX_free)> ctx(EVP_KDF_CTX_new(kdf.get()), EVP_KDF_CTX_free);
+  return kdf.get();
+}
+
+}  // namespace
+
+SecretBytes hkdf_sha256(std::span<const std::uint8_t> key, std::span<const std::uint8_t> salt,
+                        std::span<const std::uint8_t> info, std::size_t out_len) {
+  std::unique_ptr<EVP_KDF_CTX, decltype(&EVP_KDF_CTX_free)> ctx(EVP_KDF_CTX_new(hkdf()), EVP_KDF_CTX_free);
   char digest[] = "SHA256";
   OSSL_PARAM params[5];
   int i = 0;
@@ -46,6 +53,30 @@ SecretBytes hkdf_sha256(std::span<const std::uint8_t> key, std::span<const std::
   if (!ctx || EVP_KDF_derive(ctx.get(), out.data(), out.size(), params) != 1)
     throw std::runtime_error("HKDF-SHA256 derivation failed");
   return out;
+}
+
+SaltedHkdf::SaltedHkdf(std::span<const std::uint8_t> key, std::string_view info) : ctx_(EVP_KDF_CTX_new(hkdf())) {
+  char digest[] = "SHA256";
+  OSSL_PARAM params[] = {
+      OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, digest, 0),
+      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, const_cast<std::uint8_t*>(key.data()), key.size()),
+      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, const_cast<char*>(info.data()), info.size()),
+      OSSL_PARAM_construct_end()};
+  if (!ctx_ || EVP_KDF_CTX_set_params(ctx_, params) != 1) {
+    EVP_KDF_CTX_free(ctx_);  // wipes the key it was given
+    throw std::runtime_error("HKDF-SHA256 setup failed");
+  }
+}
+
+SaltedHkdf::~SaltedHkdf() { EVP_KDF_CTX_free(ctx_); }
+
+void SaltedHkdf::derive(std::span<const std::uint8_t> salt, std::span<std::uint8_t> out) const {
+  // Only the salt changes: OpenSSL replaces it and keeps the key, the info and the digest.
+  OSSL_PARAM params[] = {
+      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_SALT, const_cast<std::uint8_t*>(salt.data()), salt.size()),
+      OSSL_PARAM_construct_end()};
+  std::lock_guard lk(mu_);
+  if (EVP_KDF_derive(ctx_, out.data(), out.size(), params) != 1) throw std::runtime_error("HKDF-SHA256 derivation failed");
 }
 
 }  // namespace gcfs

@@ -21,6 +21,8 @@ SecretKey<N> derive(std::span<const std::uint8_t> master, std::span<const std::u
   return out;
 }
 
+constexpr std::string_view kContentInfo = "gpucryptfs v1 content AES-256-GCM";
+
 }  // namespace
 
 KeyRing::KeyRing(std::span<const std::uint8_t> master_key) {
@@ -30,10 +32,14 @@ KeyRing::KeyRing(std::span<const std::uint8_t> master_key) {
   blob_ = derive<32>(master_.bytes, {}, "gpucryptfs v1 metadata AES-256-GCM");
   journal_ = derive<32>(master_.bytes, {}, "gpucryptfs v1 journal records HMAC-SHA256");
   reverse_ = derive<32>(master_.bytes, {}, "gpucryptfs v1 reverse derivations HMAC-SHA256");
+  content_kdf_ = std::make_unique<SaltedHkdf>(master_.bytes, kContentInfo);
 }
 
 ChunkKey KeyRing::content_key(const FileId& file_id) const {
-  return derive<kChunkKeyBytes>(master_.bytes, file_id, "gpucryptfs v1 content AES-256-GCM");
+  // HKDF(master, salt = file ID, info = kContentInfo), as derive<> would give it.
+  ChunkKey key;
+  content_kdf_->derive(file_id, key.bytes);
+  return key;
 }
 
 }  // namespace gcfs

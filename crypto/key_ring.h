@@ -4,9 +4,11 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <span>
 
 #include "crypto/chunk_engine.h"
+#include "crypto/kdf.h"
 #include "crypto/secret.h"
 
 namespace gcfs {
@@ -37,6 +39,8 @@ class KeyRing {
 
  private:
   SecretKey<kMasterKeyBytes> master_;
+  // content_key's derivation, set up once (a file's key is derived at every open).
+  std::unique_ptr<SaltedHkdf> content_kdf_;
   NamesKey names_;
   BlobKey blob_;
   JournalKey journal_;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <random>
 #include <set>
+#include <thread>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -295,6 +296,31 @@ TEST(KeyRing, DistinctKeysPerFileAndPurpose) {
   FileId id{};
   EXPECT_NE(other.content_key(id), keys.content_key(id));
   EXPECT_NE(other.names_key(), keys.names_key());
+}
+
+// content_key reuses one OpenSSL context for every file (only the salt changes): each key is still
+// the HKDF of its own file ID, one derivation after another and from several threads at once.
+TEST(KeyRing, ContentKeysFromOneSharedContextAreEachFilesOwn) {
+  const Bytes master = test_master(12);
+  const KeyRing keys(master);
+  constexpr int kThreads = 4, kEach = 200;
+  std::vector<int> wrong(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(100 + t);
+      for (int i = 0; i < kEach; ++i) {
+        FileId id{};
+        for (auto& b : id) b = static_cast<std::uint8_t>(rng());
+        const ChunkKey k = keys.content_key(id);
+        if (Bytes(k.bytes.begin(), k.bytes.end()) !=
+            derive(master, Bytes(id.begin(), id.end()), "gpucryptfs v1 content AES-256-GCM", 32))
+          ++wrong[t];
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(wrong[t], 0) << "thread " << t;
 }
 
 TEST(KeyRing, RejectsMasterKeyOfWrongSize) {
