@@ -445,28 +445,37 @@ void EncryptedFs::forget_multi(fuse_req_t req, std::size_t count, fuse_forget_da
 }
 
 void EncryptedFs::getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  Inode& in = inode(ino);
   struct stat st {};
-  int rc;
+  if (const int rc = attr_of(inode(ino), fi, &st); rc < 0) return (void)fuse_reply_err(req, -rc);
+  fuse_reply_attr(req, &st, options_.attr_timeout);
+}
+
+int EncryptedFs::attr_of(Inode& in, fuse_file_info* fi, struct stat* st) {
   // A file open now: its content descriptor will do, with or without the caller's handle (the
   // kernel asks without one before a chown, and after each write).
   const HeldContent held = !fi && S_ISREG(in.type) ? hold_open_content(in) : HeldContent();
   if (held || (fi && S_ISREG(in.type))) {
     const int fd = held ? held->fd() : reinterpret_cast<FileHandle*>(fi->fh)->content->fd();
-    if (::fstat(fd, &st) != 0) return (void)fuse_reply_err(req, errno);
-    rc = plain_attr(in, &st, -1, "");
-  } else {
-    PathFd pf = path_fd(in);
-    if (!pf.ok()) return (void)fuse_reply_err(req, -pf.error());
-    if (::fstatat(pf.get(), "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return (void)fuse_reply_err(req, errno);
-    rc = plain_attr(in, &st, pf.get(), "");
+    if (::fstat(fd, st) != 0) return -errno;
+    return plain_attr(in, st, -1, "");
   }
+  PathFd pf = path_fd(in);
+  if (!pf.ok()) return pf.error();
+  if (::fstatat(pf.get(), "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return -errno;
+  return plain_attr(in, st, pf.get(), "");
+}
+
+void EncryptedFs::setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int valid, fuse_file_info* fi) {
+  struct stat st {};
+  Inode& in = inode(ino);
+  int rc = change_attr(req, in, attr, valid, &st);
+  // change_attr's answer for what it leaves to GETATTR: the attributes as they are.
+  if (rc == kAnswerAsGetattr) rc = attr_of(in, fi, &st);
   if (rc < 0) return (void)fuse_reply_err(req, -rc);
   fuse_reply_attr(req, &st, options_.attr_timeout);
 }
 
-void EncryptedFs::setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int valid, fuse_file_info* fi) {
-  Inode& in = inode(ino);
+int EncryptedFs::change_attr(fuse_req_t req, Inode& in, struct stat* attr, int valid, struct stat* out) {
   // The mtime alone (with the ctime, which no call can set) of an open regular file: what the
   // kernel's writeback cache sends after each written file, most often just before the caller sets
   // the times itself. Kept until the last close (Inode::pending_mtime): one backing call less per
@@ -475,18 +484,15 @@ void EncryptedFs::setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int
     std::unique_lock lk(in.mu);
     if (in.content && in.open_count > 0) {
       in.pending_mtime = attr->st_mtim;
-      if (!in.open_attr) {
-        lk.unlock();
-        return getattr(req, ino, fi);
-      }
-      struct stat st = *in.open_attr;
-      st.st_mtim = attr->st_mtim;
+      if (!in.open_attr) return kAnswerAsGetattr;
+      *out = *in.open_attr;
+      out->st_mtim = attr->st_mtim;
       std::shared_ptr<ContentFile> content = in.content;
       lk.unlock();
       const std::int64_t size = content->plain_size();
-      if (size < 0) return (void)fuse_reply_err(req, static_cast<int>(-size));
-      st.st_size = size;
-      return (void)fuse_reply_attr(req, &st, options_.attr_timeout);
+      if (size < 0) return static_cast<int>(size);
+      out->st_size = size;
+      return 0;
     }
   }
   // Times alone for a regular file whose last name is gone and that nobody holds open: what the
@@ -496,11 +502,8 @@ void EncryptedFs::setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int
   constexpr int kTimes = FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW |
                          FUSE_SET_ATTR_CTIME;
   if (S_ISREG(in.type) && (valid & ~kTimes) == 0 && inodes_.nameless(in)) {
-    std::unique_lock lk(in.mu);
-    if (!in.content) {
-      lk.unlock();
-      return getattr(req, ino, nullptr);
-    }
+    std::lock_guard lk(in.mu);
+    if (!in.content) return kAnswerAsGetattr;
   }
   // A file open now is reached through its content descriptor, which every call below takes as
   // well as an O_PATH one (chmod through its /proc link, the *at calls with AT_EMPTY_PATH): no
@@ -509,12 +512,12 @@ void EncryptedFs::setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int
   PathFd pf;
   if (!held) {
     pf = path_fd(in);
-    if (!pf.ok()) return (void)fuse_reply_err(req, -pf.error());
+    if (!pf.ok()) return pf.error();
   }
   const int fd = held ? held->fd() : pf.get();
   const std::string proc = "/proc/self/fd/" + std::to_string(fd);
   const bool is_link = S_ISLNK(in.type);
-  if ((valid & FUSE_SET_ATTR_MODE) && is_link) return (void)fuse_reply_err(req, EOPNOTSUPP);
+  if ((valid & FUSE_SET_ATTR_MODE) && is_link) return -EOPNOTSUPP;
   // The setuid and setgid bits this request leaves (setid_rules.h); the caller's credentials are
   // read only when some bit is at stake.
   SetattrRequest change;
@@ -530,7 +533,7 @@ void EncryptedFs::setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int
   struct stat before {};
   const bool have_before = change.mode || change.owner || change.size || change.remove_privileges;
   if (have_before)
-    if (::fstatat(fd, "", &before, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return (void)fuse_reply_err(req, errno);
+    if (::fstatat(fd, "", &before, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return -errno;
   bool changed = false;  // a backing call below changed the file: its attributes are read again
   const mode_t at_stake = (before.st_mode | (change.mode ? change.new_mode : 0)) & (S_ISUID | S_ISGID);
   std::optional<mode_t> new_mode;
@@ -544,27 +547,27 @@ void EncryptedFs::setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int
                        ((valid & FUSE_SET_ATTR_GID) && attr->st_gid != before.st_gid))) {
     uid_t uid = (valid & FUSE_SET_ATTR_UID) ? attr->st_uid : static_cast<uid_t>(-1);
     gid_t gid = (valid & FUSE_SET_ATTR_GID) ? attr->st_gid : static_cast<gid_t>(-1);
-    if (::fchownat(fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return (void)fuse_reply_err(req, errno);
+    if (::fchownat(fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return -errno;
     changed = true;
   }
   if (valid & FUSE_SET_ATTR_SIZE) {
-    if (!S_ISREG(in.type)) return (void)fuse_reply_err(req, S_ISDIR(in.type) ? EISDIR : EINVAL);
+    if (!S_ISREG(in.type)) return S_ISDIR(in.type) ? -EISDIR : -EINVAL;
     std::shared_ptr<ContentFile> content;
     int rc = acquire_content(in, true, &content);
     if (rc == 0) {
       rc = content->truncate(static_cast<std::uint64_t>(attr->st_size));
       release_content(in);
     }
-    if (rc < 0) return (void)fuse_reply_err(req, -rc);
+    if (rc < 0) return rc;
     changed = true;
   }
   // After the chown: the backing filesystem's own chown clears bits that may have to stay.
   if (new_mode && (change.mode || *new_mode != (before.st_mode & 07777) || change.owner)) {
-    if (::chmod(proc.c_str(), *new_mode) != 0) return (void)fuse_reply_err(req, errno);
+    if (::chmod(proc.c_str(), *new_mode) != 0) return -errno;
     changed = true;
   }
   if (change.mode && (S_ISREG(in.type) || S_ISDIR(in.type)))
-    if (int rc = chmod_acl(proc, *new_mode, in); rc < 0) return (void)fuse_reply_err(req, -rc);
+    if (int rc = chmod_acl(proc, *new_mode, in); rc < 0) return rc;
   if (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME)) {
     timespec tv[2];
     tv[0].tv_sec = 0;
@@ -584,17 +587,14 @@ void EncryptedFs::setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int
     // AT_EMPTY_PATH works on O_PATH descriptors of symlinks too, where /proc paths would follow.
     int r = ::utimensat(fd, "", tv, AT_EMPTY_PATH);
     if (r != 0 && errno == EINVAL && !is_link) r = ::utimensat(AT_FDCWD, proc.c_str(), tv, 0);
-    if (r != 0) return (void)fuse_reply_err(req, errno);
+    if (r != 0) return -errno;
     changed = true;
   }
-  (void)fi;
   // The attributes now, through the descriptor at hand (as getattr would, with a second one); where
   // nothing was changed (a chown to the owner the file has), those read before are still them.
-  struct stat st = before;
-  if ((changed || !have_before) && ::fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0)
-    return (void)fuse_reply_err(req, errno);
-  if (const int rc = plain_attr(in, &st, fd, ""); rc < 0) return (void)fuse_reply_err(req, -rc);
-  fuse_reply_attr(req, &st, options_.attr_timeout);
+  *out = before;
+  if ((changed || !have_before) && ::fstatat(fd, "", out, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return -errno;
+  return plain_attr(in, out, fd, "");
 }
 
 void EncryptedFs::readlink(fuse_req_t req, fuse_ino_t ino) {

@@ -108,6 +108,15 @@ class EncryptedFs {
   // is read through readlinkat(fd, name)). An impossible ciphertext size is logged and -EIO, with
   // st_size set to 0.
   int plain_attr(Inode& inode, struct stat* st, int fd, const char* name);
+  // The work of GETATTR and SETATTR: 0 with the plaintext attributes in *st, or -errno. The reply
+  // is sent by the caller, after these have returned: an open file's content they hold
+  // (hold_open_content) is let go here, and once the kernel has a reply it may close the file and
+  // forget the inode, whose FORGET another thread then serves (a release after the reply once
+  // freed the inode under it).
+  int attr_of(Inode& in, fuse_file_info* fi, struct stat* st);
+  // change_attr's 1 (kAnswerAsGetattr): nothing to change on the backing file, answer as GETATTR.
+  int change_attr(fuse_req_t req, Inode& in, struct stat* attr, int valid, struct stat* st);
+  static constexpr int kAnswerAsGetattr = 1;
   // Gives newly created entries to the requesting user when the daemon runs as root: fd when the
   // caller holds the new file open (so nothing swapped in under its name is given away), else
   // entry in dirfd.
