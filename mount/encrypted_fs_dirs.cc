@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -46,10 +47,10 @@ int EncryptedFs::read_entries(Inode& dir, DirHandle& h) {
     if (n == 0) break;
     // Room for this batch at once: growing the vector entry by entry reallocated it (a large
     // block, each time the allocator consolidated what small ones had been freed) several times
-    // for every directory listed.
-    std::size_t in_batch = 0;
-    for (ssize_t off = 0; off < n; off += reinterpret_cast<const dirent64*>(buf + off)->d_reclen) ++in_batch;
-    h.entries.reserve(h.entries.size() + in_batch);
+    // for every directory listed. No record is shorter than its header and a one-byte name,
+    // rounded to 8: that many at most, without a second walk of the batch to count them.
+    constexpr std::size_t kMinRecord = (offsetof(dirent64, d_name) + 2 + 7) / 8 * 8;
+    h.entries.reserve(h.entries.size() + static_cast<std::size_t>(n) / kMinRecord);
     for (ssize_t off = 0; off < n;) {
       const auto* e = reinterpret_cast<const dirent64*>(buf + off);
       off += e->d_reclen;

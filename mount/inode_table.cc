@@ -53,9 +53,7 @@ PathFd& PathFd::operator=(PathFd&& o) noexcept {
   fd_ = o.fd_;
   owned_ = o.owned_;
   err_ = o.err_;
-  fresh_ = o.fresh_;
   type_ = o.type_;
-  o.fresh_.reset();
   o.type_ = 0;
   o.table_ = nullptr;
   o.pinned_ = nullptr;
@@ -73,7 +71,6 @@ void PathFd::reset() {
   fd_ = -1;
   owned_ = false;
   err_ = -EBADF;
-  fresh_.reset();
   type_ = 0;
 }
 
@@ -431,6 +428,7 @@ PathFd InodeTable::borrow_locked(Inode& inode) {
 
 PathFd InodeTable::install_locked(Inode& inode, int fd, bool pinned, std::vector<int>& to_close) {
   PathFd out;
+  out.type_ = inode.type;  // every caller checked fd to be the inode's type as it opened it
   FdPool& pool = pool_of(inode);
   evict_locked(pool, pool.limit - 1, to_close);
   if (pool.count < pool.limit) {
@@ -582,7 +580,6 @@ PathFd InodeTable::file_path_fd(Inode& inode) {
       gen = inode.names_gen;
     }
     int fd = -1;
-    struct stat fd_st {};  // fd's fstat, taken as it was opened
     bool hard_error = false;  // out of descriptors, permissions: not a question of names
     failures.clear();
     for (const auto& n : names) {
@@ -620,7 +617,6 @@ PathFd InodeTable::file_path_fd(Inode& inode) {
         continue;
       }
       fd = f;
-      fd_st = st;
       break;
     }
     Graveyard dead;
@@ -635,7 +631,6 @@ PathFd InodeTable::file_path_fd(Inode& inode) {
           pin_cached_locked();
         } else {
           out = install_locked(inode, fd, true, to_close);
-          if (out.ok() && out.fd_ == fd) out.fresh_ = fd_st;  // the caller may use the fstat just taken
         }
       } else if (!hard_error && attempt < 100 && (inode.changing > 0 || inode.names_gen != gen)) {
         // An unlink or rename of one of its names is under way or just happened: wait for it

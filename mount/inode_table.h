@@ -131,15 +131,10 @@ class PathFd {
   int error() const { return err_; }
   // /proc/self/fd/N: for the calls that take only paths (chmod, xattrs, reopening).
   std::string proc_path() const { return "/proc/self/fd/" + std::to_string(fd_); }
-  // The fstat of this descriptor that the call which handed it out took as it opened it, just
-  // now (a file's descriptor opened by name is checked to be the inode it should be); nullptr
-  // for a descriptor that was already open. A descriptor's inode never changes, so its type is
-  // still the file's type (its size is not: see ContentFile's fstat after the open).
-  const struct stat* fresh_stat() const { return fresh_ ? &*fresh_ : nullptr; }
-  // The file type of a descriptor the table keeps (S_IFREG, S_IFDIR, ...), 0 where unknown: every
-  // cached descriptor was checked to be its inode's type as it was opened, and a descriptor's
-  // inode never changes, so reopening it needs no fstat to know it is a regular file.
-  mode_t known_type() const { return fresh_ ? (fresh_->st_mode & S_IFMT) : type_; }
+  // The file type of a descriptor the table hands out (S_IFREG, S_IFDIR, ...), 0 where unknown:
+  // every descriptor it opens by name is checked to be its inode's type as it is opened, and a
+  // descriptor's inode never changes, so reopening it needs no fstat to know it is a regular file.
+  mode_t known_type() const { return type_; }
 
  private:
   friend class InodeTable;
@@ -149,7 +144,6 @@ class PathFd {
   int fd_ = -1;
   bool owned_ = false;
   int err_ = -EBADF;
-  std::optional<struct stat> fresh_;
   mode_t type_ = 0;
 };
 
