@@ -201,9 +201,9 @@ struct Batch {
   bool any_staged_out = true;
   // Every op direct both ways and 4-byte aligned: the kernel can move the data itself.
   bool all_direct = false;
-  // Poll for the result before sleeping: only while one request alone uses the engine, whose
-  // latency the poll shortens. With other callers about, batches are gathered and callers have
-  // company: a poll there only burns a core per leader, so they sleep until the GPU signals.
+  // Poll for the result before sleeping: while one request alone uses the engine, or the batch is
+  // small and the callers few (GpuOptions::spin_batch_bytes). With many callers, batches are
+  // gathered and a poll would only take a core from them, so leaders sleep until the GPU signals.
   bool spin = false;
   // Pieces of more than one caller's request.
   bool gathered = false;
@@ -230,6 +230,8 @@ bool write_combined_upload_is_faster() {
 }
 
 void report_default(const std::string& m) { std::fprintf(stderr, "gpucryptfs: %s\n", m.c_str()); }
+
+std::atomic<std::uint64_t> g_launches{0}, g_pieces{0}, g_requests{0};  // gpu_launch_counters()
 
 class GpuEngine final : public ChunkEngine {
  public:
@@ -342,6 +344,7 @@ class GpuEngine final : public ChunkEngine {
     std::unique_lock lock(mu_);
     req.pending = pieces.size();
     ++active_requests_;
+    if (req.pending) g_requests.fetch_add(1, std::memory_order_relaxed);
     for (auto& p : pieces) queue_.push_back(p);
     cv_.notify_all();  // leaders waiting for company (maybe_gather)
     while (req.pending > 0 || !mine.empty()) {
@@ -467,7 +470,7 @@ class GpuEngine final : public ChunkEngine {
         ++it;
       }
     }
-    b.spin = active_requests_ == 1;
+    b.spin = active_requests_ == 1 || (bytes <= options_.spin_batch_bytes && active_requests_ <= 2 * slots_.size());
     for (const auto& p : b.pieces) b.gathered = b.gathered || p.request != b.pieces.front().request;
     return b;
   }
@@ -519,6 +522,8 @@ class GpuEngine final : public ChunkEngine {
           ++launches_ == options_.inject_failure_at_batch)
         throw CudaError("injected failure", cudaErrorUnknown);
       ++s.batches;
+      g_launches.fetch_add(1, std::memory_order_relaxed);
+      g_pieces.fetch_add(b.pieces.size(), std::memory_order_relaxed);
       b.ops.clear();
       std::uint64_t blocks = 0;
       for (auto& p : b.pieces)
@@ -850,6 +855,11 @@ class GpuEngine final : public ChunkEngine {
 }  // namespace gpu
 
 bool gpu_support_compiled() { return true; }
+
+GpuLaunchCounters gpu_launch_counters() {
+  return {gpu::g_launches.load(std::memory_order_relaxed), gpu::g_pieces.load(std::memory_order_relaxed),
+          gpu::g_requests.load(std::memory_order_relaxed)};
+}
 
 int gpu_numa_node(int device) {
   char bus_id[32] = {};

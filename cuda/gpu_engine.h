@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -37,9 +38,17 @@ struct GpuOptions {
   // "auto" (fine-grained for batches too small to fill the GPU, coarse otherwise), "coarse", "fine".
   std::string kernel = "auto";
   // How long a caller polls for its batch before sleeping until the GPU signals, while it is the
-  // engine's only caller: polling answers a lone small request sooner. With other callers about,
-  // batches are gathered and callers sleep at once (a poll there only burns a core).
+  // engine's only caller (polling answers a lone small request sooner) or its batch is small (see
+  // spin_batch_bytes). Otherwise batches are gathered and leaders sleep at once.
   std::chrono::microseconds spin{100};
+  // A batch this small is also polled for (up to `spin`) while the engine has no more callers
+  // than twice its streams: it takes the GPU about as long as waking a thread that slept on it
+  // (about 30 us on the H100 machine), so a leader that sleeps doubles its round trip. Measured
+  // there with 128 KiB requests (2026-11-26): 2 callers 3.5-4.0 to 7.3-7.5 GB/s, 8 callers 8.3-9.5
+  // to 11.2-12.0, at 0.25-0.35 CPU s/GB either way. With 32 callers polling leaders took cores
+  // the callers needed and kept batches small (10-11 GB/s against 12.3-13.4), and batches of 1 MiB
+  // and more gained nothing: there leaders sleep. 0: poll only for a lone caller.
+  std::size_t spin_batch_bytes = 256u << 10;
   // Where GPU errors are reported (the batch itself is redone on the fallback engine). Empty:
   // stderr. The filesystem passes its log.
   std::function<void(const std::string&)> on_error;
@@ -69,6 +78,15 @@ struct GpuOptions {
 
 // True when this binary contains the CUDA kernels.
 bool gpu_support_compiled();
+
+// What every gpu engine of this process has launched so far (for benchmarks: requests per launch
+// is what batching achieved).
+struct GpuLaunchCounters {
+  std::uint64_t launches = 0;  // batches sent to a GPU
+  std::uint64_t pieces = 0;    // request pieces those batches carried
+  std::uint64_t requests = 0;  // calls of seal or open that reached the GPU's queue
+};
+GpuLaunchCounters gpu_launch_counters();
 
 // The GPUs this process can use. When there are none, *why_none (if given) says why in words a
 // user can act on ("built without CUDA", "no CUDA driver", "no device").

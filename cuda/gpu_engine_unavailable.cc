@@ -7,6 +7,8 @@
 namespace gcfs {
 
 bool gpu_support_compiled() { return false; }
+
+GpuLaunchCounters gpu_launch_counters() { return {}; }
 int gpu_numa_node(int) { return -1; }
 bool bind_thread_near_gpu(int) { return false; }
 

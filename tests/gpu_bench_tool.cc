@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 #include <span>
 #include <string>
@@ -51,10 +52,20 @@ void throughput(ChunkEngine& e, const std::string& label, std::size_t chunk, std
   c.request_bytes = request;
   c.concurrency = conc;
   c.min_seconds = secs;
+  const GpuLaunchCounters before = gpu_launch_counters();
   const auto r = measure_throughput(e, c);
-  emit({std::string("throughput_") + to_string(op), label,
-        "chunk=" + kib(chunk) + " req=" + kib(request) + " threads=" + std::to_string(conc), r.gb_per_s, "GB/s",
-        r.cpu_seconds_per_gb});
+  const GpuLaunchCounters after = gpu_launch_counters();
+  std::string detail = "chunk=" + kib(chunk) + " req=" + kib(request) + " threads=" + std::to_string(conc);
+  // How well the gpu engine batched: requests that reached its queue per launch (cut requests
+  // count once, their pieces apart).
+  if (after.launches > before.launches) {
+    char per[64];
+    std::snprintf(per, sizeof per, " requests/launch=%.1f pieces/launch=%.1f",
+                  static_cast<double>(after.requests - before.requests) / static_cast<double>(after.launches - before.launches),
+                  static_cast<double>(after.pieces - before.pieces) / static_cast<double>(after.launches - before.launches));
+    detail += per;
+  }
+  emit({std::string("throughput_") + to_string(op), label, detail, r.gb_per_s, "GB/s", r.cpu_seconds_per_gb});
 }
 
 void latency(ChunkEngine& e, const std::string& label, std::size_t request, std::size_t chunk,
@@ -106,7 +117,7 @@ int run_shapes(const std::vector<int>& devices, double secs, const std::string& 
   for (const auto& g : gpus)
     std::printf("gpu %d: %s, PCI %s, NUMA node %d\n", g.index, g.name.c_str(), g.pci_bus_id.c_str(), g.numa_node);
   CpuEngine cpu_all(0);
-  std::unique_ptr<EngineSet> gpu_set, fed_set, auto_set;
+  std::unique_ptr<EngineSet> gpu_set, old_set, fed_set, auto_set;
   if (!gpus.empty()) {
     EngineOptions go;
     go.name = "gpu";
@@ -115,6 +126,12 @@ int run_shapes(const std::vector<int>& devices, double secs, const std::string& 
     gpu_set = std::make_unique<EngineSet>(go);
     std::printf("%s\n", gpu_set->description().c_str());
     verify_engine_against_cpu(gpu_set->engine(), 65536);
+    if (!engines.empty() && wanted("gpunospin")) {  // leaders poll only when alone (GpuOptions::spin_batch_bytes)
+      EngineOptions oo = go;
+      oo.gpu.spin_batch_bytes = 0;
+      old_set = std::make_unique<EngineSet>(oo);
+      verify_engine_against_cpu(old_set->engine(), 65536);
+    }
     EngineOptions fo = go;
     fo.gpu_feeders = true;  // the trial variant: batches launched by feeder threads, not by callers
     fed_set = std::make_unique<EngineSet>(fo);
@@ -132,14 +149,21 @@ int run_shapes(const std::vector<int>& devices, double secs, const std::string& 
     std::size_t chunk, request;
     int callers;
   };
-  for (const Shape& sh : {Shape{65536, 16u << 20, 8}, Shape{65536, 128u << 10, 32}, Shape{65536, 16u << 20, 4},
-                          Shape{65536, 1u << 20, 16}}) {
+  // The last four run only where --only names them: fewer callers of 128 KiB, where waiting for
+  // company must not cost, and small requests.
+  const std::size_t kIssueShapes = 4;
+  const Shape all_shapes[] = {{65536, 16u << 20, 8}, {65536, 128u << 10, 32}, {65536, 16u << 20, 4}, {65536, 1u << 20, 16},
+                              {65536, 128u << 10, 2}, {65536, 128u << 10, 8}, {4096, 4096, 32}, {4096, 4096, 8}};
+  for (std::size_t si = 0; si < std::size(all_shapes); ++si) {
+    const Shape& sh = all_shapes[si];
     const std::string name = std::to_string(sh.callers) + "x" +
                              (sh.request >= (1u << 20) ? std::to_string(sh.request >> 20) + "M" : std::to_string(sh.request >> 10) + "K");
-    if (!only.empty() && ("," + only + ",").find("," + name + ",") == std::string::npos) continue;
+    const bool named = ("," + only + ",").find("," + name + ",") != std::string::npos;
+    if (only.empty() ? si >= kIssueShapes : !named) continue;
     for (BenchOp op : {BenchOp::Seal, BenchOp::Open}) {
       if (wanted("cpu")) throughput(cpu_all, "cpu", sh.chunk, sh.request, sh.callers, op, secs);
       if (gpu_set && wanted("gpu")) throughput(gpu_set->engine(), "gpu" + tag, sh.chunk, sh.request, sh.callers, op, secs);
+      if (old_set) throughput(old_set->engine(), "gpunospin" + tag, sh.chunk, sh.request, sh.callers, op, secs);
       if (fed_set && wanted("gpufed")) throughput(fed_set->engine(), "gpufed" + tag, sh.chunk, sh.request, sh.callers, op, secs);
       if (auto_set && wanted("auto")) throughput(auto_set->engine(), "auto" + tag, sh.chunk, sh.request, sh.callers, op, secs);
     }
