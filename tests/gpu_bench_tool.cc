@@ -55,15 +55,14 @@ void throughput(ChunkEngine& e, const std::string& label, std::size_t chunk, std
   const GpuLaunchCounters before = gpu_launch_counters();
   const auto r = measure_throughput(e, c);
   const GpuLaunchCounters after = gpu_launch_counters();
-  std::string detail = "chunk=" + kib(chunk) + " req=" + kib(request) + " threads=" + std::to_string(conc);
-  // How well the gpu engine batched: requests that reached its queue per launch (cut requests
-  // count once, their pieces apart).
+  const std::string detail = "chunk=" + kib(chunk) + " req=" + kib(request) + " threads=" + std::to_string(conc);
+  // How well the gpu engine batched: calls that reached its queue, and the pieces they were cut
+  // into, per launch (on a line of its own: the CSV rows pair engines by their detail).
   if (after.launches > before.launches) {
-    char per[64];
-    std::snprintf(per, sizeof per, " requests/launch=%.1f pieces/launch=%.1f",
-                  static_cast<double>(after.requests - before.requests) / static_cast<double>(after.launches - before.launches),
-                  static_cast<double>(after.pieces - before.pieces) / static_cast<double>(after.launches - before.launches));
-    detail += per;
+    const auto launches = static_cast<double>(after.launches - before.launches);
+    std::printf("batching %s %s %s: %.1f requests and %.1f pieces per launch\n", to_string(op), label.c_str(),
+                detail.c_str(), static_cast<double>(after.requests - before.requests) / launches,
+                static_cast<double>(after.pieces - before.pieces) / launches);
   }
   emit({std::string("throughput_") + to_string(op), label, detail, r.gb_per_s, "GB/s", r.cpu_seconds_per_gb});
 }
