@@ -47,15 +47,13 @@ EngineCost calibrate(ChunkEngine& e, const std::string& label, std::string* how)
 // GPU's lone 4 KiB round trip plus bytes over its rate on a lone 1 MiB batch, against bytes over
 // one thread's rate on a lone 64 KiB batch. A few milliseconds.
 //
-// Never under kMinGpuBatch: the model compares lone batches, and with several callers at once a
-// batch of 128 KiB is both slower and dearer on the GPU. Measured on the H100 (2026-11-26): the
+// The caller keeps batches under HybridEngine::Options::inline_bytes on the cpu engine whatever
+// this says, as auto does: the model compares lone batches, and with several callers at once a
+// 128 KiB batch is both slower and dearer on the GPU. Measured on the H100 (2026-11-26): the
 // model put the line at 77 to 144 KiB from mount to mount (one thread's rate read 2.2 to 3.7 GB/s),
 // right at the 128 KiB of random reads; sent to the GPU, 8 threads of them read 4.8 to 5.0 GB/s at
 // 260 daemon CPU ticks per GB, against 7.3 to 8.0 GB/s at 180 on the CPU (18 to 20 GB/s with 16
-// threads, where the GPU stayed under 6); at the engine, 8 callers of 128 KiB cost the GPU 0.35 to
-// 0.40 CPU s/GB and the cpu engine about 0.3. From 1 MiB the GPU costs a tenth of the CPU's.
-constexpr std::size_t kMinGpuBatch = 256u << 10;
-
+// threads, where the GPU stayed under 6). From 1 MiB the GPU costs a tenth of the CPU's.
 std::size_t crossover_bytes(ChunkEngine& cpu, ChunkEngine& gpu, std::string* how) {
   constexpr std::size_t kCap = 1u << 20;
   const double gpu_4k = lone_seconds(gpu, 4096, 30), gpu_1m = lone_seconds(gpu, 1u << 20, 20),
@@ -138,12 +136,13 @@ EngineSet::EngineSet(const EngineOptions& o) {
     if (o.small_batches_on_cpu) {
       std::string how;
       const std::size_t crossover = crossover_bytes(*cpu_, *gpus_.back(), &how);
-      const std::size_t below = std::max(crossover, kMinGpuBatch);
+      const std::size_t small = HybridEngine::Options{}.inline_bytes;  // what auto keeps on the CPU too
+      const std::size_t below = std::max(crossover, small);
       router_ = std::make_unique<SizeRoutedEngine>(*cpu_, *gpus_.back(), below);
       active_ = router_.get();
       description_ += "; batches under " + std::to_string(below >> 10) + " KiB on the cpu engine (one thread " +
                       "finishes a lone batch sooner than the GPU's round trip under " + std::to_string(crossover >> 10) +
-                      " KiB, measured at start: " + how + "; under " + std::to_string(kMinGpuBatch >> 10) +
+                      " KiB, measured at start: " + how + "; under " + std::to_string(small >> 10) +
                       " KiB, several at once cost the GPU more CPU per GB than the cpu engine)";
     }
     return;
