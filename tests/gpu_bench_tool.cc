@@ -116,7 +116,7 @@ int run_shapes(const std::vector<int>& devices, double secs, const std::string& 
   for (const auto& g : gpus)
     std::printf("gpu %d: %s, PCI %s, NUMA node %d\n", g.index, g.name.c_str(), g.pci_bus_id.c_str(), g.numa_node);
   CpuEngine cpu_all(0);
-  std::unique_ptr<EngineSet> gpu_set, old_set, fed_set, auto_set;
+  std::unique_ptr<EngineSet> gpu_set, nospin_set, fed_set, auto_set;
   if (!gpus.empty()) {
     EngineOptions go;
     go.name = "gpu";
@@ -128,8 +128,8 @@ int run_shapes(const std::vector<int>& devices, double secs, const std::string& 
     if (!engines.empty() && wanted("gpunospin")) {  // leaders poll only when alone (GpuOptions::spin_batch_bytes)
       EngineOptions oo = go;
       oo.gpu.spin_batch_bytes = 0;
-      old_set = std::make_unique<EngineSet>(oo);
-      verify_engine_against_cpu(old_set->engine(), 65536);
+      nospin_set = std::make_unique<EngineSet>(oo);
+      verify_engine_against_cpu(nospin_set->engine(), 65536);
     }
     EngineOptions fo = go;
     fo.gpu_feeders = true;  // the trial variant: batches launched by feeder threads, not by callers
@@ -148,8 +148,8 @@ int run_shapes(const std::vector<int>& devices, double secs, const std::string& 
     std::size_t chunk, request;
     int callers;
   };
-  // The last four run only where --only names them: fewer callers of 128 KiB, where waiting for
-  // company must not cost, and small requests.
+  // The last four run only where --only names them: fewer callers of 128 KiB, where leaders poll
+  // (GpuOptions::spin_batch_bytes), and small requests.
   const std::size_t kIssueShapes = 4;
   const Shape all_shapes[] = {{65536, 16u << 20, 8}, {65536, 128u << 10, 32}, {65536, 16u << 20, 4}, {65536, 1u << 20, 16},
                               {65536, 128u << 10, 2}, {65536, 128u << 10, 8}, {4096, 4096, 32}, {4096, 4096, 8}};
@@ -162,7 +162,7 @@ int run_shapes(const std::vector<int>& devices, double secs, const std::string& 
     for (BenchOp op : {BenchOp::Seal, BenchOp::Open}) {
       if (wanted("cpu")) throughput(cpu_all, "cpu", sh.chunk, sh.request, sh.callers, op, secs);
       if (gpu_set && wanted("gpu")) throughput(gpu_set->engine(), "gpu" + tag, sh.chunk, sh.request, sh.callers, op, secs);
-      if (old_set) throughput(old_set->engine(), "gpunospin" + tag, sh.chunk, sh.request, sh.callers, op, secs);
+      if (nospin_set) throughput(nospin_set->engine(), "gpunospin" + tag, sh.chunk, sh.request, sh.callers, op, secs);
       if (fed_set && wanted("gpufed")) throughput(fed_set->engine(), "gpufed" + tag, sh.chunk, sh.request, sh.callers, op, secs);
       if (auto_set && wanted("auto")) throughput(auto_set->engine(), "auto" + tag, sh.chunk, sh.request, sh.callers, op, secs);
     }
