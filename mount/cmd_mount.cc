@@ -248,8 +248,12 @@ int cmd_mount(int argc, char** argv) {
       f.ops = &mount::EncryptedFs::operations();
       f.tmpfile_as_create = true;  // EncryptedFs::create makes O_TMPFILE files
       f.kills_setid_on_write = true;  // EncryptedFs::write honours FUSE_WRITE_KILL_SUIDGID
+      f.direct_read = &mount::EncryptedFs::direct_read;
+      f.direct_write = &mount::EncryptedFs::direct_write;
       if (idle.count()) {
         f.ops = mount::IdleWatch::counting(f.ops);
+        f.direct_read = mount::IdleWatch::counting(f.direct_read);
+        f.direct_write = mount::IdleWatch::counting(f.direct_write);
         rv->idle = std::make_unique<mount::IdleWatch>(idle, [mp = mo.mountpoint] { return mount::IdleWatch::unmount(mp); });
       }
       f.userdata = rv->fs.get();

@@ -65,6 +65,14 @@ class EncryptedFs {
   void open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
   void create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi);
   void read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi);
+  // READ without libfuse (FuseFilesystem::direct_read; self: the EncryptedFs): the same work as
+  // read, its bytes at *data, or -errno.
+  static long direct_read(void* self, std::uint64_t fh, std::uint64_t off, std::size_t size, unsigned char* room,
+                          std::size_t room_bytes, const unsigned char** data);
+  // WRITE without libfuse, when the setid bits need not go (FuseFilesystem::direct_write): the
+  // bytes written, or -errno.
+  static long direct_write(void* self, std::uint64_t fh, std::uint64_t off, const unsigned char* data, std::size_t size,
+                           bool writepage);
   void write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::size_t size, off_t off, fuse_file_info* fi);
   void release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
   void fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi);

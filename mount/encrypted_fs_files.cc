@@ -286,12 +286,19 @@ void EncryptedFs::create_tmpfile(fuse_req_t req, fuse_ino_t parent, mode_t mode,
 void EncryptedFs::read(fuse_req_t req, fuse_ino_t, std::size_t size, off_t off, fuse_file_info* fi) {
   // Replies straight from the buffer the chunks were opened into: no copy on our side. Over
   // io_uring that buffer is the ring entry's payload itself, where the chunks fit there.
-  const std::uint8_t* data = nullptr;
+  const unsigned char* data = nullptr;
   std::size_t room_bytes = 0;
   unsigned char* room = reply_room(&room_bytes);
-  ssize_t n = handle_of(fi)->content->read_view(static_cast<std::uint64_t>(off), size, &data, room, room_bytes);
+  const long n = direct_read(this, fi->fh, static_cast<std::uint64_t>(off), size, room, room_bytes, &data);
   if (n < 0) return (void)fuse_reply_err(req, static_cast<int>(-n));
   fuse_reply_buf(req, reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
+}
+
+long EncryptedFs::direct_read(void*, std::uint64_t fh, std::uint64_t off, std::size_t size, unsigned char* room,
+                              std::size_t room_bytes, const unsigned char** data) {
+  fuse_file_info fi{};
+  fi.fh = fh;
+  return handle_of(&fi)->content->read_view(off, size, data, room, room_bytes);
 }
 
 void EncryptedFs::write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::size_t size, off_t off, fuse_file_info* fi) {
@@ -302,18 +309,22 @@ void EncryptedFs::write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::si
   // ends the GETXATTR of security.capability the kernel sent before every write. Done first, as a
   // local filesystem does; writeback of mapped pages never asks.
   if (!fi->writepage && write_kills_suidgid()) write_clears_setid(req, *h->inode, ino, h->content->fd());
-  ssize_t n;
+  const long n = direct_write(this, fi->fh, static_cast<std::uint64_t>(off), in, size, fi->writepage != 0);
+  if (n < 0) return (void)fuse_reply_err(req, static_cast<int>(-n));
+  fuse_reply_write(req, static_cast<std::size_t>(n));
+}
+
+long EncryptedFs::direct_write(void*, std::uint64_t fh, std::uint64_t off, const unsigned char* data, std::size_t size,
+                               bool writepage) {
+  fuse_file_info fi{};
+  fi.fh = fh;
+  FileHandle* h = handle_of(&fi);
   // Page-cache writeback (mapped pages) may arrive through any writable handle of the inode, an
   // O_APPEND one included: those bytes belong at their page's offset, never at the end.
   // An append finds the end and writes there under one lock in ContentFile, so that no other
   // write growing the file in between is overwritten.
-  if (h->append && !fi->writepage) {
-    n = h->content->append(in, size);
-  } else {
-    n = h->content->write(static_cast<std::uint64_t>(off), in, size);
-  }
-  if (n < 0) return (void)fuse_reply_err(req, static_cast<int>(-n));
-  fuse_reply_write(req, static_cast<std::size_t>(n));
+  if (h->append && !writepage) return h->content->append(data, size);
+  return h->content->write(off, data, size);
 }
 
 void EncryptedFs::release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {

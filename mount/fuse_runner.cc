@@ -208,6 +208,9 @@ std::optional<Failure> serve(const MountOptions& o, const std::function<FuseFile
     io.max_request = max_request;
     io.tmpfile_as_create = fs.tmpfile_as_create;
     io.killpriv_v2 = fs.kills_setid_on_write;
+    io.direct_read = fs.direct_read;
+    io.direct_write = fs.direct_write;
+    io.direct_ctx = fs.userdata;
     if (const int rc = install_session_io(se.get(), fuse_fd, io); rc != 0)
       return Failure{1, std::string("cannot take over the FUSE session's I/O: ") + std::strerror(-rc)};
     // Logged before the parent hears "ok": whoever ran `mount` finds the serving pid in the log

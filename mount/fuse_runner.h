@@ -17,6 +17,7 @@
 
 #include "crypto/chunk_engine.h"
 #include "crypto/errors.h"
+#include "mount/session_io.h"
 #include "mount/transport.h"
 
 struct fuse_lowlevel_ops;
@@ -59,6 +60,10 @@ struct FuseFilesystem {
   // FUSE_HANDLE_KILLPRIV_V2, which ends the kernel's GETXATTR of security.capability before every
   // write.
   bool kills_setid_on_write = false;
+  // READs and WRITEs answered without libfuse's parsing and bookkeeping (mount/session_io.h),
+  // with userdata as ctx; they must do what ops->read and ops->write do. Optional.
+  SessionIoOptions::DirectRead direct_read = nullptr;
+  SessionIoOptions::DirectWrite direct_write = nullptr;
   // Called once no request can run any more (every serving thread has stopped), before the
   // transport's memory, the session and keep_alive are torn down, which can take seconds (GPU
   // contexts, page-locked buffers): what a remount right after the unmount waits for (the vault's

@@ -19,6 +19,8 @@ namespace {
 std::atomic<std::uint64_t> g_requests{0};
 std::atomic<std::int64_t> g_open{0};
 fuse_lowlevel_ops g_inner{};
+SessionIoOptions::DirectRead g_inner_direct_read = nullptr;
+SessionIoOptions::DirectWrite g_inner_direct_write = nullptr;
 fuse_lowlevel_ops g_counting{};
 
 // One wrapper per operation, generated from the member's own type: it counts, then calls the
@@ -105,6 +107,24 @@ std::chrono::milliseconds parse_duration(const std::string& option, const std::s
   }
   if (total < 1 || total > 365.0L * 24 * 3'600'000) throw bad();
   return std::chrono::milliseconds(static_cast<long long>(total));
+}
+
+SessionIoOptions::DirectRead IdleWatch::counting(SessionIoOptions::DirectRead inner) {
+  g_inner_direct_read = inner;
+  return [](void* ctx, std::uint64_t fh, std::uint64_t off, std::size_t size, unsigned char* room,
+            std::size_t room_bytes, const unsigned char** data) -> long {
+    g_requests.fetch_add(1, std::memory_order_relaxed);
+    return g_inner_direct_read(ctx, fh, off, size, room, room_bytes, data);
+  };
+}
+
+SessionIoOptions::DirectWrite IdleWatch::counting(SessionIoOptions::DirectWrite inner) {
+  g_inner_direct_write = inner;
+  return [](void* ctx, std::uint64_t fh, std::uint64_t off, const unsigned char* data, std::size_t size,
+            bool writepage) -> long {
+    g_requests.fetch_add(1, std::memory_order_relaxed);
+    return g_inner_direct_write(ctx, fh, off, data, size, writepage);
+  };
 }
 
 const fuse_lowlevel_ops* IdleWatch::counting(const fuse_lowlevel_ops* inner) {

@@ -18,6 +18,8 @@
 #include <string>
 #include <thread>
 
+#include "mount/session_io.h"
+
 struct fuse_lowlevel_ops;
 
 namespace gcfs::mount {
@@ -31,6 +33,9 @@ class IdleWatch {
   // The table the daemon should serve with: inner's operations, counted. One per process (the
   // counts are the daemon's); inner must outlive the mount.
   static const fuse_lowlevel_ops* counting(const fuse_lowlevel_ops* inner);
+  // The same for the READs and WRITEs answered outside the table (FuseFilesystem::direct_read).
+  static SessionIoOptions::DirectRead counting(SessionIoOptions::DirectRead inner);
+  static SessionIoOptions::DirectWrite counting(SessionIoOptions::DirectWrite inner);
 
   // Checks the counts until destroyed; after `idle` without use, calls unmount once (again after
   // another `idle` when it returned false: the mount was busy).

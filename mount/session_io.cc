@@ -19,6 +19,7 @@ namespace {
 SessionIoOptions g_options;
 InitOutcome g_init;
 fuse_session* g_session = nullptr;
+int g_fd = -1;  // the session's /dev/fuse descriptor
 
 thread_local RingReplySink* t_sink = nullptr;
 thread_local std::size_t t_receive_capacity = 0;
@@ -82,6 +83,7 @@ int install_session_io(fuse_session* se, int fd, const SessionIoOptions& options
   g_options = options;
   g_init = InitOutcome{};
   g_session = se;
+  g_fd = fd;
   fuse_custom_io io{};
   io.read = read_request;
   io.writev = write_reply;
@@ -122,6 +124,60 @@ bool rewrite_tmpfile_as_create(void* request, std::size_t bytes) {
   return true;
 }
 
+namespace {
+
+// The reply to a request answered here: through the ring entry it came on, else /dev/fuse.
+void send_direct_reply(RingReplySink* sink, iovec* iov, int count) {
+  if (sink) {
+    (void)sink->take_reply(iov, count);
+  } else {
+    (void)::writev(g_fd, iov, count);  // ENOENT: the request was interrupted; nothing to do
+  }
+}
+
+// A READ answered without libfuse: fuse_read_in in, fuse_out_header and the data out, the same
+// bytes fuse_reply_buf and fuse_reply_err send. False: not one to answer here (too short to be
+// a READ), and libfuse takes it.
+bool answer_read_directly(const fuse_in_header& in, const fuse_buf& buf, RingReplySink* sink) {
+  fuse_read_in arg;
+  if (buf.size < sizeof in + sizeof arg || in.len < sizeof in + sizeof arg) return false;
+  std::memcpy(&arg, static_cast<const unsigned char*>(buf.mem) + sizeof in, sizeof arg);
+  std::size_t room_bytes = 0;
+  unsigned char* room = sink ? sink->room(&room_bytes) : nullptr;
+  const unsigned char* data = nullptr;
+  const long n = g_options.direct_read(g_options.direct_ctx, arg.fh, arg.offset, arg.size, room, room_bytes, &data);
+  fuse_out_header out{};
+  out.unique = in.unique;
+  iovec iov[2] = {{&out, sizeof out}, {const_cast<unsigned char*>(data), n > 0 ? static_cast<std::size_t>(n) : 0}};
+  out.error = n < 0 ? static_cast<std::int32_t>(n) : 0;
+  out.len = static_cast<std::uint32_t>(sizeof out + iov[1].iov_len);
+  send_direct_reply(sink, iov, n > 0 ? 2 : 1);
+  return true;
+}
+
+// A WRITE the same way (fuse_write_in and its data in, fuse_write_out out). False for one that
+// asks for the setid bits to go, or whose data is not all there (libfuse takes those).
+bool answer_write_directly(const fuse_in_header& in, const fuse_buf& buf, RingReplySink* sink) {
+  fuse_write_in arg;
+  if (buf.size < sizeof in + sizeof arg || in.len < sizeof in + sizeof arg) return false;
+  const auto* p = static_cast<const unsigned char*>(buf.mem);
+  std::memcpy(&arg, p + sizeof in, sizeof arg);
+  if ((arg.write_flags & FUSE_WRITE_KILL_SUIDGID) || arg.size > buf.size - sizeof in - sizeof arg) return false;
+  const long n = g_options.direct_write(g_options.direct_ctx, arg.fh, arg.offset, p + sizeof in + sizeof arg, arg.size,
+                                        (arg.write_flags & FUSE_WRITE_CACHE) != 0);
+  fuse_out_header out{};
+  out.unique = in.unique;
+  fuse_write_out wout{};
+  wout.size = n > 0 ? static_cast<std::uint32_t>(n) : 0;
+  iovec iov[2] = {{&out, sizeof out}, {&wout, sizeof wout}};
+  out.error = n < 0 ? static_cast<std::int32_t>(n) : 0;
+  out.len = static_cast<std::uint32_t>(sizeof out + (n >= 0 ? sizeof wout : 0));
+  send_direct_reply(sink, iov, n >= 0 ? 2 : 1);
+  return true;
+}
+
+}  // namespace
+
 void dispatch_request(fuse_session* se, const fuse_buf& buf, RingReplySink* sink) {
   // The one place where a request is looked at before libfuse parses it: INIT's offers are noted,
   // a WRITE's flags kept for its handler (write_kills_suidgid), and FUSE_TMPFILE, which libfuse
@@ -129,6 +185,8 @@ void dispatch_request(fuse_session* se, const fuse_buf& buf, RingReplySink* sink
   fuse_in_header in;
   if (buf.mem && buf.size >= sizeof in) {
     std::memcpy(&in, buf.mem, sizeof in);
+    if (in.opcode == FUSE_READ && g_options.direct_read && answer_read_directly(in, buf, sink)) return;
+    if (in.opcode == FUSE_WRITE && g_options.direct_write && answer_write_directly(in, buf, sink)) return;
     if (in.opcode == FUSE_WRITE) {
       t_write_flags = write_flags_of(buf.mem, buf.size);
     } else if (in.opcode == FUSE_INIT) {

@@ -33,6 +33,19 @@ struct SessionIoOptions {
   // a filesystem whose write handler clears the setid bits when write_kills_suidgid() says so,
   // and whose setattr, open(O_TRUNC) and fallocate apply the setid rules themselves.
   bool killpriv_v2 = false;
+  // READs answered here, without libfuse (see dispatch_request); null: libfuse parses them too.
+  // Returns the bytes at *data, or -errno; room (room_bytes long, may be null) is where the
+  // reply's body goes when the request came on a ring (reply_room()).
+  using DirectRead = long (*)(void* ctx, std::uint64_t fh, std::uint64_t off, std::size_t size, unsigned char* room,
+                              std::size_t room_bytes, const unsigned char** data);
+  DirectRead direct_read = nullptr;
+  // WRITEs answered here, the same way, except those that ask for the setid bits to go
+  // (FUSE_WRITE_KILL_SUIDGID: libfuse takes those, see write_kills_suidgid). writepage: the
+  // kernel's writeback of cached pages (FUSE_WRITE_CACHE). Returns the bytes written or -errno.
+  using DirectWrite = long (*)(void* ctx, std::uint64_t fh, std::uint64_t off, const unsigned char* data,
+                               std::size_t size, bool writepage);
+  DirectWrite direct_write = nullptr;
+  void* direct_ctx = nullptr;  // both functions' ctx
 };
 
 // What INIT settled, read from the reply that went to the kernel.
@@ -61,7 +74,13 @@ class RingReplySink {
   virtual unsigned char* room(std::size_t* bytes) = 0;
 };
 
-// Hands one request (as /dev/fuse delivers it) to libfuse. While it runs, a reply on this thread
+// Hands one request (as /dev/fuse delivers it) to libfuse, or, for a READ or WRITE with
+// direct_read or direct_write set, answers it itself: libfuse 3.14 takes its session-wide mutex twice for every request (to keep
+// its list of requests that an INTERRUPT may name) and allocates one; with 16 threads of random
+// 4 KiB reads, that mutex was about 15% of the daemon's time, in futex sleeps (H100 machine).
+// A READ or WRITE needs neither: the daemon never aborts one, so an INTERRUPT naming it finds
+// nothing, and libfuse answers it with EAGAIN on its next request, which the kernel drops once
+// the request is answered. While it runs, a reply on this thread
 // to `sink`'s request goes to the sink (may be null: replies go to /dev/fuse).
 // FUSE_TMPFILE (with tmpfile_as_create) is rewritten in place into a CREATE whose flags carry
 // __O_TMPFILE, so libfuse parses it and its reply (fuse_entry_out + fuse_open_out, the same as
