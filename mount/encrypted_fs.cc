@@ -18,6 +18,7 @@
 #include "mount/encrypted_fs_handles.h"
 #include "mount/fd_limit.h"
 #include "mount/session_io.h"
+#include "mount/tsan_handover.h"
 
 namespace gcfs::mount {
 
@@ -70,6 +71,7 @@ EncryptedFs::~EncryptedFs() {
 EncryptedFs::FileHandle* EncryptedFs::track(FileHandle* h) {
   std::lock_guard lk(handles_mu_);
   open_files_.insert(h);
+  handover_release(h);  // to the READs and WRITEs answered outside libfuse (mount/tsan_handover.h)
   return h;
 }
 
@@ -80,6 +82,7 @@ EncryptedFs::DirHandle* EncryptedFs::track(DirHandle* h) {
 }
 
 void EncryptedFs::untrack(FileHandle* h) {
+  handover_acquire(h);  // from the last READ or WRITE on it, before it goes
   std::lock_guard lk(handles_mu_);
   open_files_.erase(h);
 }

@@ -14,6 +14,7 @@
 #include "fs/safe_open.h"
 #include "mount/encrypted_fs.h"
 #include "mount/session_io.h"
+#include "mount/tsan_handover.h"
 #include "mount/encrypted_fs_handles.h"
 #include "mount/open_reply.h"
 
@@ -298,7 +299,11 @@ long EncryptedFs::direct_read(void*, std::uint64_t fh, std::uint64_t off, std::s
                               std::size_t room_bytes, const unsigned char** data) {
   fuse_file_info fi{};
   fi.fh = fh;
-  return handle_of(&fi)->content->read_view(off, size, data, room, room_bytes);
+  FileHandle* h = handle_of(&fi);
+  handover_acquire(h);
+  const long n = h->content->read_view(off, size, data, room, room_bytes);
+  handover_release(h);
+  return n;
 }
 
 void EncryptedFs::write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::size_t size, off_t off, fuse_file_info* fi) {
@@ -323,8 +328,10 @@ long EncryptedFs::direct_write(void*, std::uint64_t fh, std::uint64_t off, const
   // O_APPEND one included: those bytes belong at their page's offset, never at the end.
   // An append finds the end and writes there under one lock in ContentFile, so that no other
   // write growing the file in between is overwritten.
-  if (h->append && !writepage) return h->content->append(data, size);
-  return h->content->write(off, data, size);
+  handover_acquire(h);
+  const long n = h->append && !writepage ? h->content->append(data, size) : h->content->write(off, data, size);
+  handover_release(h);
+  return n;
 }
 
 void EncryptedFs::release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {

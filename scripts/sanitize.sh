@@ -93,6 +93,17 @@ run_thread() {
   # -R picks the concurrent tests; the executables of all others were not built.
   (cd "$build" && no_aslr ctest --output-on-failure --timeout 600 -j2 \
     -R 'ThreadPool|CpuEngine\.(Concurrent|ThreadCount)|RangeLock|ContentFileTest\.Concurrent|FaultMount|Parallel|Concurren|FdCache\.|PosixHandles\.') || rc=$?
+  # The same concurrent mounted tests over FUSE's io_uring transport, whose serving threads and
+  # direct READ and WRITE answers (mount/session_io.h) differ from the /dev/fuse loop's.
+  local switch=/sys/module/fuse/parameters/enable_uring
+  if [[ -w $switch ]]; then
+    local before; before=$(cat "$switch")
+    echo 1 > "$switch"
+    echo "sanitize.sh: concurrent mounted tests over FUSE's io_uring transport under TSan"
+    (cd "$build" && GPUCRYPTFS_TEST_TRANSPORT=uring no_aslr ctest --output-on-failure --timeout 600 -j2 -L mounted \
+      -R 'Parallel|Concurren|FdCache\.|PosixHandles\.') || rc=$?
+    [[ $before == Y || $before == 1 ]] || echo 0 > "$switch"
+  fi
   check_reports "$build/sanitizer-reports" || rc=1
   return $rc
 }
