@@ -21,6 +21,24 @@ void expect_granted_while_held(RangeLock& l, std::uint64_t f, std::uint64_t t, b
   th.join();
 }
 
+// Holding the first lock, a second thread's lock is not granted until the first is released.
+void expect_waits_for_release(std::uint64_t f1, std::uint64_t t1, bool ex1, std::uint64_t f2, std::uint64_t t2,
+                              bool ex2) {
+  RangeLock l;
+  std::atomic<bool> got{false};
+  auto first = std::make_unique<RangeLock::Guard>(l.lock(f1, t1, ex1));
+  std::thread th([&] {
+    auto g = l.lock(f2, t2, ex2);
+    got = true;
+  });
+  // Not granted while the first is held (a slow thread only makes this pass more easily).
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(got.load()) << f1 << "-" << t1 << " vs " << f2 << "-" << t2;
+  first.reset();
+  th.join();
+  EXPECT_TRUE(got.load());
+}
+
 TEST(RangeLock, CompatibleLocksAreGrantedTogether) {
   RangeLock l;
   auto a = l.lock(0, 5, true);
@@ -44,21 +62,7 @@ TEST(RangeLock, ConflictingLocksWaitForRelease) {
       {3, 3, false, 0, 9, true},    // writer over a reader
       {0, 9, true, 4, 4, true},     // inside
   };
-  for (const auto& c : cases) {
-    RangeLock l;
-    std::atomic<bool> got{false};
-    auto first = std::make_unique<RangeLock::Guard>(l.lock(c.f1, c.t1, c.ex1));
-    std::thread th([&] {
-      auto g = l.lock(c.f2, c.t2, c.ex2);
-      got = true;
-    });
-    // Not granted while the first is held (a slow thread only makes this pass more easily).
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    EXPECT_FALSE(got.load()) << c.f1 << "-" << c.t1 << " vs " << c.f2 << "-" << c.t2;
-    first.reset();
-    th.join();
-    EXPECT_TRUE(got.load());
-  }
+  for (const auto& c : cases) expect_waits_for_release(c.f1, c.t1, c.ex1, c.f2, c.t2, c.ex2);
 }
 
 TEST(RangeLock, ExclusiveHoldersNeverOverlap) {
@@ -97,20 +101,7 @@ TEST(RangeLock, RangesAcrossStripesConflictWhereTheyShareAChunk) {
       {S * N * 7 + 2, S * N * 7 + 2, S * N * 7 + 2, S * N * 7 + 2},  // the same far chunk
       {3 * S, 9 * S - 1, 8 * S + 1, 12 * S},                 // two long ranges meeting in one stripe
   };
-  for (const auto& c : cases) {
-    RangeLock l;
-    std::atomic<bool> got{false};
-    auto first = std::make_unique<RangeLock::Guard>(l.lock(c.f1, c.t1, true));
-    std::thread th([&] {
-      auto g = l.lock(c.f2, c.t2, false);
-      got = true;
-    });
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    EXPECT_FALSE(got.load()) << c.f1 << "-" << c.t1 << " vs " << c.f2 << "-" << c.t2;
-    first.reset();
-    th.join();
-    EXPECT_TRUE(got.load());
-  }
+  for (const auto& c : cases) expect_waits_for_release(c.f1, c.t1, true, c.f2, c.t2, false);
   // The same stripe, other chunks: granted together (chunk S * N lies in chunk 0's stripe).
   RangeLock l;
   auto a = l.lock(0, 0, true);
