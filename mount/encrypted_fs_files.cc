@@ -21,7 +21,9 @@
 namespace gcfs::mount {
 namespace {
 
-EncryptedFs::FileHandle* handle_of(fuse_file_info* fi) { return reinterpret_cast<EncryptedFs::FileHandle*>(fi->fh); }
+// The handle OPEN or CREATE gave the kernel, by the number it names it with.
+EncryptedFs::FileHandle* handle_of(std::uint64_t fh) { return reinterpret_cast<EncryptedFs::FileHandle*>(fh); }
+EncryptedFs::FileHandle* handle_of(fuse_file_info* fi) { return handle_of(fi->fh); }
 
 // Reopens an inode's O_PATH descriptor for I/O (fs/safe_open.h). Only a regular file is ever
 // opened: a FIFO would block the worker and a device node would run its driver's open (-EUCLEAN
@@ -297,9 +299,7 @@ void EncryptedFs::read(fuse_req_t req, fuse_ino_t, std::size_t size, off_t off, 
 
 long EncryptedFs::direct_read(void*, std::uint64_t fh, std::uint64_t off, std::size_t size, unsigned char* room,
                               std::size_t room_bytes, const unsigned char** data) {
-  fuse_file_info fi{};
-  fi.fh = fh;
-  FileHandle* h = handle_of(&fi);
+  FileHandle* h = handle_of(fh);
   handover_acquire(h);
   const long n = h->content->read_view(off, size, data, room, room_bytes);
   handover_release(h);
@@ -321,9 +321,7 @@ void EncryptedFs::write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::si
 
 long EncryptedFs::direct_write(void*, std::uint64_t fh, std::uint64_t off, const unsigned char* data, std::size_t size,
                                bool writepage) {
-  fuse_file_info fi{};
-  fi.fh = fh;
-  FileHandle* h = handle_of(&fi);
+  FileHandle* h = handle_of(fh);
   // Page-cache writeback (mapped pages) may arrive through any writable handle of the inode, an
   // O_APPEND one included: those bytes belong at their page's offset, never at the end.
   // An append finds the end and writes there under one lock in ContentFile, so that no other

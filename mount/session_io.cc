@@ -126,8 +126,17 @@ bool rewrite_tmpfile_as_create(void* request, std::size_t bytes) {
 
 namespace {
 
-// The reply to a request answered here: through the ring entry it came on, else /dev/fuse.
-void send_direct_reply(RingReplySink* sink, iovec* iov, int count) {
+// The reply to a request answered here, the bytes fuse_reply_* would send: result < 0 is an
+// error (-errno, no body), else body follows the header. Through the ring entry the request came
+// on, else /dev/fuse.
+void send_direct_reply(RingReplySink* sink, std::uint64_t unique, long result, const void* body, std::size_t body_len) {
+  if (result < 0) body_len = 0;
+  fuse_out_header out{};
+  out.unique = unique;
+  out.error = result < 0 ? static_cast<std::int32_t>(result) : 0;
+  out.len = static_cast<std::uint32_t>(sizeof out + body_len);
+  iovec iov[2] = {{&out, sizeof out}, {const_cast<void*>(body), body_len}};
+  const int count = body_len ? 2 : 1;
   if (sink) {
     (void)sink->take_reply(iov, count);
   } else {
@@ -135,9 +144,8 @@ void send_direct_reply(RingReplySink* sink, iovec* iov, int count) {
   }
 }
 
-// A READ answered without libfuse: fuse_read_in in, fuse_out_header and the data out, the same
-// bytes fuse_reply_buf and fuse_reply_err send. False: not one to answer here (too short to be
-// a READ), and libfuse takes it.
+// A READ answered without libfuse: fuse_read_in in, the data out. False: not one to answer here
+// (too short to be a READ), and libfuse takes it.
 bool answer_read_directly(const fuse_in_header& in, const fuse_buf& buf, RingReplySink* sink) {
   fuse_read_in arg;
   if (buf.size < sizeof in + sizeof arg || in.len < sizeof in + sizeof arg) return false;
@@ -146,12 +154,7 @@ bool answer_read_directly(const fuse_in_header& in, const fuse_buf& buf, RingRep
   unsigned char* room = sink ? sink->room(&room_bytes) : nullptr;
   const unsigned char* data = nullptr;
   const long n = g_options.direct_read(g_options.direct_ctx, arg.fh, arg.offset, arg.size, room, room_bytes, &data);
-  fuse_out_header out{};
-  out.unique = in.unique;
-  iovec iov[2] = {{&out, sizeof out}, {const_cast<unsigned char*>(data), n > 0 ? static_cast<std::size_t>(n) : 0}};
-  out.error = n < 0 ? static_cast<std::int32_t>(n) : 0;
-  out.len = static_cast<std::uint32_t>(sizeof out + iov[1].iov_len);
-  send_direct_reply(sink, iov, n > 0 ? 2 : 1);
+  send_direct_reply(sink, in.unique, n, data, n > 0 ? static_cast<std::size_t>(n) : 0);
   return true;
 }
 
@@ -165,14 +168,9 @@ bool answer_write_directly(const fuse_in_header& in, const fuse_buf& buf, RingRe
   if ((arg.write_flags & FUSE_WRITE_KILL_SUIDGID) || arg.size > buf.size - sizeof in - sizeof arg) return false;
   const long n = g_options.direct_write(g_options.direct_ctx, arg.fh, arg.offset, p + sizeof in + sizeof arg, arg.size,
                                         (arg.write_flags & FUSE_WRITE_CACHE) != 0);
-  fuse_out_header out{};
-  out.unique = in.unique;
   fuse_write_out wout{};
   wout.size = n > 0 ? static_cast<std::uint32_t>(n) : 0;
-  iovec iov[2] = {{&out, sizeof out}, {&wout, sizeof wout}};
-  out.error = n < 0 ? static_cast<std::int32_t>(n) : 0;
-  out.len = static_cast<std::uint32_t>(sizeof out + (n >= 0 ? sizeof wout : 0));
-  send_direct_reply(sink, iov, n >= 0 ? 2 : 1);
+  send_direct_reply(sink, in.unique, n, &wout, sizeof wout);
   return true;
 }
 

@@ -75,13 +75,13 @@ class RingReplySink {
 };
 
 // Hands one request (as /dev/fuse delivers it) to libfuse, or, for a READ or WRITE with
-// direct_read or direct_write set, answers it itself: libfuse 3.14 takes its session-wide mutex twice for every request (to keep
-// its list of requests that an INTERRUPT may name) and allocates one; with 16 threads of random
-// 4 KiB reads, that mutex was about 15% of the daemon's time, in futex sleeps (H100 machine).
-// A READ or WRITE needs neither: the daemon never aborts one, so an INTERRUPT naming it finds
-// nothing, and libfuse answers it with EAGAIN on its next request, which the kernel drops once
-// the request is answered. While it runs, a reply on this thread
-// to `sink`'s request goes to the sink (may be null: replies go to /dev/fuse).
+// direct_read or direct_write set, answers it itself: libfuse 3.14 takes its session-wide mutex
+// twice for every request (to keep its list of requests that an INTERRUPT may name) and
+// allocates one; with 16 threads of random 4 KiB reads, that mutex was about 15% of the daemon's
+// time, in futex sleeps (H100 machine). A READ or WRITE needs neither: the daemon never aborts
+// one, so an INTERRUPT naming it finds nothing, and libfuse answers it with EAGAIN on its next
+// request, which the kernel drops once the request is answered. While it runs, a reply on this
+// thread to `sink`'s request goes to the sink (may be null: replies go to /dev/fuse).
 // FUSE_TMPFILE (with tmpfile_as_create) is rewritten in place into a CREATE whose flags carry
 // __O_TMPFILE, so libfuse parses it and its reply (fuse_entry_out + fuse_open_out, the same as
 // CREATE's) goes back through the same path as any other; a real CREATE never carries that bit
