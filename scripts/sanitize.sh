@@ -49,6 +49,24 @@ no_aslr() {
   if setarch "$(uname -m)" -R true 2>/dev/null; then setarch "$(uname -m)" -R "$@"; else "$@"; fi
 }
 
+# Runs a command in build dir $1 with the mounted tests over FUSE's io_uring transport: the
+# kernel switch on meanwhile, then back as it was. Where the switch cannot be turned on, says so
+# and succeeds (the pass is skipped).
+over_uring() {  # build dir, command...
+  local build=$1 switch=/sys/module/fuse/parameters/enable_uring
+  shift
+  if [[ ! -w $switch ]]; then
+    echo "sanitize.sh: io_uring transport not sanitized: $switch is missing or not writable"
+    return 0
+  fi
+  local before rc=0
+  before=$(cat "$switch")
+  echo 1 > "$switch"
+  (cd "$build" && GPUCRYPTFS_TEST_TRANSPORT=uring "$@") || rc=$?
+  [[ $before == Y || $before == 1 ]] || echo 0 > "$switch"
+  return $rc
+}
+
 run_address() {
   local build=$root/build-asan
   echo "sanitize.sh: ASan+UBSan build in $build"
@@ -59,18 +77,10 @@ run_address() {
   local rc=0
   (cd "$build" && GPUCRYPTFS_TEST_TRANSPORT=classic ctest --output-on-failure --timeout 600 -j2) || rc=$?
   # The io_uring transport's start, serving and shutdown under ASan too: a few mounted suites
-  # (test.sh runs all of them over io_uring unsanitized), with the kernel switch on meanwhile.
-  local switch=/sys/module/fuse/parameters/enable_uring
-  if [[ -w $switch ]]; then
-    local before; before=$(cat "$switch")
-    echo 1 > "$switch"
-    echo "sanitize.sh: mounted suites over FUSE's io_uring transport under ASan+UBSan"
-    (cd "$build" && GPUCRYPTFS_TEST_TRANSPORT=uring ctest --output-on-failure --timeout 600 -j2 -L mounted \
-      -R 'FsOps|Transport|VolumeMountTest|Concurrency|Programs|FaultMount') || rc=$?
-    [[ $before == Y || $before == 1 ]] || echo 0 > "$switch"
-  else
-    echo "sanitize.sh: io_uring transport not sanitized: $switch is missing or not writable"
-  fi
+  # (test.sh runs all of them over io_uring unsanitized).
+  echo "sanitize.sh: mounted suites over FUSE's io_uring transport under ASan+UBSan"
+  over_uring "$build" ctest --output-on-failure --timeout 600 -j2 -L mounted \
+    -R 'FsOps|Transport|VolumeMountTest|Concurrency|Programs|FaultMount' || rc=$?
   check_reports "$build/sanitizer-reports" || rc=1
   return $rc
 }
@@ -95,15 +105,9 @@ run_thread() {
     -R 'ThreadPool|CpuEngine\.(Concurrent|ThreadCount)|RangeLock|ContentFileTest\.Concurrent|FaultMount|Parallel|Concurren|FdCache\.|PosixHandles\.') || rc=$?
   # The same concurrent mounted tests over FUSE's io_uring transport, whose serving threads and
   # direct READ and WRITE answers (mount/session_io.h) differ from the /dev/fuse loop's.
-  local switch=/sys/module/fuse/parameters/enable_uring
-  if [[ -w $switch ]]; then
-    local before; before=$(cat "$switch")
-    echo 1 > "$switch"
-    echo "sanitize.sh: concurrent mounted tests over FUSE's io_uring transport under TSan"
-    (cd "$build" && GPUCRYPTFS_TEST_TRANSPORT=uring no_aslr ctest --output-on-failure --timeout 600 -j2 -L mounted \
-      -R 'Parallel|Concurren|FdCache\.|PosixHandles\.') || rc=$?
-    [[ $before == Y || $before == 1 ]] || echo 0 > "$switch"
-  fi
+  echo "sanitize.sh: concurrent mounted tests over FUSE's io_uring transport under TSan"
+  over_uring "$build" no_aslr ctest --output-on-failure --timeout 600 -j2 -L mounted \
+    -R 'Parallel|Concurren|FdCache\.|PosixHandles\.' || rc=$?
   check_reports "$build/sanitizer-reports" || rc=1
   return $rc
 }
