@@ -127,6 +127,9 @@ class HybridEngine final : public ChunkEngine {
     bool saturated_callers_whole = true;
     // Follow real parts (false: keep the starting estimates; tests of the model use that).
     bool learn = true;
+    // What name() says: "auto" for --engine auto; "gpu" where the members are GPUs alone (the cpu
+    // engine only their fallback), as `--engine gpu` over several GPUs builds it.
+    std::string name = "auto";
     // Where a retired member is reported, once. Empty: stderr.
     std::function<void(const std::string&)> log;
   };
@@ -135,7 +138,7 @@ class HybridEngine final : public ChunkEngine {
   HybridEngine(std::vector<Member> members) : HybridEngine(std::move(members), Options{}) {}
   ~HybridEngine() override;
 
-  std::string name() const override { return "auto"; }
+  std::string name() const override { return options_.name; }
   void seal(std::span<ChunkOp> ops) override { run(ops, true); }
   void open(std::span<ChunkOp> ops) override { run(ops, false); }
   // A batch that would run whole on member 0 (small, or a lone caller's up to lone_inline_bytes)

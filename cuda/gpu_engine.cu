@@ -521,6 +521,10 @@ class GpuEngine final : public ChunkEngine {
           (options_.inject_failure_on_device < 0 || options_.inject_failure_on_device == s.dev->device) &&
           ++launches_ == options_.inject_failure_at_batch)
         throw CudaError("injected failure", cudaErrorUnknown);
+      if (options_.inject_failure_now &&
+          (options_.inject_failure_on_device < 0 || options_.inject_failure_on_device == s.dev->device) &&
+          options_.inject_failure_now->exchange(false))
+        throw CudaError("injected failure", cudaErrorUnknown);
       ++s.batches;
       g_launches.fetch_add(1, std::memory_order_relaxed);
       g_pieces.fetch_add(b.pieces.size(), std::memory_order_relaxed);
@@ -797,7 +801,7 @@ class GpuEngine final : public ChunkEngine {
     }
     if (first)
       options_.on_error("GPU " + std::to_string(s.dev->device) + " failed (" + what + "); " +
-                        (left.empty() ? "this batch and all later ones run on the " + fallback_.name() + " engine"
+                        (left.empty() ? "this batch and every later one it is given run on the " + fallback_.name() + " engine"
                                       : "its batches go to GPU " + left + " from now on"));
   }
 

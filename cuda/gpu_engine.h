@@ -2,6 +2,7 @@
 // describe it whether or not this binary was built with nvcc.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -74,6 +75,10 @@ struct GpuOptions {
   // fails: the engine's other GPUs take its work).
   int inject_failure_at_batch = 0;
   int inject_failure_on_device = -1;
+  // Tests only: once the test sets it, the next batch launched (on inject_failure_on_device, where
+  // that is set) fails the same way, and the flag goes back to false. Shared by the engines that
+  // copies of these options build, so a test can fail a GPU mid-run whatever ran before.
+  std::shared_ptr<std::atomic<bool>> inject_failure_now;
 };
 
 // True when this binary contains the CUDA kernels.

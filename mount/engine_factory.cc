@@ -1,6 +1,7 @@
 #include "mount/engine_factory.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <thread>
 
@@ -130,15 +131,41 @@ EngineSet::EngineSet(const EngineOptions& o) {
     }
   };
   if (o.name == "gpu" && !o.gpu_feeders) {
-    gpus_.push_back(make_gpu_engine(gpu_options, *cpu_));  // throws with the GPU problem named
-    active_ = gpus_.back().get();
-    description_ = "gpu engine (" + describe_gpus(o.gpu) + "), cpu engine as fallback";
+    if (devices.size() > 1 && o.gpu_engine_per_gpu) {
+      // Several GPUs: one engine each, every batch whole to one of them, chosen by the model.
+      one_engine_per_gpu();  // throws with the GPU problem named
+      std::string how;
+      std::vector<HybridEngine::Member> members;
+      members.push_back({cpu_.get(), "cpu", {2e-6, 1e-9}});  // only for GPUs that fail
+      add_gpu_members(members, &how);
+      HybridEngine::Options ho;
+      ho.name = "gpu";
+      ho.buffer_member = 1;
+      ho.inline_slots = 0;  // the cpu engine never takes a batch while a GPU is left
+      ho.inline_bytes = 0;
+      ho.route_whole_max_bytes = SIZE_MAX;
+      // The rates stay as calibrated at start; the bytes at work on each GPU do the balancing. Learning
+      // from finished calls took a caller's wait for the CPU (32 callers on 32 cores) for the GPU's
+      // speed: with 128 KiB calls one GPU's rate fell to 0.1 GB/s and the other GPU got nearly every
+      // call (two H100s, 2026-11-26: 8 and 16 callers x 128 KiB at 11 GB/s, one GPU's rate).
+      ho.learn = false;
+      ho.log = [](const std::string& m) { log::error(m); };
+      hybrid_ = std::make_unique<HybridEngine>(std::move(members), ho);
+      active_ = hybrid_.get();
+      description_ = "gpu engine (" + describe_gpus(o.gpu) + "), one per GPU, each batch whole to the GPU that " +
+                     "finishes it first by its rate measured at start (" + how + ") and the bytes at work there, " +
+                     "cpu engine as fallback";
+    } else {
+      gpus_.push_back(make_gpu_engine(gpu_options, *cpu_));  // throws with the GPU problem named
+      active_ = gpus_.back().get();
+      description_ = "gpu engine (" + describe_gpus(o.gpu) + "), cpu engine as fallback";
+    }
     if (o.small_batches_on_cpu) {
       std::string how;
-      const std::size_t crossover = crossover_bytes(*cpu_, *gpus_.back(), &how);
+      const std::size_t crossover = crossover_bytes(*cpu_, *gpus_.front(), &how);
       const std::size_t small = HybridEngine::Options{}.inline_bytes;  // what auto keeps on the CPU too
       const std::size_t below = std::max(crossover, small);
-      router_ = std::make_unique<SizeRoutedEngine>(*cpu_, *gpus_.back(), below);
+      router_ = std::make_unique<SizeRoutedEngine>(*cpu_, *active_, below);
       active_ = router_.get();
       description_ += "; batches under " + std::to_string(below >> 10) + " KiB on the cpu engine (one thread " +
                       "finishes a lone batch sooner than the GPU's round trip under " + std::to_string(crossover >> 10) +

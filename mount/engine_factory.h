@@ -26,6 +26,12 @@ struct EngineOptions {
   // gpu engine per GPU behind the hybrid engine's queue, so that every batch is gathered and
   // launched by feeder threads instead of by the callers.
   bool gpu_feeders = false;
+  // "gpu" over several GPUs: one gpu engine per GPU, and each batch goes whole, in its caller's
+  // thread, to the GPU that the hybrid engine's model says finishes it first (its measured rate and
+  // the bytes already at work there), so every GPU has its own queue, lock and streams. False: one
+  // gpu engine over all of them, whose launches gather every caller's work and fill one GPU's
+  // streams before the next's (what `--engine gpu` was before; benchmarks compare the two).
+  bool gpu_engine_per_gpu = true;
   // "gpu" only: batches smaller than the crossover measured at start (where the GPU's round trip
   // beats one CPU thread) run on the cpu engine (crypto/size_routed_engine.h). False: every batch
   // to the GPU (the GPU benchmarks, which measure the GPU itself).

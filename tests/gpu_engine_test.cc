@@ -874,6 +874,52 @@ TEST(EngineFactory, GpuFedFromTheQueueMatchesTheCpuEngine) {
   EXPECT_GT(gpu_bytes, 0u) << hybrid->describe();
 }
 
+// Issue 17: --engine gpu over two GPUs is one gpu engine per GPU, each batch whole to one of them.
+// Concurrent callers keep both busy, every chunk comes out as the cpu engine seals it, and when
+// GPU 1 fails mid-run its batch is redone on the cpu engine, the log says so, and GPU 0 takes every
+// later batch: the cpu engine does none of them.
+TEST(EngineFactory, GpuOverTwoGpusSpreadsTheBatchesAndGoesOnWhenOneFails) {
+  std::string why;
+  if (list_gpus(&why).size() < 2) GTEST_SKIP() << "needs two GPUs";
+  std::vector<std::string> errors;
+  std::mutex mu;
+  EngineOptions o;
+  o.name = "gpu";
+  o.small_batches_on_cpu = false;
+  o.gpu.devices = {0, 1};
+  o.gpu.inject_failure_on_device = 1;
+  o.gpu.inject_failure_now = std::make_shared<std::atomic<bool>>(false);
+  o.gpu.on_error = [&](const std::string& m) {
+    std::lock_guard lock(mu);
+    errors.push_back(m);
+  };
+  EngineSet set(o);
+  auto* hybrid = dynamic_cast<HybridEngine*>(&set.engine());
+  ASSERT_NE(hybrid, nullptr) << set.description();
+  EXPECT_EQ(set.engine().name(), "gpu");
+  EXPECT_TRUE(set.engine().allocate_io_buffer(4096).pinned());
+  EXPECT_EQ(mismatches_from_callers(set.engine(), 8, 3), 0);
+  auto stats = hybrid->stats();
+  ASSERT_EQ(stats.size(), 3u) << hybrid->describe();
+  EXPECT_GT(stats[1].bytes, 0u) << "GPU 0 got nothing: " << hybrid->describe();
+  EXPECT_GT(stats[2].bytes, 0u) << "GPU 1 got nothing from 8 callers: " << hybrid->describe();
+
+  o.gpu.inject_failure_now->store(true);
+  for (int round = 0; round < 50 && !hybrid->stats()[2].retired; ++round)
+    EXPECT_EQ(mismatches_from_callers(set.engine(), 8, 2), 0);
+  ASSERT_TRUE(hybrid->stats()[2].retired) << hybrid->describe();
+  {
+    std::lock_guard lock(mu);
+    ASSERT_EQ(errors.size(), 1u);
+    EXPECT_NE(errors[0].find("GPU 1 failed (injected failure"), std::string::npos) << errors[0];
+  }
+  const std::size_t gpu0_before = hybrid->stats()[1].bytes;
+  EXPECT_EQ(mismatches_from_callers(set.engine(), 4, 3), 0);
+  stats = hybrid->stats();
+  EXPECT_GT(stats[1].bytes, gpu0_before) << hybrid->describe();
+  EXPECT_EQ(stats[0].bytes, 0u) << "the cpu engine took batches while GPU 0 was fine: " << hybrid->describe();
+}
+
 TEST(EngineFactory, WithoutAGpuGpuRefusesAndAutoFallsBack) {
   std::string why;
   if (!list_gpus(&why).empty()) GTEST_SKIP() << "a GPU is present; this test covers machines without one";
