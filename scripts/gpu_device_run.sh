@@ -23,7 +23,7 @@
 #   usage: scripts/gpu_device_run.sh
 #   env: BIN (default build-device/carry), OUT, DEADLINE (s), TEST_ENGINE (auto|gpu), STREAM_MIB
 #        (per stream, default 128), CHUNK (vault chunk size, default the directory default),
-#        SKIP_TESTS=1, SKIP_SMALL=1, ONLY_TESTS=1, EXTRA=1
+#        SKIP_TESTS=1, SKIP_ENGINE=1, SKIP_SMALL=1, ONLY_TESTS=1, EXTRA=1, MOUNT_RUNS (see step 3)
 set -uo pipefail
 BIN=${BIN:-build-device/carry}
 [ -d "$BIN" ] || { echo "no $BIN: build it with scripts/build_for_device.sh and carry it" >&2; exit 2; }
@@ -159,7 +159,9 @@ shapes_run() {  # cuda_visible_devices gpus_argument
   grep -v '^csv,' /tmp/gcfs-shapes.txt | grep -v -E '^(throughput_|what )' | tee -a "$LOG"
   grep '^csv,throughput' /tmp/gcfs-shapes.txt >> "$OUT/engine.csv"
 }
-if have gpu_engine_bench && ((NGPU > 0)); then
+if [[ ${SKIP_ENGINE:-0} == 1 ]]; then
+  echo "SKIP_ENGINE=1: engine rows skipped" | tee -a "$LOG"
+elif have gpu_engine_bench && ((NGPU > 0)); then
   if ((NGPU > 1)) && enough 30; then
     # Pinned copies of each GPU alone and of all at once: the host's ceiling for several GPUs.
     echo "-- gpu_engine_bench --probe" | tee -a "$LOG"
@@ -246,6 +248,9 @@ if [ -e /dev/fuse ] && have gpucryptfs; then
     runs=("cpu cpu -")
     if ((NGPU > 0)); then runs+=("gpu[0] gpu 0" "auto[0] auto 0"); fi
     if ((NGPU > 1)); then runs+=("gpu[all] gpu $ALL_GPUS" "auto[all] auto $ALL_GPUS"); fi
+    # MOUNT_RUNS="label:engine:gpus ...": these rows instead, in this order (gpus '-' for none),
+    # for A/B rounds such as "gpu[0]:gpu:0 gpu[all]:gpu:0,1 gpu[0]/2:gpu:0 gpu[all]/2:gpu:0,1".
+    if [ -n "${MOUNT_RUNS:-}" ]; then runs=(); for r in $MOUNT_RUNS; do runs+=("${r//:/ }"); done; fi
     for r in "${runs[@]}"; do
       read -r label engine gpus <<< "$r"
       [ "$gpus" = - ] && gpus=

@@ -2,10 +2,12 @@
 // per variant, host->GPU->host throughput through the engine (streams pipeline), single-request
 // latency, the cpu engine with one and all threads, and CPU seconds per GB for each. Prints CSV
 // rows as it goes and a short table last. Built on fs/engine_bench (no CUDA headers here).
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <iterator>
 #include <mutex>
 #include <span>
@@ -116,7 +118,7 @@ int run_shapes(const std::vector<int>& devices, double secs, const std::string& 
   for (const auto& g : gpus)
     std::printf("gpu %d: %s, PCI %s, NUMA node %d\n", g.index, g.name.c_str(), g.pci_bus_id.c_str(), g.numa_node);
   CpuEngine cpu_all(0);
-  std::unique_ptr<EngineSet> gpu_set, nospin_set, fed_set, auto_set;
+  std::unique_ptr<EngineSet> gpu_set, one_set, nospin_set, fed_set, auto_set;
   if (!gpus.empty()) {
     EngineOptions go;
     go.name = "gpu";
@@ -131,16 +133,29 @@ int run_shapes(const std::vector<int>& devices, double secs, const std::string& 
       nospin_set = std::make_unique<EngineSet>(oo);
       verify_engine_against_cpu(nospin_set->engine(), 65536);
     }
-    EngineOptions fo = go;
-    fo.gpu_feeders = true;  // the trial variant: batches launched by feeder threads, not by callers
-    fed_set = std::make_unique<EngineSet>(fo);
-    std::printf("%s\n", fed_set->description().c_str());
-    verify_engine_against_cpu(fed_set->engine(), 65536);
+    if (wanted("gpuone") && devices.size() != 1 && gpus.size() > 1) {
+      // One gpu engine over every GPU (EngineOptions::gpu_engine_per_gpu off), beside the default of
+      // one engine per GPU with each batch whole to one of them.
+      EngineOptions oo = go;
+      oo.gpu_engine_per_gpu = false;
+      one_set = std::make_unique<EngineSet>(oo);
+      std::printf("gpuone: %s\n", one_set->description().c_str());
+      verify_engine_against_cpu(one_set->engine(), 65536);
+    }
+    if (wanted("gpufed")) {
+      EngineOptions fo = go;
+      fo.gpu_feeders = true;  // the trial variant: batches launched by feeder threads, not by callers
+      fed_set = std::make_unique<EngineSet>(fo);
+      std::printf("%s\n", fed_set->description().c_str());
+      verify_engine_against_cpu(fed_set->engine(), 65536);
+    }
     EngineOptions ao = go;
     ao.name = "auto";
-    auto_set = std::make_unique<EngineSet>(ao);
-    std::printf("%s\n", auto_set->description().c_str());
-    verify_engine_against_cpu(auto_set->engine(), 65536);
+    if (wanted("auto")) {
+      auto_set = std::make_unique<EngineSet>(ao);
+      std::printf("%s\n", auto_set->description().c_str());
+      verify_engine_against_cpu(auto_set->engine(), 65536);
+    }
   } else {
     std::printf("no GPU: %s\n", why.c_str());
   }
@@ -148,11 +163,12 @@ int run_shapes(const std::vector<int>& devices, double secs, const std::string& 
     std::size_t chunk, request;
     int callers;
   };
-  // The last four run only where --only names them: fewer callers of 128 KiB, where leaders poll
+  // The last five run only where --only names them: fewer callers of 128 KiB, where leaders poll
   // (GpuOptions::spin_batch_bytes), and small requests.
   const std::size_t kIssueShapes = 4;
   const Shape all_shapes[] = {{65536, 16u << 20, 8}, {65536, 128u << 10, 32}, {65536, 16u << 20, 4}, {65536, 1u << 20, 16},
-                              {65536, 128u << 10, 2}, {65536, 128u << 10, 8}, {4096, 4096, 32}, {4096, 4096, 8}};
+                              {65536, 128u << 10, 2}, {65536, 128u << 10, 8}, {65536, 128u << 10, 16},
+                              {4096, 4096, 32}, {4096, 4096, 8}};
   for (std::size_t si = 0; si < std::size(all_shapes); ++si) {
     const Shape& sh = all_shapes[si];
     const std::string name = std::to_string(sh.callers) + "x" +
@@ -162,6 +178,7 @@ int run_shapes(const std::vector<int>& devices, double secs, const std::string& 
     for (BenchOp op : {BenchOp::Seal, BenchOp::Open}) {
       if (wanted("cpu")) throughput(cpu_all, "cpu", sh.chunk, sh.request, sh.callers, op, secs);
       if (gpu_set && wanted("gpu")) throughput(gpu_set->engine(), "gpu" + tag, sh.chunk, sh.request, sh.callers, op, secs);
+      if (one_set) throughput(one_set->engine(), "gpuone" + tag, sh.chunk, sh.request, sh.callers, op, secs);
       if (nospin_set) throughput(nospin_set->engine(), "gpunospin" + tag, sh.chunk, sh.request, sh.callers, op, secs);
       if (fed_set && wanted("gpufed")) throughput(fed_set->engine(), "gpufed" + tag, sh.chunk, sh.request, sh.callers, op, secs);
       if (auto_set && wanted("auto")) throughput(auto_set->engine(), "auto" + tag, sh.chunk, sh.request, sh.callers, op, secs);
@@ -169,6 +186,9 @@ int run_shapes(const std::vector<int>& devices, double secs, const std::string& 
     if (auto_set)
       if (auto* h = dynamic_cast<HybridEngine*>(&auto_set->engine()))
         std::printf("auto%s after %s: %s\n", tag.c_str(), name.c_str(), h->describe().c_str());
+    if (gpu_set)  // several GPUs: how the batches were shared between them so far
+      if (auto* h = dynamic_cast<HybridEngine*>(&gpu_set->engine()))
+        std::printf("gpu%s after %s: %s\n", tag.c_str(), name.c_str(), h->describe().c_str());
   }
   if (auto_set)
     if (auto* h = dynamic_cast<HybridEngine*>(&auto_set->engine()))
@@ -249,8 +269,35 @@ int run_fake_gpu(double gb_per_s, double secs, int threads) {
   return 0;
 }
 
+// Host memory: `threads` threads memcpy between buffers of their own for `seconds`; GB/s copied (the
+// memory moves twice that: each byte is read and written). With `while_running`, the copies run
+// while it does (and stop when it returns), which is what the hybrid engine asks of the host: its
+// cpu threads seal in memory while the GPUs copy to and from it.
+double host_copy_gbps(unsigned threads, double seconds, const std::function<void()>& while_running = {}) {
+  constexpr std::size_t kBytes = 32u << 20;
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> copied{0};
+  std::vector<std::thread> pool;
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  for (unsigned t = 0; t < threads; ++t)
+    pool.emplace_back([&] {
+      std::vector<unsigned char> a(kBytes, 1), b(kBytes, 2);
+      while (!stop.load(std::memory_order_relaxed)) {
+        std::memcpy(b.data(), a.data(), kBytes);
+        copied.fetch_add(kBytes, std::memory_order_relaxed);
+      }
+    });
+  if (while_running) while_running();
+  else std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  stop = true;
+  for (auto& th : pool) th.join();
+  return static_cast<double>(copied.load()) / std::chrono::duration<double>(Clock::now() - t0).count() / 1e9;
+}
+
 // --probe: the transfer floors of each GPU alone, then of every GPU copying at once (what the host
-// carries for all of them: the ceiling of an engine spread over them).
+// carries for all of them: the ceiling of an engine spread over them), then the host's own memory
+// copies with every core, alone and while every GPU copies: the ceiling of the hybrid engine.
 int run_probe() {
   std::string why;
   const auto gpus = list_gpus(&why);
@@ -266,6 +313,12 @@ int run_probe() {
   }
   if (all.size() > 1)
     for (const auto& [name, value] : gpu_transfer_probe_all(all)) emit({"probe", "all", name, value, "", 0});
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  emit({"probe", "host", "memcpy_all_cores_GBps", host_copy_gbps(cores, 1.0), "", 0});
+  std::vector<std::pair<std::string, double>> gpus_meanwhile;
+  const double host_meanwhile = host_copy_gbps(cores, 0, [&] { gpus_meanwhile = gpu_transfer_probe_all(all); });
+  emit({"probe", "host", "memcpy_all_cores_while_gpus_copy_GBps", host_meanwhile, "", 0});
+  for (const auto& [name, value] : gpus_meanwhile) emit({"probe", "all", name + "_while_cores_copy", value, "", 0});
   print_table();
   return 0;
 }
