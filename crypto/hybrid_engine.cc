@@ -1,6 +1,7 @@
 #include "crypto/hybrid_engine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <numeric>
 #include <stdexcept>
@@ -17,6 +18,8 @@ constexpr std::size_t kRateSampleMinBytes = 256u << 10;
 // New evidence weighs this much against the running estimate: a few parts move it, one outlier
 // does not.
 constexpr double kRateWeight = 0.2;
+// A sample counts for at most this factor away from the estimate (see account_locked).
+constexpr double kMaxRateStep = 8.0;
 constexpr double kMinSecondsPerByte = 1e-13;  // 10 TB/s: a floor that keeps the model finite
 
 }  // namespace
@@ -498,7 +501,14 @@ void HybridEngine::account_locked(std::size_t m, std::size_t bytes, std::size_t 
   // must not make the member look infinitely fast.
   const double work = std::max(took - c.overhead_s, 0.2 * took);
   const double sample = std::max(work / static_cast<double>(backlog + bytes), kMinSecondsPerByte);
-  c.seconds_per_byte += kRateWeight * (sample - c.seconds_per_byte);
+  // Averaged as logarithms, each sample held to within kMaxRateStep of the estimate: a part's time
+  // includes whatever its caller waited for besides the member (a core, with as many callers as
+  // cores), and such a sample can be a hundred times the member's real time per byte. Averaged as
+  // they were (seconds per byte), one such part took a GPU's estimate from 35 GB/s to under 1, and
+  // with little work routed to it the member could not learn it back (two H100s and one, 2026-11-26:
+  // learned rates of 0.6 to 5 GB/s for members doing 30 and more).
+  const double ratio = std::clamp(sample / c.seconds_per_byte, 1.0 / kMaxRateStep, kMaxRateStep);
+  c.seconds_per_byte = std::max(c.seconds_per_byte * std::pow(ratio, kRateWeight), kMinSecondsPerByte);
 }
 
 void HybridEngine::report_retired(const std::string& label, const std::string& failure) const {
