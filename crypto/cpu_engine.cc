@@ -1,7 +1,9 @@
 #include "crypto/cpu_engine.h"
 
+#include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/params.h>
 
 #include <algorithm>
 #include <array>
@@ -42,17 +44,18 @@ void check(int rc, const char* what) {
   if (rc != 1) throw std::runtime_error(std::string("cpu engine: AES-256-GCM ") + what + " failed");
 }
 
-EVP_CIPHER_CTX* begin(const ChunkOp& op, int encrypt) {
+// params: handed to the init with the nonce (open passes the expected tag there; see cpu_open_one).
+EVP_CIPHER_CTX* begin(const ChunkOp& op, int encrypt, const OSSL_PARAM* params = nullptr) {
   if (!op.key) throw std::invalid_argument("cpu engine: chunk op without a key");
   if (op.len > INT_MAX || op.aad_len > kMaxChunkAadBytes) throw std::invalid_argument("cpu engine: chunk op too large");
   thread_local KeyedCtx contexts[2];
   KeyedCtx& k = contexts[encrypt ? 1 : 0];
   EVP_CIPHER_CTX* ctx = k.ctx.get();
   if (k.keyed && CRYPTO_memcmp(k.key.data(), op.key->data(), kChunkKeyBytes) == 0) {
-    check(EVP_CipherInit_ex2(ctx, nullptr, nullptr, op.nonce.data(), encrypt, nullptr), "init");
+    check(EVP_CipherInit_ex2(ctx, nullptr, nullptr, op.nonce.data(), encrypt, params), "init");
   } else {
     k.keyed = false;  // until the init with the new key has succeeded
-    check(EVP_CipherInit_ex2(ctx, aes256gcm(), op.key->data(), op.nonce.data(), encrypt, nullptr), "init");
+    check(EVP_CipherInit_ex2(ctx, aes256gcm(), op.key->data(), op.nonce.data(), encrypt, params), "init");
     std::copy_n(op.key->data(), kChunkKeyBytes, k.key.begin());
     k.keyed = true;
   }
@@ -81,10 +84,16 @@ void cpu_open_one(ChunkOp& op) {
     if (op.len) std::memset(op.out, 0, op.len);
     return;
   }
-  EVP_CIPHER_CTX* ctx = begin(op, 0);
+  // The expected tag goes in with the nonce, in the init's parameters, rather than by a later
+  // EVP_CTRL_AEAD_SET_TAG, which OpenSSL 3.0 turns into a parameter array and a second call into
+  // the provider for every chunk (4 KiB chunks on one thread, this VM: 2% faster opens). The GCM
+  // provider takes the tag at any time before the final call.
+  const OSSL_PARAM params[] = {
+      OSSL_PARAM_construct_octet_string(OSSL_CIPHER_PARAM_AEAD_TAG, op.tag.data(), kChunkTagBytes),
+      OSSL_PARAM_construct_end()};
+  EVP_CIPHER_CTX* ctx = begin(op, 0, params);
   int outl = 0;
   if (op.len) check(EVP_DecryptUpdate(ctx, op.out, &outl, op.in, static_cast<int>(op.len)), "decrypt");
-  check(EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_SET_TAG, kChunkTagBytes, op.tag.data()), "set tag");
   int fin = 0;
   op.ok = EVP_DecryptFinal_ex(ctx, op.out + outl, &fin) == 1;
   if (!op.ok && op.len) std::memset(op.out, 0, op.len);
