@@ -144,10 +144,12 @@ EngineSet::EngineSet(const EngineOptions& o) {
       ho.inline_slots = 0;  // the cpu engine never takes a batch while a GPU is left
       ho.inline_bytes = 0;
       ho.route_whole_max_bytes = SIZE_MAX;
-      // The rates stay as calibrated at start; the bytes at work on each GPU do the balancing. Learning
-      // from finished calls took a caller's wait for the CPU (32 callers on 32 cores) for the GPU's
-      // speed: with 128 KiB calls one GPU's rate fell to 0.1 GB/s and the other GPU got nearly every
-      // call (two H100s, 2026-11-26: 8 and 16 callers x 128 KiB at 11 GB/s, one GPU's rate).
+      // The rates stay as calibrated at start; the bytes at work on each GPU do the balancing, which
+      // was measured at least as fast as one engine over every GPU on each shape. Learning from
+      // finished calls, as the hybrid did then (an arithmetic mean, since made robust), took a
+      // caller's wait for the CPU (32 callers on 32 cores) for the GPU's speed: with 128 KiB calls
+      // one GPU's rate fell to 0.1 GB/s and the other GPU got nearly every call (two H100s,
+      // 2026-11-26: 8 and 16 callers x 128 KiB at 11 GB/s, one GPU's rate).
       ho.learn = false;
       ho.log = [](const std::string& m) { log::error(m); };
       hybrid_ = std::make_unique<HybridEngine>(std::move(members), ho);
