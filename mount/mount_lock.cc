@@ -60,6 +60,28 @@ pid_t flock_holder(dev_t dev, ino_t ino) {
   return 0;
 }
 
+// The mount namespace of a process, as /proc names it ("mnt:[4026531841]"); "" where it cannot be
+// read (the process is gone, or it belongs to another user and we are not root).
+std::string mount_namespace_of(const std::string& pid) {
+  char buf[64];
+  const ssize_t n = ::readlink(("/proc/" + pid + "/ns/mnt").c_str(), buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
+}
+
+// Whether a live process shares this process's mount namespace, so that a mount of its would be
+// listed in our /proc/self/mountinfo.
+bool in_our_mount_namespace(pid_t pid) {
+  if (pid <= 0) return false;
+  const std::string theirs = mount_namespace_of(std::to_string(pid));
+  return !theirs.empty() && theirs == mount_namespace_of("self");
+}
+
+// How long a holder that serves no mount of the vault here, but shares our mount namespace, is
+// waited for beyond the grace: such a process is not serving the vault anywhere (its mount would
+// be listed), so it is most often a daemon still tearing down after its unmount, which on a loaded
+// machine (two GPUs' contexts to destroy, two dozen test suites at once) took longer than the grace.
+constexpr std::chrono::seconds kExitingHolderWait{30};
+
 // Whether someone else holds the journal's lock now (LOCK_SH fails only against an exclusive
 // holder, and two checks at once never fail each other). fd: the journal, opened O_RDONLY.
 bool held_now(int fd, std::chrono::milliseconds grace) {
@@ -105,9 +127,25 @@ LockHolder vault_write_lock_holder(const std::string& cipherdir, std::chrono::mi
   h.mountpoint = rw_mountpoint();
   // Held, and no mount to show for it: most often a daemon still exiting after its unmount.
   if (h.mountpoint.empty() && !held_now(j.fd.get(), grace)) return h;
-  h.held = true;
   struct stat st {};
   if (::fstat(j.fd.get(), &st) == 0) h.pid = flock_holder(st.st_dev, st.st_ino);
+  if (h.mountpoint.empty() && grace.count() > 0 && in_our_mount_namespace(h.pid)) {
+    // Still held after the grace by a process of this mount namespace that serves no mount of the
+    // vault: wait for it a while longer (kExitingHolderWait), saying so, unless it mounts the vault
+    // after all or goes away.
+    std::fprintf(stderr,
+                 "gpucryptfs: waiting up to %lld s for process %ld to let go of %s (it holds the vault's lock "
+                 "but serves no mount of it: most likely a daemon still exiting)\n",
+                 static_cast<long long>(kExitingHolderWait.count()), static_cast<long>(h.pid), cipherdir.c_str());
+    const auto until = std::chrono::steady_clock::now() + kExitingHolderWait;
+    while (std::chrono::steady_clock::now() < until) {
+      if (!held_now(j.fd.get(), std::chrono::milliseconds(250))) return LockHolder{};
+      h.mountpoint = rw_mountpoint();
+      if (!h.mountpoint.empty()) break;
+    }
+    if (::fstat(j.fd.get(), &st) == 0) h.pid = flock_holder(st.st_dev, st.st_ino);
+  }
+  h.held = true;
   return h;
 }
 

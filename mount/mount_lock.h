@@ -37,7 +37,9 @@ struct LockHolder {
 // Whether a live process holds CIPHERDIR/gpucryptfs.journal's lock (a missing journal is not
 // held). Never creates or blocks on anything in CIPHERDIR. When the lock is held but no read-write
 // mount of the vault is listed, waits up to `grace` for it to go: the holder is most often the
-// daemon of a mount that was just unmounted and is still exiting.
+// daemon of a mount that was just unmounted and is still exiting. With a grace, a holder still
+// there after it that shares our mount namespace (so its mount, had it one, would be listed) is
+// waited for up to 30 s more, with a line on stderr saying so.
 LockHolder vault_write_lock_holder(const std::string& cipherdir, std::chrono::milliseconds grace);
 
 // "CIPHERDIR is already mounted read-write on /mnt/x (one read-write mount per vault; ...)".
