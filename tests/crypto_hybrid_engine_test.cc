@@ -619,6 +619,40 @@ TEST(HybridEngine, LearnsAMemberSlowerThanItsStartingEstimate) {
   }
 }
 
+// A part's time includes whatever its caller waited for besides the member (on a busy machine, a
+// core). One part that took four hundred times the member's real time moves its estimate by at
+// most 1.5x (8^0.2): averaged as plain seconds per byte, it took the estimate from 10 GB/s to about
+// 25 MB/s, and the member then got too little work to learn its rate back.
+TEST(HybridEngine, OneSlowPartDoesNotUndoAMembersRate) {
+  class SlowOnce final : public ChunkEngine {
+   public:
+    std::string name() const override { return "slow-once"; }
+    void seal(std::span<ChunkOp> ops) override {
+      cpu_.seal(ops);
+      if (!slept_.exchange(true)) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    void open(std::span<ChunkOp> ops) override { cpu_.open(ops); }
+
+   private:
+    CpuEngine cpu_{1};
+    std::atomic<bool> slept_{false};
+  };
+  CpuEngine cpu(1);
+  SlowOnce fed;
+  HybridEngine::Options o;
+  o.inline_slots = 0;  // every batch to the fed member while it is there
+  o.inline_bytes = 0;
+  o.route_whole_max_bytes = 4u << 20;
+  HybridEngine hybrid({{&cpu, "cpu", {2e-6, kGBps}}, {&fed, "fed", {10e-6, kGBps / 10}}}, o);
+  const double start = hybrid.stats()[1].cost.seconds_per_byte;
+  Batch b(11, std::vector<std::size_t>(16, 64u << 10), 1);  // 1 MiB: a sample of the rate
+  hybrid.seal(b.ops);
+  const double after = hybrid.stats()[1].cost.seconds_per_byte;
+  EXPECT_EQ(hybrid.stats()[1].parts, 1u) << hybrid.describe();
+  EXPECT_GT(after, start) << "the slow part taught the model nothing: " << hybrid.describe();
+  EXPECT_LT(after, 2 * start) << "one slow part undid the member's rate: " << hybrid.describe();
+}
+
 // Many callers at once, batches of every size, three members: every result is the cpu engine's.
 TEST(HybridEngine, ConcurrentCallersGetCpuIdenticalResults) {
   // Batches up to 160 KiB routed whole (the rest shared), or every one shared.
