@@ -517,13 +517,10 @@ class GpuEngine final : public ChunkEngine {
     Slot& s = *b.slot;
     try {
       if (s.broken) throw CudaError("stream unusable after an earlier error", cudaErrorUnknown);
-      if (options_.inject_failure_at_batch > 0 &&
-          (options_.inject_failure_on_device < 0 || options_.inject_failure_on_device == s.dev->device) &&
-          ++launches_ == options_.inject_failure_at_batch)
-        throw CudaError("injected failure", cudaErrorUnknown);
-      if (options_.inject_failure_now &&
-          (options_.inject_failure_on_device < 0 || options_.inject_failure_on_device == s.dev->device) &&
-          options_.inject_failure_now->exchange(false))
+      const bool injected_device =
+          options_.inject_failure_on_device < 0 || options_.inject_failure_on_device == s.dev->device;
+      if (injected_device && ((options_.inject_failure_at_batch > 0 && ++launches_ == options_.inject_failure_at_batch) ||
+                              (options_.inject_failure_now && options_.inject_failure_now->exchange(false))))
         throw CudaError("injected failure", cudaErrorUnknown);
       ++s.batches;
       g_launches.fetch_add(1, std::memory_order_relaxed);

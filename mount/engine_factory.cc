@@ -130,19 +130,29 @@ EngineSet::EngineSet(const EngineOptions& o) {
                          [device] { bind_thread_near_gpu(device); }});
     }
   };
+  // `--engine gpu` as one gpu engine per GPU behind the hybrid engine: the GPUs take every batch,
+  // the cpu engine (member 0, given nothing while a GPU is left: no inline slot, no small-batch
+  // shortcut) only those of GPUs that fail. Returns what the calibration measured; throws with the
+  // GPU problem named.
+  auto gpus_behind_hybrid = [&](HybridEngine::Options ho) {
+    one_engine_per_gpu();
+    std::string how;
+    std::vector<HybridEngine::Member> members;
+    members.push_back({cpu_.get(), "cpu", {2e-6, 1e-9}});
+    add_gpu_members(members, &how);
+    ho.buffer_member = 1;
+    ho.inline_slots = 0;
+    ho.inline_bytes = 0;
+    ho.log = [](const std::string& m) { log::error(m); };
+    hybrid_ = std::make_unique<HybridEngine>(std::move(members), ho);
+    active_ = hybrid_.get();
+    return how;
+  };
   if (o.name == "gpu" && !o.gpu_feeders) {
     if (devices.size() > 1 && o.gpu_engine_per_gpu) {
       // Several GPUs: one engine each, every batch whole to one of them, chosen by the model.
-      one_engine_per_gpu();  // throws with the GPU problem named
-      std::string how;
-      std::vector<HybridEngine::Member> members;
-      members.push_back({cpu_.get(), "cpu", {2e-6, 1e-9}});  // only for GPUs that fail
-      add_gpu_members(members, &how);
       HybridEngine::Options ho;
       ho.name = "gpu";
-      ho.buffer_member = 1;
-      ho.inline_slots = 0;  // the cpu engine never takes a batch while a GPU is left
-      ho.inline_bytes = 0;
       ho.route_whole_max_bytes = SIZE_MAX;
       // The rates stay as calibrated at start; the bytes at work on each GPU do the balancing, which
       // was measured at least as fast as one engine over every GPU on each shape. Learning from
@@ -151,9 +161,7 @@ EngineSet::EngineSet(const EngineOptions& o) {
       // one GPU's rate fell to 0.1 GB/s and the other GPU got nearly every call (two H100s,
       // 2026-11-26: 8 and 16 callers x 128 KiB at 11 GB/s, one GPU's rate).
       ho.learn = false;
-      ho.log = [](const std::string& m) { log::error(m); };
-      hybrid_ = std::make_unique<HybridEngine>(std::move(members), ho);
-      active_ = hybrid_.get();
+      const std::string how = gpus_behind_hybrid(ho);
       description_ = "gpu engine (" + describe_gpus(o.gpu) + "), one per GPU, each batch whole to the GPU that " +
                      "finishes it first by its rate measured at start (" + how + ") and the bytes at work there, " +
                      "cpu engine as fallback";
@@ -177,21 +185,9 @@ EngineSet::EngineSet(const EngineOptions& o) {
     return;
   }
   if (o.name == "gpu") {
-    // The trial variant: one gpu engine per GPU behind the hybrid engine's queue, every batch taken
-    // by the GPUs' feeder threads (none runs in the caller: no inline slot, no small-batch
-    // shortcut), the cpu engine only for GPUs that fail.
-    one_engine_per_gpu();
-    std::string how;
-    std::vector<HybridEngine::Member> members;
-    members.push_back({cpu_.get(), "cpu", {2e-6, 1e-9}});
-    add_gpu_members(members, &how);
-    HybridEngine::Options ho;
-    ho.buffer_member = 1;
-    ho.inline_slots = 0;
-    ho.inline_bytes = 0;
-    ho.log = [](const std::string& m) { log::error(m); };
-    hybrid_ = std::make_unique<HybridEngine>(std::move(members), ho);
-    active_ = hybrid_.get();
+    // The trial variant: every batch taken from the hybrid engine's queue by the GPUs' feeder
+    // threads (none runs in the caller).
+    const std::string how = gpus_behind_hybrid(HybridEngine::Options{});
     description_ = "gpu engine (" + describe_gpus(o.gpu) + ") fed from one queue by threads per GPU (measured at start: " +
                    how + "), cpu engine as fallback";
     return;

@@ -143,7 +143,7 @@ LockHolder vault_write_lock_holder(const std::string& cipherdir, std::chrono::mi
       h.mountpoint = rw_mountpoint();
       if (!h.mountpoint.empty()) break;
     }
-    if (::fstat(j.fd.get(), &st) == 0) h.pid = flock_holder(st.st_dev, st.st_ino);
+    h.pid = flock_holder(st.st_dev, st.st_ino);  // the holder may have changed meanwhile
   }
   h.held = true;
   return h;

@@ -180,8 +180,8 @@ int run_shapes(const std::vector<int>& devices, double secs, const std::string& 
       if (gpu_set && wanted("gpu")) throughput(gpu_set->engine(), "gpu" + tag, sh.chunk, sh.request, sh.callers, op, secs);
       if (one_set) throughput(one_set->engine(), "gpuone" + tag, sh.chunk, sh.request, sh.callers, op, secs);
       if (nospin_set) throughput(nospin_set->engine(), "gpunospin" + tag, sh.chunk, sh.request, sh.callers, op, secs);
-      if (fed_set && wanted("gpufed")) throughput(fed_set->engine(), "gpufed" + tag, sh.chunk, sh.request, sh.callers, op, secs);
-      if (auto_set && wanted("auto")) throughput(auto_set->engine(), "auto" + tag, sh.chunk, sh.request, sh.callers, op, secs);
+      if (fed_set) throughput(fed_set->engine(), "gpufed" + tag, sh.chunk, sh.request, sh.callers, op, secs);
+      if (auto_set) throughput(auto_set->engine(), "auto" + tag, sh.chunk, sh.request, sh.callers, op, secs);
     }
     if (auto_set)
       if (auto* h = dynamic_cast<HybridEngine*>(&auto_set->engine()))
@@ -276,23 +276,27 @@ int run_fake_gpu(double gb_per_s, double secs, int threads) {
 double host_copy_gbps(unsigned threads, double seconds, const std::function<void()>& while_running = {}) {
   constexpr std::size_t kBytes = 32u << 20;
   std::atomic<bool> stop{false};
+  std::atomic<unsigned> ready{0};
   std::atomic<std::uint64_t> copied{0};
   std::vector<std::thread> pool;
   using Clock = std::chrono::steady_clock;
-  const auto t0 = Clock::now();
   for (unsigned t = 0; t < threads; ++t)
     pool.emplace_back([&] {
       std::vector<unsigned char> a(kBytes, 1), b(kBytes, 2);
+      ready.fetch_add(1);
       while (!stop.load(std::memory_order_relaxed)) {
         std::memcpy(b.data(), a.data(), kBytes);
         copied.fetch_add(kBytes, std::memory_order_relaxed);
       }
     });
+  while (ready.load() < threads) std::this_thread::yield();  // the clock starts once the buffers are filled
+  const auto t0 = Clock::now();
+  const std::uint64_t before = copied.load();
   if (while_running) while_running();
   else std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
   stop = true;
   for (auto& th : pool) th.join();
-  return static_cast<double>(copied.load()) / std::chrono::duration<double>(Clock::now() - t0).count() / 1e9;
+  return static_cast<double>(copied.load() - before) / std::chrono::duration<double>(Clock::now() - t0).count() / 1e9;
 }
 
 // --probe: the transfer floors of each GPU alone, then of every GPU copying at once (what the host
