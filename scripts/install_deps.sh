@@ -5,7 +5,7 @@
 set -euo pipefail
 packages=(
   build-essential cmake pkg-config git
-  libssl-dev libfuse3-dev fuse3 libboost-program-options-dev nlohmann-json3-dev
+  libssl-dev libfuse3-dev fuse3 libboost-program-options-dev nlohmann-json3-dev liburing-dev
   libgtest-dev googletest libbenchmark-dev
   sqlite3 rsync attr acl e2fsprogs gnuplot-nox clang libclang-rt-14-dev kmod
 )
