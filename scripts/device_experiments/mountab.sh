@@ -1,7 +1,8 @@
 #!/bin/bash
 # mountab.sh: engines and binaries through the mount, interleaved (device experiment): VARIANTS
 # "engine:binary ..." (default: cpu, auto of gpucryptfs.old, auto, gpu); 1 and 8 streams and random
-# 128 KiB reads, MB/s (daemon CPU s/GB); USE=1 prints the hybrid's engine use, SHAPES=1 runs
+# 128 KiB reads, MB/s (daemon CPU s/GB); RANDOM4K=1 adds random 4 KiB reads and writes with 8
+# threads (MB/s, daemon CPU s); USE=1 prints the hybrid's engine use, SHAPES=1 runs
 # gpu_engine_bench --shapes after.
 D=$(cd "$(dirname "$0")" && pwd); IOB=$D/iobench
 root=/dev/shm/e7; rm -rf $root; mkdir -p $root; pw=$root/pw; echo pw-1 > $pw
@@ -19,6 +20,7 @@ for round in ${ROUNDS:-1 2}; do
   ph w1 1024 $IOB write $m 1 1024; drop; ph r1 1024 $IOB read $m 1; rm -f $m/iob.*; drop
   ph w8 2048 $IOB write $m 8 256; drop; ph r8 2048 $IOB read $m 8; drop
   ph rr128k 0 $IOB rand $m/iob.0 8 3 131072 rd
+  if [ -n "$RANDOM4K" ]; then ph rr4k 0 $IOB rand $m/iob.0 8 3 4096 rd; ph rw4k 0 $IOB rand $m/iob.0 8 3 4096 wd; fi
   rm -f $m/iob.*
   echo "$line"
   umount $m; while kill -0 $pid 2>/dev/null; do sleep 0.05; done
