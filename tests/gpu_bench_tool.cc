@@ -101,6 +101,27 @@ std::vector<int> parse_gpu_list(const std::string& text) {
   return out;
 }
 
+// Each caller thread keeps to one member, the threads dealt out in turn: several per-GPU engines in
+// one process with no routing between them (gpusplit), what two processes that share nothing do
+// apart from the process itself (the driver's state, the pinned-buffer registry).
+class ThreadSplitEngine final : public ChunkEngine {
+ public:
+  explicit ThreadSplitEngine(std::vector<ChunkEngine*> members) : members_(std::move(members)) {}
+  std::string name() const override { return "gpusplit"; }
+  void seal(std::span<ChunkOp> ops) override { mine().seal(ops); }
+  void open(std::span<ChunkOp> ops) override { mine().open(ops); }
+  HostBuffer allocate_io_buffer(std::size_t bytes) override { return mine().allocate_io_buffer(bytes); }
+
+ private:
+  ChunkEngine& mine() {
+    thread_local std::size_t index = SIZE_MAX;
+    if (index == SIZE_MAX) index = next_.fetch_add(1);
+    return *members_[index % members_.size()];
+  }
+  std::vector<ChunkEngine*> members_;
+  std::atomic<std::size_t> next_{0};
+};
+
 // --shapes: the throughput shapes of issues 16 and 17 only, for the cpu engine alone, the gpu engine
 // over the GPUs given (one engine, batches spread over them: "all GPUs"), and --engine auto over the
 // same GPUs (the hybrid: every GPU and the cpu engine), built as the mount builds them. Labels name
@@ -119,6 +140,8 @@ int run_shapes(const std::vector<int>& devices, double secs, const std::string& 
     std::printf("gpu %d: %s, PCI %s, NUMA node %d\n", g.index, g.name.c_str(), g.pci_bus_id.c_str(), g.numa_node);
   CpuEngine cpu_all(0);
   std::unique_ptr<EngineSet> gpu_set, one_set, nospin_set, fed_set, auto_set;
+  std::vector<std::unique_ptr<EngineSet>> split_sets;
+  std::unique_ptr<ThreadSplitEngine> split;
   if (!gpus.empty()) {
     EngineOptions go;
     go.name = "gpu";
@@ -141,6 +164,16 @@ int run_shapes(const std::vector<int>& devices, double secs, const std::string& 
       one_set = std::make_unique<EngineSet>(oo);
       std::printf("gpuone: %s\n", one_set->description().c_str());
       verify_engine_against_cpu(one_set->engine(), 65536);
+    }
+    if (!engines.empty() && wanted("gpusplit") && devices.size() > 1) {
+      std::vector<ChunkEngine*> members;
+      for (int d : devices) {
+        EngineOptions so = go;
+        so.gpu.devices = {d};
+        split_sets.push_back(std::make_unique<EngineSet>(so));
+        members.push_back(&split_sets.back()->engine());
+      }
+      split = std::make_unique<ThreadSplitEngine>(members);
     }
     if (wanted("gpufed")) {
       EngineOptions fo = go;
@@ -179,6 +212,7 @@ int run_shapes(const std::vector<int>& devices, double secs, const std::string& 
       if (wanted("cpu")) throughput(cpu_all, "cpu", sh.chunk, sh.request, sh.callers, op, secs);
       if (gpu_set && wanted("gpu")) throughput(gpu_set->engine(), "gpu" + tag, sh.chunk, sh.request, sh.callers, op, secs);
       if (one_set) throughput(one_set->engine(), "gpuone" + tag, sh.chunk, sh.request, sh.callers, op, secs);
+      if (split) throughput(*split, "gpusplit" + tag, sh.chunk, sh.request, sh.callers, op, secs);
       if (nospin_set) throughput(nospin_set->engine(), "gpunospin" + tag, sh.chunk, sh.request, sh.callers, op, secs);
       if (fed_set) throughput(fed_set->engine(), "gpufed" + tag, sh.chunk, sh.request, sh.callers, op, secs);
       if (auto_set) throughput(auto_set->engine(), "auto" + tag, sh.chunk, sh.request, sh.callers, op, secs);
