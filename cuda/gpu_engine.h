@@ -68,7 +68,8 @@ struct GpuOptions {
   // times over gets its tables and the GPU. 0: every batch to the GPU (the kernels' tests).
   std::size_t cold_key_cpu_bytes = 0;
   unsigned key_warmup_batches = 4;
-  // Threads that copy large batches into and out of the pinned staging buffers (0: up to 8).
+  // Threads that copy large batches into and out of the pinned staging buffers (0: one per core,
+  // the caller among them; each engine has its own, one per GPU with several).
   int copy_threads = 0;
   // Tests only: the n-th batch (1-based) fails as if the GPU had, to exercise the fallback path;
   // with inject_failure_on_device, only batches launched on that GPU count (and it is that GPU that
