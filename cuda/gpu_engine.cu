@@ -221,11 +221,8 @@ std::vector<std::shared_ptr<Waiter>>& decided_wakes() {
 void wake_later(Request* r) { decided_wakes().push_back(r->waiter); }
 void wake_decided() {
   auto& v = decided_wakes();
-  if (v.empty()) return;
-  thread_local std::vector<std::shared_ptr<Waiter>> now;
-  now.swap(v);
-  for (auto& w : now) w->wake();
-  now.clear();
+  for (auto& w : v) w->wake();
+  v.clear();
 }
 // Lets go of the engine's lock, then wakes whom this thread decided to wake while it held it.
 void unlock_and_wake(std::unique_lock<std::mutex>& lock) {
