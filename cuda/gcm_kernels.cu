@@ -398,7 +398,8 @@ __device__ __forceinline__ void ghash_segment(const BatchView& b, std::uint32_t 
   for (int l = 0; l < 5; ++l) a = xor128(a, mul(shfl_down_block(a, 1 << l), l));
   a = shfl_block(mul(a, 0), 0);  // lane 0 holds the segment's hash
   if (u > 0) {  // scaled by H^(S u), its distance from the end: one product shared by the 32 lanes
-    Block128 share = gf_mul_lane_share(a, key->segment_power[u * (b.segment_blocks / kSegmentBlocksSmall)], lane);
+    const Block128* power = &key->segment_power[u * (b.segment_blocks / kSegmentBlocksSmall)];
+    Block128 share = gf_mul_lane_share(a, Coherent ? ldcg_block(power) : *power, lane);
 #pragma unroll
     for (int o = 16; o; o >>= 1) share = xor128(share, shfl_xor_block(share, o));
     a = share;
@@ -552,6 +553,245 @@ __global__ void __launch_bounds__(kCtaThreads, 1)
   fused_body<true>(b, te0, h.barrier_target);
 }
 
+// ---- The resident worker (gcm_kernels.h: ResidentView) ----
+//
+// Loads and stores of the ring and of the callers' memory are to page-locked host memory that the
+// host changes while the kernel runs: the ring's words go through the system-scope acquire and
+// release forms, the data through volatile loads (.cv: never served from a cache a previous round
+// filled). Key material goes through L2 (.cg), never the read-only path, since a slot may be
+// loaded with another key between two rounds.
+__device__ __forceinline__ std::uint64_t ld_acquire_sys(const std::uint64_t* p) {
+  std::uint64_t v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ std::uint32_t ld_relaxed_sys(const std::uint32_t* p) {
+  std::uint32_t v;
+  asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ std::uint64_t globaltimer() {
+  std::uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ void st_release_sys(std::uint64_t* p, std::uint64_t v) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+// Block blk of a chunk of len bytes in host memory, zero-padded, reading no byte past len.
+__device__ __forceinline__ uint4 load_host_block(const std::uint8_t* p, std::uint32_t len, std::uint32_t blk, bool vec) {
+  const std::uint32_t at = blk * 16;
+  if (vec && at + 16 <= len) return __ldcv(reinterpret_cast<const uint4*>(p + at));
+  std::uint32_t w[4] = {0, 0, 0, 0};
+  const volatile std::uint8_t* q = p + at;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    if (at + 4 * k + 4 <= len) {
+      w[k] = *reinterpret_cast<const volatile std::uint32_t*>(q + 4 * k);  // chunks start 4-byte aligned
+    } else {
+      for (std::uint32_t i = 0; at + 4 * k + i < len && i < 4; ++i) w[k] |= std::uint32_t(q[4 * k + i]) << (8 * i);
+    }
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+__device__ __forceinline__ void store_host_block(std::uint8_t* p, std::uint32_t len, std::uint32_t blk, bool vec, uint4 y) {
+  const std::uint32_t at = blk * 16;
+  if (vec && at + 16 <= len) {
+    *reinterpret_cast<uint4*>(p + at) = y;
+    return;
+  }
+  const std::uint32_t w[4] = {y.x, y.y, y.z, y.w};
+#pragma unroll
+  for (int k = 0; k < 4; ++k) store_host_word(p, len, at + 4 * k, w[k]);
+}
+
+// CTR over one chunk by the whole CTA: lane l of warp w takes blocks w * 32 * BPT + l + 32 k (and
+// the same again every pass of all warps); the ciphertext also goes to `text` for GHASH.
+template <int BPT>
+__device__ __forceinline__ void resident_ctr(const ChunkDesc& d, const uint4* rk, std::uint8_t* text, bool open,
+                                             std::uint32_t yb) {
+  const std::uint32_t len = d.len, nblocks = blocks_of(len);
+  const auto* in = reinterpret_cast<const std::uint8_t*>(d.host_in);
+  auto* out = reinterpret_cast<std::uint8_t*>(d.host_out);
+  const bool vec = ((d.host_in | d.host_out) & 15) == 0;
+  const std::uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const std::uint32_t n0 = d.nonce[0], n1 = d.nonce[1], n2 = d.nonce[2];
+  for (std::uint32_t base = warp * 32 * BPT; base < nblocks; base += warps * 32 * BPT) {
+    uint4 x[BPT];
+    std::uint32_t s[BPT][4];
+    const uint4 k0 = rk[0];
+#pragma unroll
+    for (int k = 0; k < BPT; ++k) {
+      const std::uint32_t blk = base + lane + 32 * k;
+      x[k] = blk < nblocks ? load_host_block(in, len, blk, vec) : make_uint4(0, 0, 0, 0);
+      s[k][0] = n0 ^ k0.x, s[k][1] = n1 ^ k0.y, s[k][2] = n2 ^ k0.z, s[k][3] = bswap32(blk + 2) ^ k0.w;
+    }
+#pragma unroll
+    for (int r = 1; r < kAesRounds; ++r) {
+      const uint4 kr = rk[r];
+#pragma unroll
+      for (int k = 0; k < BPT; ++k) aes_round(s[k], kr, yb);
+    }
+    const uint4 kl = rk[kAesRounds];
+#pragma unroll
+    for (int k = 0; k < BPT; ++k) {
+      aes_last_round(s[k], kl, yb);
+      const std::uint32_t blk = base + lane + 32 * k;
+      if (blk >= nblocks) continue;
+      const uint4 y = make_uint4(x[k].x ^ s[k][0], x[k].y ^ s[k][1], x[k].z ^ s[k][2], x[k].w ^ s[k][3]);
+      store_host_block(out, len, blk, vec, y);
+      reinterpret_cast<uint4*>(text)[blk] = open ? x[k] : y;
+    }
+  }
+}
+
+__device__ __forceinline__ Block128 mul_table_l2(const Block128& x, const std::uint32_t* table) {
+  Block128 z{{0, 0, 0, 0}};
+#pragma unroll
+  for (int p = 0; p < 32; ++p) {
+    const std::uint32_t off = nibble_offset(x, p);
+    const uint2 lo = __ldcg(reinterpret_cast<const uint2*>(reinterpret_cast<const char*>(table) + (2 * p) * 128 + off));
+    const uint2 hi = __ldcg(reinterpret_cast<const uint2*>(reinterpret_cast<const char*>(table) + (2 * p + 1) * 128 + off));
+    z.w[0] ^= lo.x, z.w[1] ^= lo.y, z.w[2] ^= hi.x, z.w[3] ^= hi.y;
+  }
+  return z;
+}
+
+__global__ void __launch_bounds__(kCtaThreads, 1) resident_worker(ResidentView v, const std::uint32_t* __restrict__ te0) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ ChunkDesc desc;
+  __shared__ uint4 round_keys[kAesRounds + 1];
+  __shared__ std::uint32_t segment_prefix[2];
+  __shared__ std::uint64_t ticket;
+  __shared__ int quit;
+  __shared__ std::uint64_t tables_of;  // the key load whose GHASH tables are in smem (0: none)
+  const std::uint32_t tab = tables_base(smem);
+  fill_tables(tab, te0);
+  // The GHASH tables go in whichever gap the T-tables' 64 KiB alignment leaves in the dynamic
+  // shared memory, when one is large enough (then each multiply waits on shared memory, not L2).
+  const std::uint32_t start = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem));
+  std::uint32_t* ghash_tables = nullptr;
+  if (tab - start >= kGhashSharedBytes) ghash_tables = reinterpret_cast<std::uint32_t*>(smem);
+  else if (start + kCtrSmemBytes - (tab + kTableBytes) >= kGhashSharedBytes)
+    ghash_tables = reinterpret_cast<std::uint32_t*>(smem + (tab + kTableBytes - start));
+  if (threadIdx.x == 0) tables_of = 0;
+  const std::uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const std::uint32_t yb = tab | (lane << 2);
+  ChunkScratch* scratch = v.scratch + blockIdx.x;
+  std::uint8_t* text = v.text + static_cast<std::size_t>(blockIdx.x) * kMaxGpuChunkBytes;
+  for (;;) {
+    __syncthreads();  // the last round is over (and, the first time, the tables are filled)
+    if (threadIdx.x == 0) {
+      // Only the CTA waiting for the next ticket to be published asks the host (one load over the
+      // bus at a time); the others wait on its answer in device memory. Dozens of CTAs polling host
+      // memory at once slowed every chunk in flight several times over (their loads and the
+      // chunks' share the GPU's path to host memory).
+      const std::uint64_t t = atomicAdd(v.next_ticket, 1ull);
+      const ResidentEntry* e = v.ring + (t & v.ring_mask);
+      volatile unsigned long long* known = v.next_ticket + 1;  // tickets published, as far as the GPU knows
+      volatile unsigned long long* stopping = v.next_ticket + 2;
+      unsigned ns = 64;
+      quit = 0;
+      for (;;) {
+        const std::uint64_t k = *known;
+        if (t < k) break;
+        if (t == k) {
+          const std::uint64_t p = ld_acquire_sys(v.published);
+          if (p > t) {
+            atomicMax(v.next_ticket + 1, static_cast<unsigned long long>(p));
+            break;
+          }
+          if (ld_relaxed_sys(v.stop)) *stopping = 1;
+        }
+        if (*stopping) {
+          quit = 1;
+          break;
+        }
+        __nanosleep(ns);
+        ns = min(ns * 2, 1024u);
+      }
+      // Published means posted; the entry's own word confirms it (one load, normally at once).
+      while (!quit && ld_acquire_sys(&e->posted) != t + 1) __nanosleep(32);
+      ticket = t;
+    }
+    __syncthreads();
+    if (quit) return;
+    ResidentEntry* e = v.ring + (ticket & v.ring_mask);
+    if (v.trace && threadIdx.x == 0) e->stamps[0] = globaltimer();
+    if (threadIdx.x < sizeof(ChunkDesc) / 4)
+      reinterpret_cast<std::uint32_t*>(&desc)[threadIdx.x] =
+          ld_relaxed_sys(reinterpret_cast<const std::uint32_t*>(&e->desc) + threadIdx.x);
+    __syncthreads();
+    const KeyBlob* key = v.keys + desc.key;
+    if (threadIdx.x < kAesRounds + 1)
+      round_keys[threadIdx.x] = __ldcg(reinterpret_cast<const uint4*>(key->round_keys) + threadIdx.x);
+    // Which load of the slot this key is (never 0, never repeated): data_offset holds its low word.
+    const std::uint64_t table_id = static_cast<std::uint64_t>(desc.reserved >> 1) << 32 | desc.data_offset;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      desc.data_offset = 0;  // the text copy starts at `text`
+      segment_prefix[0] = 0;
+      segment_prefix[1] = ghash_segments(desc.aad_len, desc.len, kSegmentBlocksSmall);
+    }
+    const bool open = (desc.reserved & kResidentOpen) != 0;
+    if (ghash_tables && tables_of != table_id) {
+      const uint4* src = reinterpret_cast<const uint4*>(key->tables);
+      uint4* dst = reinterpret_cast<uint4*>(ghash_tables);
+      for (std::uint32_t i = threadIdx.x; i < kGhashSharedBytes / 16; i += blockDim.x) dst[i] = __ldcg(src + i);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) tables_of = table_id;  // read again only after the next barrier
+    resident_ctr<4>(desc, round_keys, text, open, yb);
+    if (v.trace && threadIdx.x == 0) e->stamps[3] = globaltimer();
+    if (warp == 0) {  // E_K(J0), the tag mask; every lane computes it, lane 0 keeps it
+      const uint4 k0 = round_keys[0];
+      std::uint32_t s[4] = {desc.nonce[0] ^ k0.x, desc.nonce[1] ^ k0.y, desc.nonce[2] ^ k0.z, bswap32(1) ^ k0.w};
+#pragma unroll 1
+      for (int r = 1; r < kAesRounds; ++r) aes_round(s, round_keys[r], yb);
+      aes_last_round(s, round_keys[kAesRounds], yb);
+      if (lane == 0) scratch->ej0 = Block128{{s[0], s[1], s[2], s[3]}};
+    }
+    __syncthreads();  // the text and the tag mask are written
+    if (v.trace && threadIdx.x == 0) e->stamps[1] = globaltimer();
+
+    BatchView b;
+    b.descs = &desc;
+    b.chunks = 1;
+    b.segment_prefix = segment_prefix;
+    b.segments = segment_prefix[1];
+    b.segment_blocks = kSegmentBlocksSmall;
+    b.keys = v.keys;
+    b.in = text;
+    b.out = text;
+    b.tags = &e->tag;
+    b.ok = &e->ok;
+    b.scratch = scratch;
+    b.open = open;
+    b.direct = true;  // GHASH reads `out` (the text copy); a failed open zeroes the caller's buffer
+    if (ghash_tables) {
+      for (std::uint32_t seg = warp; seg < b.segments; seg += warps)
+        ghash_segment<true>(b, seg, 0, lane, [ghash_tables](const Block128& x, int l) {
+          return mul_table_shared(x, ghash_tables + l * kNibbleTableWords);
+        });
+    } else {
+      for (std::uint32_t seg = warp; seg < b.segments; seg += warps)
+        ghash_segment<true>(b, seg, 0, lane, [key](const Block128& x, int l) { return mul_table_l2(x, key->tables[l]); });
+    }
+    // Every thread's stores to the caller's memory and the entry happen before thread 0's release
+    // (the barrier orders them within the CTA; the release at system scope is cumulative). One
+    // system fence per chunk: a fence in every thread made each chunk wait hundreds of microseconds.
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      if (v.trace) e->stamps[4] = globaltimer();
+      __threadfence_system();
+      if (v.trace) e->stamps[2] = globaltimer();
+      st_release_sys(&e->done, ticket + 1);
+    }
+  }
+}
+
 __global__ void empty_kernel() {}
 
 cudaError_t launch_ctr(const BatchView& b, CtrVariant v, std::uint32_t task_blocks, const DeviceTables& t,
@@ -635,6 +875,11 @@ cudaError_t launch_fused_direct(const BatchView& b, DirectHeader& h, std::uint32
   return e;
 }
 
+cudaError_t launch_resident(const ResidentView& v, const DeviceTables& t, int ctas, cudaStream_t stream) {
+  resident_worker<<<ctas, kCtaThreads, kCtrSmemBytes, stream>>>(v, t.te0);
+  return cudaGetLastError();
+}
+
 cudaError_t launch_empty_kernel(cudaStream_t stream) {
   empty_kernel<<<1, 32, 0, stream>>>();
   return cudaGetLastError();
@@ -644,13 +889,22 @@ cudaError_t configure_kernels() {
   const void* kernels[] = {reinterpret_cast<const void*>(ctr_coarse<1>), reinterpret_cast<const void*>(ctr_coarse<2>),
                            reinterpret_cast<const void*>(ctr_coarse<4>), reinterpret_cast<const void*>(ctr_fine<2>),
                            reinterpret_cast<const void*>(fused_small), reinterpret_cast<const void*>(fused_direct),
-                           reinterpret_cast<const void*>(fused_small_direct)};
+                           reinterpret_cast<const void*>(fused_small_direct), reinterpret_cast<const void*>(resident_worker)};
   for (const void* k : kernels)
     if (const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kCtrSmemBytes);
         e != cudaSuccess)
       return e;
-  return cudaFuncSetAttribute(reinterpret_cast<const void*>(ghash_kernel_shared),
-                              cudaFuncAttributeMaxDynamicSharedMemorySize, kGhashSharedBytes);
+  if (const cudaError_t e = cudaFuncSetAttribute(reinterpret_cast<const void*>(ghash_kernel_shared),
+                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, kGhashSharedBytes);
+      e != cudaSuccess)
+    return e;
+  // Every other kernel loaded now, not on its first launch: with lazy module loading (the CUDA 12
+  // default), a first launch may wait for the whole device to go idle, which it never does while a
+  // resident worker runs.
+  cudaFuncAttributes attributes;
+  for (const void* k : {reinterpret_cast<const void*>(ghash_kernel), reinterpret_cast<const void*>(empty_kernel)})
+    if (const cudaError_t e = cudaFuncGetAttributes(&attributes, k); e != cudaSuccess) return e;
+  return cudaSuccess;
 }
 
 cudaError_t launch_seal(const BatchView& b, CtrVariant v, std::uint32_t task_blocks, const DeviceTables& t,

@@ -78,6 +78,33 @@ static_assert(sizeof(DirectHeader) + sizeof(BatchView) + 64 < 32764, "kernel par
 // running count the caller keeps in *barrier_count (one per scratch; launches on it in order).
 cudaError_t launch_fused_direct(const BatchView& b, DirectHeader& h, std::uint32_t* barrier_count,
                                 const DeviceTables& t, int sm_count, cudaStream_t stream);
+// The resident worker: a kernel that stays on the GPU and takes chunk ops from a ring in host
+// memory (ResidentEntry), so a small request costs no launch, no copy call and no event: the host
+// writes a descriptor, the GPU reads the data over the bus, writes the result back and marks the
+// entry done. Each CTA takes one ticket at a time (an atomic counter in device memory), waits for
+// that entry to be posted, seals or opens the chunk (CTR, then GHASH over a device copy of the
+// ciphertext), and answers. Key material is read through L2 only (never the read-only cache), so
+// the host may load a new key into a free slot while the kernel runs.
+struct ResidentView {
+  ResidentEntry* ring = nullptr;               // host memory, ring_mask + 1 entries
+  std::uint64_t ring_mask = 0;
+  // Device memory, three words: the next ticket to take, the tickets known to be published, and
+  // whether the kernel is stopping (set by the start, all three).
+  unsigned long long* next_ticket = nullptr;
+  const std::uint64_t* published = nullptr;    // host memory: tickets posted so far
+  const std::uint32_t* stop = nullptr;         // host memory: nonzero ends the kernel
+  const KeyBlob* keys = nullptr;               // device memory, the worker's key slots
+  ChunkScratch* scratch = nullptr;             // device memory, one per CTA (left zeroed)
+  std::uint8_t* text = nullptr;                // device memory, kMaxGpuChunkBytes per CTA
+  bool trace = false;                          // write the entries' stamps (GPUCRYPTFS_RESIDENT_TRACE)
+};
+// A resident entry's descriptor: bit 0 of `reserved` says open (not seal). Bits 1 to 31 of
+// `reserved` and all of `data_offset` number the load of the key into its slot (a 63-bit count over
+// the queue's life, never repeated), so a CTA knows when the GHASH tables it holds in shared memory
+// are another key's.
+constexpr std::uint32_t kResidentOpen = 1;
+cudaError_t launch_resident(const ResidentView& v, const DeviceTables& t, int ctas, cudaStream_t stream);
+
 // CTR alone (the keystream benchmark).
 cudaError_t launch_ctr_only(const BatchView& b, CtrVariant v, std::uint32_t task_blocks, const DeviceTables& t,
                             int sm_count, cudaStream_t stream);

@@ -53,6 +53,25 @@ struct ChunkDesc {
 };
 static_assert(sizeof(ChunkDesc) == 128);
 
+// One entry of a resident worker's ring (resident_queue.h): page-locked host memory that the host
+// fills and the worker kernel, which stays on the GPU, polls. The host writes the descriptor, then
+// `posted` (ticket + 1, a release store); the GPU answers in the second half (tag or ok), then `done`
+// (ticket + 1, after a system-wide fence). The halves sit on separate 128-byte lines, so the GPU's
+// answer never shares a line with what the host writes for the next round.
+struct alignas(128) ResidentEntry {
+  ChunkDesc desc;            // key: the worker's key slot; host_in / host_out: the caller's memory
+  std::uint64_t posted;
+  std::uint64_t pad0[15];
+  Block128 tag;              // seal: written
+  std::uint32_t ok;          // open: 1 = tag matched
+  std::uint32_t pad1;
+  std::uint64_t done;
+  // GPU clock (ns), for GPUCRYPTFS_RESIDENT_TRACE: taken, hashing from, answered, CTR done, hashed.
+  std::uint64_t stamps[5];
+  std::uint64_t pad2[7];
+};
+static_assert(sizeof(ResidentEntry) == 384);
+
 // Per-chunk scratch, uploaded as zeros with the descriptors: the CTR kernel leaves E_K(J0) (the
 // tag mask, counter 1) in ej0, the GHASH kernel accumulates its segments in acc.
 struct ChunkScratch {

@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <linux/futex.h>
@@ -19,6 +20,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <mutex>
+#include <optional>
+#include <shared_mutex>
 #include <thread>
 #include <unordered_map>
 
@@ -32,6 +35,8 @@
 #include "cuda/gpu_engine.h"
 #include "cuda/host_numa.h"
 #include "cuda/host_tables.h"
+#include "cuda/resident_queue.h"
+#include "cuda/thread_waiter.h"
 
 namespace gcfs {
 namespace gpu {
@@ -112,10 +117,12 @@ class PinnedRegistry {
     --it;
     return a - it->first <= it->second && n <= it->second - (a - it->first) ? it->first : 0;
   }
-  std::unique_lock<std::mutex> lock() { return std::unique_lock(mu_); }
+  std::unique_lock<std::shared_mutex> lock() { return std::unique_lock(mu_); }
+  // For lookups alone (contains_locked, buffer_of_locked), by many callers at once.
+  std::shared_lock<std::shared_mutex> shared_lock() { return std::shared_lock(mu_); }
 
  private:
-  mutable std::mutex mu_;
+  mutable std::shared_mutex mu_;
   std::map<std::uintptr_t, std::size_t> ranges_;  // start -> length
 };
 
@@ -131,6 +138,7 @@ struct DeviceState {
   int device = 0;
   std::size_t order = 0;  // its place in the engine's list: the GPU that fills first comes first
   int sm_count = 0;
+  int launch_sms = 0;   // SMs a cooperative launch may count on: those the resident worker leaves
   int numa_node = -1;   // of its PCI slot; its slots' pinned buffers are allocated there
   bool broken = false;  // failed: its slots are out of use (guarded by the engine's mutex)
   DeviceBuffer te0;
@@ -174,36 +182,6 @@ struct Slot {
   std::uint64_t batches = 0;
   bool broken = false;
 };
-
-// Where a caller's thread sleeps: one futex word per thread, outliving any one request (a waker
-// holds a reference while it wakes, so a caller that already left, or a thread that ended, is
-// never woken through freed memory).
-//
-// Wakes are decided under the engine's lock and carried out after it is released
-// (unlock_and_wake): a thread woken while the waker still holds the lock would only block on it at
-// once, and with many callers that convoy on one mutex (and the futex bucket behind it) was most
-// of a small request's host time (perf on the H100 machine, 32 callers of 4 KiB and of 128 KiB:
-// futex waits, wakes and their bucket's spin lock took over 40% of the samples).
-struct Waiter {
-  std::atomic<std::uint32_t> signal{0};
-  // Before the caller checks its conditions under the lock: any wake decided after that check
-  // comes after this, so it is not lost.
-  void arm() { signal.store(0, std::memory_order_relaxed); }
-  void wait() {
-    while (signal.load(std::memory_order_acquire) == 0)
-      ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&signal), FUTEX_WAIT_PRIVATE, 0, nullptr, nullptr, 0);
-  }
-  void wake() {
-    signal.store(1, std::memory_order_release);
-    ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&signal), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
-  }
-};
-static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t));
-
-std::shared_ptr<Waiter> this_thread_waiter() {
-  thread_local const std::shared_ptr<Waiter> w = std::make_shared<Waiter>();
-  return w;
-}
 
 // One caller's request. Its thread sleeps on its own waiter, woken only when the last of its
 // pieces is done or when it is asked to lead (a slot is free and its pieces wait in the queue):
@@ -293,12 +271,19 @@ class GpuEngine final : public ChunkEngine {
     max_data_ = std::max<std::size_t>(o.max_batch_bytes, kMaxGpuChunkBytes) + kMaxBatchChunks * 16;
     piece_limit_ = std::clamp<std::size_t>(o.piece_bytes, kMaxGpuChunkBytes, max_data_ - kMaxBatchChunks * 16);
     upload_wc_ = write_combined_upload_is_faster();
+    ResidentPause pause;  // allocations below may wait for a device to go idle
     for (int d : devices) {
       auto st = std::make_unique<DeviceState>();
       st->device = d;
       st->order = devices_.size();
       check_cuda(cudaSetDevice(d), "cudaSetDevice");
       check_cuda(cudaDeviceGetAttribute(&st->sm_count, cudaDevAttrMultiProcessorCount, d), "device attributes");
+      // Failure injection (tests) counts launched batches, which the resident worker has none of.
+      const bool resident = o.resident && o.inject_failure_at_batch == 0 && !o.inject_failure_now;
+      const int resident_ctas = resident ? std::clamp(o.resident_ctas > 0 ? o.resident_ctas : st->sm_count / 2, 1,
+                                                        std::max(1, st->sm_count / 2))
+                                           : 0;
+      st->launch_sms = std::max(1, st->sm_count - resident_ctas);
       check_cuda(configure_kernels(), "configuring the kernels");
       st->te0 = DeviceBuffer(d, 256 * sizeof(std::uint32_t));
       check_cuda(cudaMemcpy(st->te0.get(), host_te0().data(), 256 * sizeof(std::uint32_t), cudaMemcpyHostToDevice),
@@ -310,6 +295,15 @@ class GpuEngine final : public ChunkEngine {
         // the GPU and the other socket's memory cross the socket link.
         numa::ScopedPreferredNode near(st->numa_node);
         for (int s = 0; s < streams; ++s) slots_.push_back(std::make_unique<Slot>(*st, max_data_, upload_wc_));
+        if (resident_ctas > 0) {
+          ResidentOptions ro;
+          ro.ctas = resident_ctas;
+          ro.idle_stop = o.resident_idle;
+          ro.on_error = options_.on_error;
+          residents_.push_back(std::make_unique<ResidentQueue>(d, st->tables, ro, [this](const ChunkKey& k) {
+            return host_keys_.get(k);
+          }));
+        }
       }
       devices_.push_back(std::move(st));
     }
@@ -320,6 +314,8 @@ class GpuEngine final : public ChunkEngine {
   }
 
   ~GpuEngine() override {
+    teardown_pause_.emplace();  // every resident worker stopped until the members below are freed
+    residents_.clear();
     for (auto& d : devices_) {
       cudaSetDevice(d->device);
       cudaDeviceSynchronize();
@@ -336,7 +332,12 @@ class GpuEngine final : public ChunkEngine {
   // When pinning fails (locked-memory limits), plain memory: slower, never wrong.
   HostBuffer allocate_io_buffer(std::size_t bytes) override {
     void* p = nullptr;
-    if (cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable) != cudaSuccess) {
+    cudaError_t e;
+    {
+      ResidentPause pause;  // pinning may wait for the devices to go idle
+      e = cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable);
+    }
+    if (e != cudaSuccess) {
       (void)cudaGetLastError();
       return HostBuffer::plain(bytes);
     }
@@ -348,6 +349,7 @@ class GpuEngine final : public ChunkEngine {
         [reg = pinned_](std::uint8_t* q, std::size_t n) {
           reg->remove(q);  // first, so no later batch takes the freed range for pinned
           secure_wipe(q, n);  // it held plaintext; the driver reuses pinned memory as it is
+          ResidentPause pause;  // cudaFreeHost waits for the devices to go idle
           cudaFreeHost(q);
         },
         true);
@@ -376,6 +378,22 @@ class GpuEngine final : public ChunkEngine {
     return cold;
   }
 
+  // A request for the resident worker: small, every op in engine memory both ways, 4-byte aligned,
+  // not in place (should the GPU fail midway, the fallback redoes the ops from their inputs).
+  bool resident_can_take(std::span<const ChunkOp> ops) {
+    std::size_t bytes = 0;
+    for (const auto& op : ops) {
+      bytes += op.len;
+      const bool aligned = ((reinterpret_cast<std::uintptr_t>(op.in) | reinterpret_cast<std::uintptr_t>(op.out)) & 3) == 0;
+      const bool disjoint = op.out + op.len <= op.in || op.in + op.len <= op.out;
+      if (!gpu_can_take(op) || op.len == 0 || !aligned || !disjoint || bytes > options_.resident_max_request_bytes) return false;
+    }
+    auto reg = pinned_->shared_lock();
+    for (const auto& op : ops)
+      if (!pinned_->contains_locked(op.in, op.len) || !pinned_->contains_locked(op.out, op.len)) return false;
+    return true;
+  }
+
   static bool gpu_can_take(const ChunkOp& op) {
     return op.key && op.len <= kMaxGpuChunkBytes && op.aad_len <= kMaxAadBytes;
   }
@@ -387,6 +405,14 @@ class GpuEngine final : public ChunkEngine {
       if (disabled_) return run_fallback(ops, seal);
     }
     if (small_with_a_cold_key(ops)) return run_fallback(ops, seal);
+    if (!residents_.empty() && resident_can_take(ops)) {
+      ResidentQueue& q = *residents_[next_resident_.fetch_add(1, std::memory_order_relaxed) % residents_.size()];
+      switch (q.run(ops, seal)) {
+        case ResidentQueue::Outcome::Done: return;
+        case ResidentQueue::Outcome::Failed: return run_fallback(ops, seal);  // inputs intact: no op in place
+        case ResidentQueue::Outcome::NotTaken: break;
+      }
+    }
     Request req;
     std::vector<Piece> pieces;
     split(ops, seal, req, pieces);
@@ -672,7 +698,7 @@ class GpuEngine final : public ChunkEngine {
       view.ok = reinterpret_cast<std::uint32_t*>(s.d_out.get() + n * sizeof(Block128));
       view.scratch = reinterpret_cast<ChunkScratch*>(s.d_in.get() + b.plan.scratch_offset);
       view.open = !b.seal;
-      const int sms = s.dev->sm_count;
+      const int sms = s.dev->launch_sms;
       if (mapped) {  // results straight into the pinned result area that complete() reads
         view.direct = true;
         view.tags = s.h_out.get<Block128>();
@@ -889,6 +915,7 @@ class GpuEngine final : public ChunkEngine {
       if (--p.request->pending == 0) wake_later(p.request);
   }
 
+  std::optional<ResidentPause> teardown_pause_;  // first member: the last one freed
   GpuOptions options_;
   ChunkEngine& fallback_;
   bool auto_kernel_ = true;
@@ -900,6 +927,8 @@ class GpuEngine final : public ChunkEngine {
   HostKeyCache host_keys_;
   std::shared_ptr<PinnedRegistry> pinned_ = shared_pinned_registry();
   std::unique_ptr<ThreadPool> copy_pool_;
+  std::vector<std::unique_ptr<ResidentQueue>> residents_;  // one per GPU (GpuOptions::resident)
+  std::atomic<std::size_t> next_resident_{0};
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -982,8 +1011,12 @@ std::unique_ptr<ChunkEngine> make_gpu_engine(const GpuOptions& options, ChunkEng
     if (d < 0 || d >= static_cast<int>(gpus.size()))
       throw UserError("GPU " + std::to_string(d) + " does not exist (this machine has " + std::to_string(gpus.size()) +
                       " visible GPU(s))");
+  GpuOptions o = options;
+  // For comparisons on one machine without a rebuild: GPUCRYPTFS_GPU_RESIDENT=0 turns the resident
+  // worker off (GpuOptions::resident), =1 on.
+  if (const char* r = std::getenv("GPUCRYPTFS_GPU_RESIDENT"); r && (r[0] == '0' || r[0] == '1')) o.resident = r[0] == '1';
   try {
-    return std::make_unique<gpu::GpuEngine>(options, fallback, devices);
+    return std::make_unique<gpu::GpuEngine>(o, fallback, devices);
   } catch (const gpu::CudaError& e) {
     throw UserError(std::string("the gpu engine cannot start: ") + e.what());
   }

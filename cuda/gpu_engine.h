@@ -71,6 +71,16 @@ struct GpuOptions {
   // Threads that copy large batches into and out of the pinned staging buffers (0: one per core,
   // the caller among them; each engine has its own, one per GPU with several).
   int copy_threads = 0;
+  // Requests of at most resident_max_request_bytes whose ops all lie in memory from
+  // allocate_io_buffer (and do not overlap) go to a resident worker: a kernel that stays on each GPU
+  // and polls a ring of descriptors in host memory, so such a request costs no CUDA call, no launch
+  // and no event, only a descriptor per chunk and a wake-up. It holds resident_ctas SMs of each GPU
+  // while it runs (0: half of them), starts on the first request and stops after
+  // resident_idle without work. False: every request takes the batched launches below.
+  bool resident = true;
+  int resident_ctas = 0;
+  std::size_t resident_max_request_bytes = 2u << 20;
+  std::chrono::milliseconds resident_idle{100};
   // Tests only: the n-th batch (1-based) fails as if the GPU had, to exercise the fallback path;
   // with inject_failure_on_device, only batches launched on that GPU count (and it is that GPU that
   // fails: the engine's other GPUs take its work).

@@ -139,7 +139,7 @@ int run_shapes(const std::vector<int>& devices, double secs, const std::string& 
   for (const auto& g : gpus)
     std::printf("gpu %d: %s, PCI %s, NUMA node %d\n", g.index, g.name.c_str(), g.pci_bus_id.c_str(), g.numa_node);
   CpuEngine cpu_all(0);
-  std::unique_ptr<EngineSet> gpu_set, one_set, nospin_set, fed_set, auto_set;
+  std::unique_ptr<EngineSet> gpu_set, one_set, nospin_set, launch_set, fed_set, auto_set;
   std::vector<std::unique_ptr<EngineSet>> split_sets;
   std::unique_ptr<ThreadSplitEngine> split;
   if (!gpus.empty()) {
@@ -147,6 +147,7 @@ int run_shapes(const std::vector<int>& devices, double secs, const std::string& 
     go.name = "gpu";
     go.gpu.devices = devices;
     go.small_batches_on_cpu = false;  // the GPU itself, 128 KiB batches included
+    if (const char* c = std::getenv("GPUCRYPTFS_RESIDENT_CTAS")) go.gpu.resident_ctas = std::atoi(c);  // experiments
     gpu_set = std::make_unique<EngineSet>(go);
     std::printf("%s\n", gpu_set->description().c_str());
     verify_engine_against_cpu(gpu_set->engine(), 65536);
@@ -155,6 +156,12 @@ int run_shapes(const std::vector<int>& devices, double secs, const std::string& 
       oo.gpu.spin_batch_bytes = 0;
       nospin_set = std::make_unique<EngineSet>(oo);
       verify_engine_against_cpu(nospin_set->engine(), 65536);
+    }
+    if (!engines.empty() && wanted("gpulaunch")) {  // no resident worker: every request launched in batches
+      EngineOptions oo = go;
+      oo.gpu.resident = false;
+      launch_set = std::make_unique<EngineSet>(oo);
+      verify_engine_against_cpu(launch_set->engine(), 65536);
     }
     if (wanted("gpuone") && devices.size() != 1 && gpus.size() > 1) {
       // One gpu engine over every GPU (EngineOptions::gpu_engine_per_gpu off), beside the default of
@@ -214,6 +221,7 @@ int run_shapes(const std::vector<int>& devices, double secs, const std::string& 
       if (one_set) throughput(one_set->engine(), "gpuone" + tag, sh.chunk, sh.request, sh.callers, op, secs);
       if (split) throughput(*split, "gpusplit" + tag, sh.chunk, sh.request, sh.callers, op, secs);
       if (nospin_set) throughput(nospin_set->engine(), "gpunospin" + tag, sh.chunk, sh.request, sh.callers, op, secs);
+      if (launch_set) throughput(launch_set->engine(), "gpulaunch" + tag, sh.chunk, sh.request, sh.callers, op, secs);
       if (fed_set) throughput(fed_set->engine(), "gpufed" + tag, sh.chunk, sh.request, sh.callers, op, secs);
       if (auto_set) throughput(auto_set->engine(), "auto" + tag, sh.chunk, sh.request, sh.callers, op, secs);
     }

@@ -97,6 +97,10 @@ class GpuEngineTest : public ::testing::TestWithParam<std::string> {
     o.kernel = GetParam();
     if (o.kernel == "auto-unfused") o.kernel = "auto", o.fused = false;  // two launches for small batches too
     if (o.kernel == "auto-copied") o.kernel = "auto", o.direct = false;  // fused, but data copied, not mapped
+    // Requests in engine memory go to the resident worker only under "resident", so that the
+    // other variants keep covering the launched batches.
+    o.resident = o.kernel == "resident";
+    if (o.kernel == "resident") o.kernel = "auto";
     o.on_error = [this](const std::string& m) { errors_.push_back(m); };
     gpu_ = make_gpu_engine(o, cpu_);
   }
@@ -508,7 +512,7 @@ TEST_P(GpuEngineTest, ChunksFromSeveralPinnedBuffersInOneBatch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, GpuEngineTest,
-                         ::testing::Values("auto", "coarse", "fine", "auto-unfused", "auto-copied"));
+                         ::testing::Values("auto", "coarse", "fine", "auto-unfused", "auto-copied", "resident"));
 
 // A buffer may outlive the engine that made it (a FUSE thread's scratch buffers do).
 TEST(GpuEngineBuffers, BufferOutlivesItsEngine) {

@@ -1,0 +1,408 @@
+// The resident worker's host side: see resident_queue.h.
+#include "cuda/resident_queue.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
+#include "cuda/thread_waiter.h"
+
+namespace gcfs::gpu {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Every queue of the process, for ResidentPause.
+struct Registry {
+  std::mutex mu;
+  std::set<ResidentQueue*> queues;
+  std::atomic<int> pauses{0};
+};
+Registry& registry() {
+  static Registry* r = new Registry;  // never destroyed: queues may outlive static destruction order
+  return *r;
+}
+
+std::uint64_t fingerprint(const ChunkKey& k) {
+  std::uint64_t h;
+  std::memcpy(&h, k.data(), sizeof h);  // keys are uniformly random
+  return h;
+}
+
+struct Control {
+  std::uint32_t stop;
+  std::uint32_t pad[31];
+  std::uint64_t published;      // tickets posted so far (its own 128-byte line)
+  std::uint64_t pad2[15];
+  std::uint64_t device_words[3];  // copied to the device's three words before each start
+};
+
+}  // namespace
+
+// One caller's request: how many of its entries the GPU has not answered yet, and whom to wake.
+struct ResidentQueue::Pending {
+  std::atomic<std::size_t> left{0};
+  std::atomic<bool> failed{false};
+  std::shared_ptr<Waiter> waiter = this_thread_waiter();
+};
+
+ResidentQueue::ResidentQueue(int device, const DeviceTables& tables, ResidentOptions options, KeyMaterial key_material)
+    : device_(device),
+      tables_(tables),
+      options_(std::move(options)),
+      key_material_(std::move(key_material)),
+      stream_(device),
+      upload_stream_(device),
+      ring_(options_.ring_entries * sizeof(ResidentEntry)),
+      control_(sizeof(Control)),
+      key_staging_(sizeof(KeyBlob)),
+      next_ticket_(device, 3 * sizeof(unsigned long long)),
+      keys_(device, options_.key_slots * sizeof(KeyBlob)),
+      scratch_(device, static_cast<std::size_t>(options_.ctas) * sizeof(ChunkScratch)),
+      text_(device, static_cast<std::size_t>(options_.ctas) * kMaxGpuChunkBytes),
+      info_(options_.ring_entries),
+      slots_(options_.key_slots),
+      slot_refs_(new std::atomic<int>[options_.key_slots]) {
+  trace_ = std::getenv("GPUCRYPTFS_RESIDENT_TRACE") != nullptr;
+  if (options_.ring_entries == 0 || (options_.ring_entries & (options_.ring_entries - 1)))
+    throw std::invalid_argument("resident ring size must be a power of two");
+  for (std::size_t i = 0; i < options_.key_slots; ++i) slot_refs_[i].store(0);
+  std::memset(ring_.get(), 0, ring_.size());
+  std::memset(control_.get(), 0, control_.size());
+  check_cuda(cudaSetDevice(device_), "cudaSetDevice");
+  check_cuda(cudaMemset(scratch_.get(), 0, scratch_.size()), "clearing the resident scratch");
+  check_cuda(cudaDeviceSynchronize(), "clearing the resident scratch");
+  {
+    std::lock_guard lock(registry().mu);
+    registry().queues.insert(this);
+  }
+  poller_ = std::thread([this] { poll_loop(); });
+}
+
+ResidentQueue::~ResidentQueue() {
+  {
+    std::lock_guard lock(registry().mu);
+    registry().queues.erase(this);
+  }
+  quit_.store(true);
+  poller_word_.fetch_add(1);
+  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&poller_word_), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+  poller_.join();
+  if (trace_ && trace_n_)
+    std::fprintf(stderr, "resident worker, GPU %d: %llu chunks, mean us: round trip %.1f, CTR %.1f, mask %.1f, GHASH %.1f, fence %.1f; %llu starts\n",
+                 device_, static_cast<unsigned long long>(trace_n_), trace_round_trip_ / trace_n_ * 1e6,
+                 trace_ctr_ / trace_n_ * 1e6, trace_mask_ / trace_n_ * 1e6, trace_ghash_ / trace_n_ * 1e6,
+                 trace_fence_ / trace_n_ * 1e6,
+                 static_cast<unsigned long long>(starts_.load()));
+  std::lock_guard lock(mu_);
+  if (running_) stop_kernel();
+}
+
+bool ResidentQueue::take_key_slots(std::span<ChunkOp> ops, std::vector<std::uint32_t>& slots) {
+  slots.resize(ops.size());
+  std::vector<std::uint32_t> taken;
+  auto give_back = [&] {
+    for (std::uint32_t s : taken) slot_refs_[s].fetch_sub(1);
+  };
+  const ChunkKey* last = nullptr;
+  std::uint32_t last_slot = 0;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].key == last) {
+      slots[i] = last_slot;
+      continue;
+    }
+    const ChunkKey& key = *ops[i].key;
+    std::uint32_t slot = UINT32_MAX;
+    if (auto it = slot_of_.find(fingerprint(key)); it != slot_of_.end() && slots_[it->second].key == key) slot = it->second;
+    if (slot == UINT32_MAX) {
+      // A slot no op in flight uses (least recently used first), loaded on the side stream; the
+      // kernel reads key material through L2 only, so the new key is what it sees.
+      for (std::uint32_t s = 0; s < slots_.size(); ++s)
+        if (slot_refs_[s].load() == 0 && (slot == UINT32_MAX || !slots_[s].used ||
+                                          (slots_[slot].used && slots_[s].last_use < slots_[slot].last_use)))
+          slot = s;
+      if (slot == UINT32_MAX) {
+        give_back();
+        return false;
+      }
+      if (slots_[slot].used) slot_of_.erase(fingerprint(slots_[slot].key));
+      const auto blob = key_material_(key);
+      std::memcpy(key_staging_.get(), blob->data(), sizeof(KeyBlob));
+      check_cuda(cudaMemcpyAsync(keys_.get() + slot * sizeof(KeyBlob), key_staging_.get(), sizeof(KeyBlob),
+                                 cudaMemcpyHostToDevice, upload_stream_.get()),
+                 "copying key material to the GPU");
+      check_cuda(cudaStreamSynchronize(upload_stream_.get()), "copying key material to the GPU");
+      secure_wipe(key_staging_.get(), sizeof(KeyBlob));
+      slots_[slot].key = key;
+      slots_[slot].used = true;
+      slots_[slot].generation = ++key_loads_;
+      slot_of_[fingerprint(key)] = slot;
+    }
+    slots_[slot].last_use = ++uses_;
+    slot_refs_[slot].fetch_add(1);
+    taken.push_back(slot);
+    slots[i] = last_slot = slot;
+    last = ops[i].key;
+  }
+  // One reference per op, not per distinct key: the poller gives one back per answered entry.
+  for (std::size_t i = 0; i < ops.size(); ++i)
+    if (i > 0 && ops[i].key == ops[i - 1].key) slot_refs_[slots[i]].fetch_add(1);
+  return true;
+}
+
+ResidentQueue::Outcome ResidentQueue::run(std::span<ChunkOp> ops, bool seal) {
+  if (ops.empty()) return Outcome::Done;
+  Pending req;
+  {
+    std::unique_lock lock(mu_);
+    if (failed_.load() || registry().pauses.load() > 0) return Outcome::NotTaken;
+    if (in_flight_.load() + ops.size() > options_.ring_entries / 2) return Outcome::NotTaken;
+    std::vector<std::uint32_t> slots;
+    try {
+      if (!take_key_slots(ops, slots)) return Outcome::NotTaken;
+      ensure_running();
+    } catch (const CudaError& e) {
+      // Ops already in flight are answered by the poller, which finds the kernel gone.
+      if (!failed_.exchange(true) && options_.on_error)
+        options_.on_error("GPU " + std::to_string(device_) + " resident worker failed (" + e.what() +
+                          "); its requests take the ordinary path");
+      return Outcome::Failed;
+    }
+    req.left.store(ops.size());
+    req.waiter->arm();
+    auto* ring = ring_.get<ResidentEntry>();
+    const std::uint64_t mask = options_.ring_entries - 1;
+    in_flight_.fetch_add(ops.size());
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const std::uint64_t t = next_++;
+      EntryInfo& info = info_[t & mask];
+      while (info.busy.load(std::memory_order_acquire)) _mm_pause();  // a slow entry a lap behind
+      const ChunkOp& op = ops[i];
+      ResidentEntry& e = ring[t & mask];
+      ChunkDesc& d = e.desc;
+      d.key = slots[i];
+      std::memcpy(d.nonce, op.nonce.data(), kChunkNonceBytes);
+      const std::uint64_t gen = slots_[slots[i]].generation;
+      d.data_offset = static_cast<std::uint32_t>(gen);
+      d.len = static_cast<std::uint32_t>(op.len);
+      d.aad_len = static_cast<std::uint32_t>(op.aad_len);
+      d.reserved = (seal ? 0 : kResidentOpen) | static_cast<std::uint32_t>(gen >> 32) << 1;
+      d.host_in = reinterpret_cast<std::uint64_t>(op.in);
+      d.host_out = reinterpret_cast<std::uint64_t>(op.out);
+      if (seal) std::memset(d.expected_tag.w, 0, kChunkTagBytes);
+      else std::memcpy(d.expected_tag.w, op.tag.data(), kChunkTagBytes);
+      std::memset(d.aad, 0, sizeof d.aad);
+      if (op.aad_len) std::memcpy(d.aad, op.aad, op.aad_len);
+      info.op = &ops[i];
+      info.request = &req;
+      info.slot = slots[i];
+      if (trace_) info.posted_at = Clock::now();
+      info.busy.store(true, std::memory_order_relaxed);
+      std::atomic_ref<std::uint64_t>(e.posted).store(t + 1, std::memory_order_release);
+    }
+    published_.store(next_, std::memory_order_release);
+    std::atomic_ref<std::uint64_t>(control_.get<Control>()->published).store(next_, std::memory_order_release);
+  }
+  if (poller_sleeping_.load()) {
+    poller_word_.fetch_add(1);
+    ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&poller_word_), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+  }
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // arm() above comes before this check
+  if (callers_.fetch_add(1, std::memory_order_relaxed) < options_.spin_callers) {
+    const auto deadline = Clock::now() + options_.linger;
+    for (int i = 0; req.left.load(std::memory_order_acquire) != 0; ++i) {
+      _mm_pause();
+      if ((i & 63) == 0 && Clock::now() > deadline) break;
+    }
+  }
+  callers_.fetch_sub(1, std::memory_order_relaxed);
+  while (req.left.load(std::memory_order_acquire) != 0) {
+    req.waiter->wait();
+    req.waiter->arm();
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+  }
+  return req.failed.load() ? Outcome::Failed : Outcome::Done;
+}
+
+void ResidentQueue::ensure_running() {
+  if (running_) return;
+  auto* c = control_.get<Control>();
+  std::atomic_ref<std::uint32_t>(c->stop).store(0, std::memory_order_release);
+  c->device_words[0] = next_;  // next ticket
+  c->device_words[1] = next_;  // published
+  c->device_words[2] = 0;      // stopping
+  ResidentView v;
+  v.ring = ring_.get<ResidentEntry>();
+  v.ring_mask = options_.ring_entries - 1;
+  v.next_ticket = next_ticket_.get<unsigned long long>();
+  v.stop = &c->stop;
+  v.published = &c->published;
+  v.keys = keys_.get<KeyBlob>();
+  v.scratch = scratch_.get<ChunkScratch>();
+  v.text = text_.get();
+  v.trace = trace_;
+  check_cuda(cudaSetDevice(device_), "cudaSetDevice");
+  check_cuda(cudaMemcpyAsync(v.next_ticket, c->device_words, sizeof c->device_words, cudaMemcpyHostToDevice, stream_.get()),
+             "starting the resident worker");
+  check_cuda(launch_resident(v, tables_, options_.ctas, stream_.get()), "starting the resident worker");
+  running_ = true;
+  starts_.fetch_add(1);
+}
+
+void ResidentQueue::stop_kernel() {
+  auto* c = control_.get<Control>();
+  std::atomic_ref<std::uint32_t>(c->stop).store(1, std::memory_order_release);
+  cudaSetDevice(device_);
+  const cudaError_t e = cudaStreamSynchronize(stream_.get());
+  running_ = false;
+  if (e != cudaSuccess && !failed_.exchange(true) && options_.on_error)
+    options_.on_error(std::string("GPU ") + std::to_string(device_) + " resident worker failed (" + cudaGetErrorString(e) +
+                      "); its requests take the ordinary path");
+}
+
+void ResidentQueue::drain_and_stop() {
+  std::unique_lock lock(mu_);
+  while (in_flight_.load() > 0) {
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+    lock.lock();
+  }
+  if (running_) stop_kernel();
+}
+
+bool ResidentQueue::collect() {
+  const std::uint64_t published = published_.load(std::memory_order_acquire);
+  const std::uint64_t mask = options_.ring_entries - 1;
+  auto* ring = ring_.get<ResidentEntry>();
+  bool progress = false;
+  for (std::uint64_t t = oldest_; t < published; ++t) {
+    EntryInfo& info = info_[t & mask];
+    if (!info.busy.load(std::memory_order_relaxed)) continue;
+    ResidentEntry& e = ring[t & mask];
+    if (std::atomic_ref<std::uint64_t>(e.done).load(std::memory_order_acquire) != t + 1) continue;
+    if (trace_) {
+      trace_n_ += 1;
+      trace_round_trip_ += std::chrono::duration<double>(Clock::now() - info.posted_at).count();
+      trace_ctr_ += (e.stamps[3] - e.stamps[0]) * 1e-9;
+      trace_mask_ += (e.stamps[1] - e.stamps[3]) * 1e-9;
+      trace_ghash_ += (e.stamps[4] - e.stamps[1]) * 1e-9;
+      trace_fence_ += (e.stamps[2] - e.stamps[4]) * 1e-9;
+    }
+    ChunkOp& op = *info.op;
+    const bool open = (e.desc.reserved & kResidentOpen) != 0;
+    if (!open) std::memcpy(op.tag.data(), e.tag.w, kChunkTagBytes);
+    op.ok = !open || std::atomic_ref<std::uint32_t>(e.ok).load(std::memory_order_relaxed) == 1;
+    slot_refs_[info.slot].fetch_sub(1);
+    answer(info);
+    progress = true;
+  }
+  while (oldest_ < published && !info_[oldest_ & mask].busy.load(std::memory_order_relaxed)) ++oldest_;
+  return progress;
+}
+
+// Poller only (the one thread that counts requests down once they are posted).
+void ResidentQueue::answer(EntryInfo& info) {
+  Pending* req = info.request;
+  info.busy.store(false, std::memory_order_release);
+  in_flight_.fetch_sub(1);
+  if (req->left.load(std::memory_order_relaxed) == 1) {
+    auto w = req->waiter;  // copied first: the request is gone as soon as its caller sees left == 0
+    req->left.store(0, std::memory_order_seq_cst);
+    w->wake();
+  } else {
+    req->left.fetch_sub(1, std::memory_order_relaxed);
+  }
+}
+
+void ResidentQueue::fail_all(const std::string& what) {
+  // The kernel is gone (or never started): every entry in flight is answered as failed, and its
+  // caller redoes its ops elsewhere. Later requests are not taken.
+  std::lock_guard lock(mu_);
+  const bool first = !failed_.exchange(true);
+  running_ = false;
+  const std::uint64_t mask = options_.ring_entries - 1;
+  for (std::uint64_t t = oldest_; t < next_; ++t) {
+    EntryInfo& info = info_[t & mask];
+    if (!info.busy.load()) continue;
+    slot_refs_[info.slot].fetch_sub(1);
+    info.request->failed.store(true);
+    answer(info);
+  }
+  oldest_ = next_;
+  if (first && options_.on_error)
+    options_.on_error("GPU " + std::to_string(device_) + " resident worker failed (" + what +
+                      "); its requests take the ordinary path");
+}
+
+void ResidentQueue::poll_loop() {
+  auto last_work = Clock::now();
+  auto last_check = Clock::now();
+  while (!quit_.load()) {
+    if (collect()) {
+      last_work = Clock::now();
+      continue;
+    }
+    if (in_flight_.load() > 0) {
+      // The GPU is at work: poll host memory (no CUDA call), checking now and then that the
+      // kernel has not died with an error.
+      const auto now = Clock::now();
+      if (now - last_check > std::chrono::milliseconds(5)) {
+        last_check = now;
+        cudaSetDevice(device_);
+        const cudaError_t e = cudaStreamQuery(stream_.get());
+        if (e != cudaErrorNotReady) {
+          if (collect()) continue;  // it may have ended just after answering
+          if (in_flight_.load() > 0) fail_all(e == cudaSuccess ? "the worker ended early" : cudaGetErrorString(e));
+        }
+      }
+      for (int i = 0; i < 32; ++i) _mm_pause();
+      last_work = Clock::now();
+      continue;
+    }
+    // Nothing in flight: linger (the next request of a busy caller comes soon), then sleep until a
+    // request comes, or stop the kernel after a quiet spell.
+    if (Clock::now() - last_work < options_.linger) {
+      for (int i = 0; i < 32; ++i) _mm_pause();
+      continue;
+    }
+    const std::uint32_t word = poller_word_.load();
+    poller_sleeping_.store(true);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (in_flight_.load() == 0 && !quit_.load()) {
+      bool running;
+      {
+        std::lock_guard lock(mu_);
+        running = running_;
+      }
+      const auto quiet = Clock::now() - last_work;
+      if (running && quiet >= options_.idle_stop) {
+        std::lock_guard lock(mu_);
+        if (in_flight_.load() == 0 && running_) stop_kernel();
+        running = false;
+      }
+      timespec ts{};
+      const auto wait = running ? std::chrono::duration_cast<std::chrono::nanoseconds>(options_.idle_stop - quiet)
+                                : std::chrono::nanoseconds(0);
+      ts.tv_sec = wait.count() / 1000000000;
+      ts.tv_nsec = wait.count() % 1000000000;
+      ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&poller_word_), FUTEX_WAIT_PRIVATE, word,
+                running ? &ts : nullptr, nullptr, 0);
+    }
+    poller_sleeping_.store(false);
+  }
+}
+
+ResidentPause::ResidentPause() {
+  auto& r = registry();
+  r.pauses.fetch_add(1);
+  std::lock_guard lock(r.mu);
+  for (ResidentQueue* q : r.queues) q->drain_and_stop();
+}
+
+ResidentPause::~ResidentPause() { registry().pauses.fetch_sub(1); }
+
+}  // namespace gcfs::gpu
