@@ -357,9 +357,10 @@ __device__ __forceinline__ Block128 mul_table_shared(const Block128& x, const st
 // masks the hash with E_K(J0) (from the CTR pass) and writes the tag (seal) or the constant-time
 // comparison (open); for a chunk that failed it zeroes the plaintext before it can leave the GPU.
 // mul(x, l) multiplies by H^(2^l) through the key's table l, wherever the tables are.
+// The hash of segment seg (of chunk c) scaled by its distance from the end, in every lane.
 template <bool Coherent = false, class Mul>
-__device__ __forceinline__ void ghash_segment(const BatchView& b, std::uint32_t seg, std::uint32_t c,
-                                              std::uint32_t lane, Mul mul) {
+__device__ __forceinline__ Block128 ghash_segment_hash(const BatchView& b, std::uint32_t seg, std::uint32_t c,
+                                                       std::uint32_t lane, Mul mul) {
   const ChunkDesc* d = b.descs + c;
   const std::uint32_t aad_blocks = (d->aad_len + 15) / 16, text_blocks = (d->len + 15) / 16;
   const std::uint32_t total = aad_blocks + text_blocks + 1;
@@ -404,6 +405,16 @@ __device__ __forceinline__ void ghash_segment(const BatchView& b, std::uint32_t 
     for (int o = 16; o; o >>= 1) share = xor128(share, shfl_xor_block(share, o));
     a = share;
   }
+  return a;
+}
+
+template <bool Coherent = false, class Mul>
+__device__ __forceinline__ void ghash_segment(const BatchView& b, std::uint32_t seg, std::uint32_t c,
+                                              std::uint32_t lane, Mul mul) {
+  const ChunkDesc* d = b.descs + c;
+  const std::uint32_t text_blocks = (d->len + 15) / 16;
+  const std::uint32_t nseg = b.segment_prefix[c + 1] - b.segment_prefix[c];
+  Block128 a = ghash_segment_hash<Coherent>(b, seg, c, lane, mul);
 
   std::uint32_t finisher = 0, ok = 0;
   if (lane == 0) {
@@ -667,6 +678,8 @@ __global__ void __launch_bounds__(kCtaThreads, 1) resident_worker(ResidentView v
   __shared__ std::uint64_t ticket;
   __shared__ int quit;
   __shared__ std::uint64_t tables_of;  // the key load whose GHASH tables are in smem (0: none)
+  __shared__ Block128 tag_mask, partial[kCtaThreads / 32];
+  __shared__ std::uint32_t tag_ok;
   const std::uint32_t tab = tables_base(smem);
   fill_tables(tab, te0);
   // The GHASH tables go in whichever gap the T-tables' 64 KiB alignment leaves in the dynamic
@@ -679,7 +692,6 @@ __global__ void __launch_bounds__(kCtaThreads, 1) resident_worker(ResidentView v
   if (threadIdx.x == 0) tables_of = 0;
   const std::uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const std::uint32_t yb = tab | (lane << 2);
-  ChunkScratch* scratch = v.scratch + blockIdx.x;
   std::uint8_t* text = v.text + static_cast<std::size_t>(blockIdx.x) * kMaxGpuChunkBytes;
   for (;;) {
     __syncthreads();  // the last round is over (and, the first time, the tables are filled)
@@ -751,7 +763,7 @@ __global__ void __launch_bounds__(kCtaThreads, 1) resident_worker(ResidentView v
 #pragma unroll 1
       for (int r = 1; r < kAesRounds; ++r) aes_round(s, round_keys[r], yb);
       aes_last_round(s, round_keys[kAesRounds], yb);
-      if (lane == 0) scratch->ej0 = Block128{{s[0], s[1], s[2], s[3]}};
+      if (lane == 0) tag_mask = Block128{{s[0], s[1], s[2], s[3]}};
     }
     __syncthreads();  // the text and the tag mask are written
     if (v.trace && threadIdx.x == 0) e->stamps[1] = globaltimer();
@@ -765,19 +777,47 @@ __global__ void __launch_bounds__(kCtaThreads, 1) resident_worker(ResidentView v
     b.keys = v.keys;
     b.in = text;
     b.out = text;
-    b.tags = &e->tag;
-    b.ok = &e->ok;
-    b.scratch = scratch;
     b.open = open;
-    b.direct = true;  // GHASH reads `out` (the text copy); a failed open zeroes the caller's buffer
+    b.direct = true;  // GHASH reads `out`: the ciphertext's copy in device memory
+    // Each warp sums its segments' hashes; the CTA adds the warps' sums in shared memory (no global
+    // atomics, no fences: those made the GHASH of one chunk take tens of microseconds).
+    Block128 sum{{0, 0, 0, 0}};
     if (ghash_tables) {
       for (std::uint32_t seg = warp; seg < b.segments; seg += warps)
-        ghash_segment<true>(b, seg, 0, lane, [ghash_tables](const Block128& x, int l) {
-          return mul_table_shared(x, ghash_tables + l * kNibbleTableWords);
-        });
+        sum = xor128(sum, ghash_segment_hash<true>(b, seg, 0, lane, [ghash_tables](const Block128& x, int l) {
+                       return mul_table_shared(x, ghash_tables + l * kNibbleTableWords);
+                     }));
     } else {
       for (std::uint32_t seg = warp; seg < b.segments; seg += warps)
-        ghash_segment<true>(b, seg, 0, lane, [key](const Block128& x, int l) { return mul_table_l2(x, key->tables[l]); });
+        sum = xor128(sum, ghash_segment_hash<true>(b, seg, 0, lane, [key](const Block128& x, int l) {
+                       return mul_table_l2(x, key->tables[l]);
+                     }));
+    }
+    if (lane == 0) partial[warp] = sum;
+    __syncthreads();
+    if (warp == 0) {
+      Block128 h = lane < warps ? partial[lane] : Block128{{0, 0, 0, 0}};
+#pragma unroll
+      for (int o = 16; o; o >>= 1) h = xor128(h, shfl_xor_block(h, o));
+      if (lane == 0) {
+        const Block128 tag = xor128(h, tag_mask);
+        std::uint32_t ok = 1;
+        if (!open) {
+          e->tag = tag;
+        } else {
+          std::uint32_t diff = 0;  // constant time: no early exit on the first differing word
+#pragma unroll
+          for (int k = 0; k < 4; ++k) diff |= tag.w[k] ^ desc.expected_tag.w[k];
+          ok = diff == 0;
+          e->ok = ok;
+        }
+        tag_ok = ok;
+      }
+    }
+    __syncthreads();
+    if (!tag_ok) {  // a chunk that fails its tag leaves zeros in the caller's buffer, never plaintext
+      auto* plain = reinterpret_cast<std::uint8_t*>(desc.host_out);
+      for (std::uint32_t i = threadIdx.x; i < (desc.len + 3) / 4; i += blockDim.x) store_host_word(plain, desc.len, 4 * i, 0);
     }
     // Every thread's stores to the caller's memory and the entry happen before thread 0's release
     // (the barrier orders them within the CTA; the release at system scope is cumulative). One

@@ -94,7 +94,6 @@ struct ResidentView {
   const std::uint64_t* published = nullptr;    // host memory: tickets posted so far
   const std::uint32_t* stop = nullptr;         // host memory: nonzero ends the kernel
   const KeyBlob* keys = nullptr;               // device memory, the worker's key slots
-  ChunkScratch* scratch = nullptr;             // device memory, one per CTA (left zeroed)
   std::uint8_t* text = nullptr;                // device memory, kMaxGpuChunkBytes per CTA
   bool trace = false;                          // write the entries' stamps (GPUCRYPTFS_RESIDENT_TRACE)
 };

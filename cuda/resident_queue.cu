@@ -62,7 +62,6 @@ ResidentQueue::ResidentQueue(int device, const DeviceTables& tables, ResidentOpt
       key_staging_(sizeof(KeyBlob)),
       next_ticket_(device, 3 * sizeof(unsigned long long)),
       keys_(device, options_.key_slots * sizeof(KeyBlob)),
-      scratch_(device, static_cast<std::size_t>(options_.ctas) * sizeof(ChunkScratch)),
       text_(device, static_cast<std::size_t>(options_.ctas) * kMaxGpuChunkBytes),
       info_(options_.ring_entries),
       slots_(options_.key_slots),
@@ -74,8 +73,6 @@ ResidentQueue::ResidentQueue(int device, const DeviceTables& tables, ResidentOpt
   std::memset(ring_.get(), 0, ring_.size());
   std::memset(control_.get(), 0, control_.size());
   check_cuda(cudaSetDevice(device_), "cudaSetDevice");
-  check_cuda(cudaMemset(scratch_.get(), 0, scratch_.size()), "clearing the resident scratch");
-  check_cuda(cudaDeviceSynchronize(), "clearing the resident scratch");
   {
     std::lock_guard lock(registry().mu);
     registry().queues.insert(this);
@@ -242,7 +239,6 @@ void ResidentQueue::ensure_running() {
   v.stop = &c->stop;
   v.published = &c->published;
   v.keys = keys_.get<KeyBlob>();
-  v.scratch = scratch_.get<ChunkScratch>();
   v.text = text_.get();
   v.trace = trace_;
   check_cuda(cudaSetDevice(device_), "cudaSetDevice");

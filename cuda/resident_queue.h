@@ -88,7 +88,7 @@ class ResidentQueue {
   KeyMaterial key_material_;
   Stream stream_, upload_stream_;
   PinnedBuffer ring_, control_, key_staging_;
-  DeviceBuffer next_ticket_, keys_, scratch_, text_;
+  DeviceBuffer next_ticket_, keys_, text_;
   std::vector<EntryInfo> info_;
 
   // Held for a few hundred nanoseconds per request (claiming tickets, filling descriptors), by
