@@ -374,7 +374,7 @@ int run_probe() {
 int main(int argc, char** argv) {
   bool quick = false, shapes = false, probe_only = false;
   std::string only, engines;
-  double fake_gpu = 0;
+  double fake_gpu = 0, seconds = 0;
   int cpu_threads = 0;
   std::vector<int> devices;
   for (int i = 1; i < argc; ++i) {
@@ -386,12 +386,13 @@ int main(int argc, char** argv) {
     else if (std::strcmp(argv[i], "--gpus") == 0 && i + 1 < argc) devices = parse_gpu_list(argv[++i]);
     else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
     else if (std::strcmp(argv[i], "--engines") == 0 && i + 1 < argc) engines = argv[++i];
+    else if (std::strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) seconds = std::atof(argv[++i]);  // per row
     else {
-      std::fprintf(stderr, "usage: gpu_engine_bench [--quick] [--probe | --shapes [--gpus LIST] | --fake-gpu GBPS [--cpu-threads N]]\n");
+      std::fprintf(stderr, "usage: gpu_engine_bench [--quick | --seconds S] [--probe | --shapes [--gpus LIST] | --fake-gpu GBPS [--cpu-threads N]]\n");
       return 2;
     }
   }
-  const double secs = quick ? 0.3 : 1.0;
+  const double secs = seconds > 0 ? seconds : quick ? 0.3 : 1.0;
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   std::printf("csv,what,engine,detail,value,unit,cpu_s_per_gb\n");
   if (shapes) return run_shapes(devices, secs, only, engines);
