@@ -622,7 +622,7 @@ __device__ __forceinline__ void store_host_block(std::uint8_t* p, std::uint32_t 
 // the same again every pass of all warps); the ciphertext also goes to `text` for GHASH.
 template <int BPT>
 __device__ __forceinline__ void resident_ctr(const ChunkDesc& d, const uint4* rk, std::uint8_t* text, bool open,
-                                             std::uint32_t yb) {
+                                             std::uint32_t yb, std::uint8_t* stage) {
   const std::uint32_t len = d.len, nblocks = blocks_of(len);
   const auto* in = reinterpret_cast<const std::uint8_t*>(d.host_in);
   auto* out = reinterpret_cast<std::uint8_t*>(d.host_out);
@@ -652,7 +652,8 @@ __device__ __forceinline__ void resident_ctr(const ChunkDesc& d, const uint4* rk
       const std::uint32_t blk = base + lane + 32 * k;
       if (blk >= nblocks) continue;
       const uint4 y = make_uint4(x[k].x ^ s[k][0], x[k].y ^ s[k][1], x[k].z ^ s[k][2], x[k].w ^ s[k][3]);
-      store_host_block(out, len, blk, vec, y);
+      if (stage) reinterpret_cast<uint4*>(stage)[blk] = y;  // in place: the caller's buffer later
+      else store_host_block(out, len, blk, vec, y);
       reinterpret_cast<uint4*>(text)[blk] = open ? x[k] : y;
     }
   }
@@ -679,7 +680,7 @@ __global__ void __launch_bounds__(kCtaThreads, 1) resident_worker(ResidentView v
   __shared__ int quit;
   __shared__ std::uint64_t tables_of;  // the key load whose GHASH tables are in smem (0: none)
   __shared__ Block128 tag_mask, partial[kCtaThreads / 32];
-  __shared__ std::uint32_t tag_ok;
+  __shared__ std::uint32_t tag_ok, in_place;
   const std::uint32_t tab = tables_base(smem);
   fill_tables(tab, te0);
   // The GHASH tables go in whichever gap the T-tables' 64 KiB alignment leaves in the dynamic
@@ -693,6 +694,7 @@ __global__ void __launch_bounds__(kCtaThreads, 1) resident_worker(ResidentView v
   const std::uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const std::uint32_t yb = tab | (lane << 2);
   std::uint8_t* text = v.text + static_cast<std::size_t>(blockIdx.x) * kMaxGpuChunkBytes;
+  std::uint8_t* stage = v.stage + static_cast<std::size_t>(blockIdx.x) * kMaxGpuChunkBytes;
   for (;;) {
     __syncthreads();  // the last round is over (and, the first time, the tables are filled)
     if (threadIdx.x == 0) {
@@ -735,6 +737,7 @@ __global__ void __launch_bounds__(kCtaThreads, 1) resident_worker(ResidentView v
     if (threadIdx.x < sizeof(ChunkDesc) / 4)
       reinterpret_cast<std::uint32_t*>(&desc)[threadIdx.x] =
           ld_relaxed_sys(reinterpret_cast<const std::uint32_t*>(&e->desc) + threadIdx.x);
+    if (threadIdx.x == sizeof(ChunkDesc) / 4) in_place = ld_relaxed_sys(&e->flags) & kResidentInPlace;
     __syncthreads();
     const KeyBlob* key = v.keys + desc.key;
     if (threadIdx.x < kAesRounds + 1)
@@ -755,7 +758,7 @@ __global__ void __launch_bounds__(kCtaThreads, 1) resident_worker(ResidentView v
     }
     __syncthreads();
     if (threadIdx.x == 0) tables_of = table_id;  // read again only after the next barrier
-    resident_ctr<4>(desc, round_keys, text, open, yb);
+    resident_ctr<4>(desc, round_keys, text, open, yb, in_place ? stage : nullptr);
     if (v.trace && threadIdx.x == 0) e->stamps[3] = globaltimer();
     if (warp == 0) {  // E_K(J0), the tag mask; every lane computes it, lane 0 keeps it
       const uint4 k0 = round_keys[0];
@@ -818,6 +821,11 @@ __global__ void __launch_bounds__(kCtaThreads, 1) resident_worker(ResidentView v
     if (!tag_ok) {  // a chunk that fails its tag leaves zeros in the caller's buffer, never plaintext
       auto* plain = reinterpret_cast<std::uint8_t*>(desc.host_out);
       for (std::uint32_t i = threadIdx.x; i < (desc.len + 3) / 4; i += blockDim.x) store_host_word(plain, desc.len, 4 * i, 0);
+    } else if (in_place) {  // the result, now that the chunk is done, over its input
+      auto* out = reinterpret_cast<std::uint8_t*>(desc.host_out);
+      const bool vec = (desc.host_out & 15) == 0;
+      for (std::uint32_t blk = threadIdx.x; blk < blocks_of(desc.len); blk += blockDim.x)
+        store_host_block(out, desc.len, blk, vec, __ldcg(reinterpret_cast<const uint4*>(stage) + blk));
     }
     // Every thread's stores to the caller's memory and the entry happen before thread 0's release
     // (the barrier orders them within the CTA; the release at system scope is cumulative). One

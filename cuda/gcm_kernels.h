@@ -95,6 +95,7 @@ struct ResidentView {
   const std::uint32_t* stop = nullptr;         // host memory: nonzero ends the kernel
   const KeyBlob* keys = nullptr;               // device memory, the worker's key slots
   std::uint8_t* text = nullptr;                // device memory, kMaxGpuChunkBytes per CTA
+  std::uint8_t* stage = nullptr;               // device memory, kMaxGpuChunkBytes per CTA: in-place results
   bool trace = false;                          // write the entries' stamps (GPUCRYPTFS_RESIDENT_TRACE)
 };
 // A resident entry's descriptor: bit 0 of `reserved` says open (not seal). Bits 1 to 31 of

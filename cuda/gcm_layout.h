@@ -61,7 +61,9 @@ static_assert(sizeof(ChunkDesc) == 128);
 struct alignas(128) ResidentEntry {
   ChunkDesc desc;            // key: the worker's key slot; host_in / host_out: the caller's memory
   std::uint64_t posted;
-  std::uint64_t pad0[15];
+  std::uint32_t flags;       // kResidentInPlace
+  std::uint32_t pad0a;
+  std::uint64_t pad0[14];
   Block128 tag;              // seal: written
   std::uint32_t ok;          // open: 1 = tag matched
   std::uint32_t pad1;
@@ -71,6 +73,10 @@ struct alignas(128) ResidentEntry {
   std::uint64_t pad2[7];
 };
 static_assert(sizeof(ResidentEntry) == 384);
+// The op's output is its input (a read decrypted in its own buffer): the result goes to device
+// memory first and reaches the caller's buffer only once the chunk is done (and, opening, its tag
+// matched), so a GPU that fails before that leaves the input for the fallback engine to redo.
+constexpr std::uint32_t kResidentInPlace = 1;
 
 // Per-chunk scratch, uploaded as zeros with the descriptors: the CTR kernel leaves E_K(J0) (the
 // tag mask, counter 1) in ej0, the GHASH kernel accumulates its segments in acc.

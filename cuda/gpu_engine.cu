@@ -379,13 +379,15 @@ class GpuEngine final : public ChunkEngine {
   }
 
   // A request for the resident worker: small, every op in engine memory both ways, 4-byte aligned,
-  // not in place (should the GPU fail midway, the fallback redoes the ops from their inputs).
+  // its output either its input (a read decrypted in place: the worker writes the result over it
+  // only once the chunk is done) or apart from it; should the GPU fail midway, the fallback redoes
+  // the ops from their inputs.
   bool resident_can_take(std::span<const ChunkOp> ops) {
     std::size_t bytes = 0;
     for (const auto& op : ops) {
       bytes += op.len;
       const bool aligned = ((reinterpret_cast<std::uintptr_t>(op.in) | reinterpret_cast<std::uintptr_t>(op.out)) & 3) == 0;
-      const bool disjoint = op.out + op.len <= op.in || op.in + op.len <= op.out;
+      const bool disjoint = op.out == op.in || op.out + op.len <= op.in || op.in + op.len <= op.out;
       if (!gpu_can_take(op) || op.len == 0 || !aligned || !disjoint || bytes > options_.resident_max_request_bytes) return false;
     }
     auto reg = pinned_->shared_lock();

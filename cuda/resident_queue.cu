@@ -64,6 +64,7 @@ ResidentQueue::ResidentQueue(int device, const DeviceTables& tables, ResidentOpt
       next_ticket_(device, 3 * sizeof(unsigned long long)),
       keys_(device, options_.key_slots * sizeof(KeyBlob)),
       text_(device, static_cast<std::size_t>(options_.ctas) * kMaxGpuChunkBytes),
+      stage_(device, static_cast<std::size_t>(options_.ctas) * kMaxGpuChunkBytes),
       info_(options_.ring_entries),
       slots_(options_.key_slots),
       slot_refs_(new std::atomic<int>[options_.key_slots]) {
@@ -191,6 +192,7 @@ ResidentQueue::Outcome ResidentQueue::run(std::span<ChunkOp> ops, bool seal) {
       d.reserved = (seal ? 0 : kResidentOpen) | static_cast<std::uint32_t>(gen >> 32) << 1;
       d.host_in = reinterpret_cast<std::uint64_t>(op.in);
       d.host_out = reinterpret_cast<std::uint64_t>(op.out);
+      e.flags = op.out == op.in ? kResidentInPlace : 0;
       if (seal) std::memset(d.expected_tag.w, 0, kChunkTagBytes);
       else std::memcpy(d.expected_tag.w, op.tag.data(), kChunkTagBytes);
       std::memset(d.aad, 0, sizeof d.aad);
@@ -244,6 +246,7 @@ void ResidentQueue::ensure_running() {
   v.published = &c->published;
   v.keys = keys_.get<KeyBlob>();
   v.text = text_.get();
+  v.stage = stage_.get();
   v.trace = trace_;
   check_cuda(cudaSetDevice(device_), "cudaSetDevice");
   check_cuda(cudaMemcpyAsync(v.next_ticket, c->device_words, sizeof c->device_words, cudaMemcpyHostToDevice, stream_.get()),

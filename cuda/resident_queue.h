@@ -55,7 +55,8 @@ class ResidentQueue {
     Failed,    // the GPU failed: outputs may be partly written; redo every op elsewhere
   };
   // Each op must be one the kernels take (key, len <= kMaxGpuChunkBytes, aad <= kMaxAadBytes), with
-  // len > 0 and in and out in page-locked memory, 4-byte aligned and not overlapping.
+  // len > 0 and in and out in page-locked memory, 4-byte aligned, and either the same or not
+  // overlapping (in place, the result reaches the buffer only once the chunk is done).
   Outcome run(std::span<ChunkOp> ops, bool seal);
 
   bool failed() const { return failed_.load(std::memory_order_relaxed); }
@@ -88,7 +89,7 @@ class ResidentQueue {
   KeyMaterial key_material_;
   Stream stream_, upload_stream_;
   PinnedBuffer ring_, control_, key_staging_;
-  DeviceBuffer next_ticket_, keys_, text_;
+  DeviceBuffer next_ticket_, keys_, text_, stage_;
   std::vector<EntryInfo> info_;
 
   // Held for a few hundred nanoseconds per request (claiming tickets, filling descriptors), by

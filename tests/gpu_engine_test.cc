@@ -264,6 +264,37 @@ TEST_P(GpuEngineTest, ZeroCopyInPlace) {
   }
 }
 
+// In place in engine memory with no empty chunk (the resident worker takes such a request; an
+// empty chunk sends it to the launched batches): sealed in place like OpenSSL, and opened in place
+// with one chunk tampered: that chunk comes back as zeros and not ok, the others as plaintext.
+TEST_P(GpuEngineTest, ZeroCopyInPlaceWithATamperedChunk) {
+  std::vector<std::size_t> lengths = {65536, 4096, 1000, 65536};
+  Batch b(lengths, 2);
+  PinnedLayout buf(*gpu_, lengths);
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    std::memcpy(buf.at(i), b.plain[i].data(), lengths[i]);
+    b.ops[i].in = b.ops[i].out = buf.at(i);
+  }
+  cpu_.seal(b.ref_ops);
+  gpu_->seal(b.ops);
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    ASSERT_EQ(0, std::memcmp(buf.at(i), b.ref[i].data(), lengths[i])) << "chunk " << i;
+    ASSERT_EQ(b.ops[i].tag, b.ref_ops[i].tag) << "chunk " << i;
+  }
+  buf.at(1)[100] ^= 0x40;
+  gpu_->open(b.ops);
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    if (i == 1) {
+      EXPECT_FALSE(b.ops[i].ok);
+      EXPECT_EQ(std::vector<std::uint8_t>(buf.at(i), buf.at(i) + lengths[i]), std::vector<std::uint8_t>(lengths[i], 0));
+    } else {
+      EXPECT_TRUE(b.ops[i].ok) << "chunk " << i;
+      EXPECT_EQ(0, std::memcmp(buf.at(i), b.plain[i].data(), lengths[i])) << "chunk " << i;
+    }
+  }
+  EXPECT_TRUE(errors_.empty());
+}
+
 TEST_P(GpuEngineTest, ZeroCopyMixedWithOrdinaryMemoryInOneBatch) {
   std::vector<std::size_t> lengths = {65536, 65536, 4096, 4095, 65536, 65536, 32, 65536};
   Batch b(lengths, 3);
