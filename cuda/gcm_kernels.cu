@@ -282,16 +282,26 @@ __device__ __forceinline__ Block128 ldg_block(const void* p) {
   return {{v.x, v.y, v.z, v.w}};
 }
 
-__device__ __forceinline__ Block128 mul_table_global(const Block128& x, const std::uint32_t* __restrict__ table) {
+// x times H^(2^l) through the nibble table of that power in global memory, each 8-byte entry read
+// with load: the read-only path (__ldg) for the batch kernels, L2 only (__ldcg) for the resident
+// worker, whose key slots may be reloaded while it runs.
+template <class Load>
+__device__ __forceinline__ Block128 mul_table_loaded(const Block128& x, const std::uint32_t* __restrict__ table, Load load) {
   Block128 z{{0, 0, 0, 0}};
 #pragma unroll
   for (int p = 0; p < 32; ++p) {
     const std::uint32_t off = nibble_offset(x, p);
-    const uint2 lo = __ldg(reinterpret_cast<const uint2*>(reinterpret_cast<const char*>(table) + (2 * p) * 128 + off));
-    const uint2 hi = __ldg(reinterpret_cast<const uint2*>(reinterpret_cast<const char*>(table) + (2 * p + 1) * 128 + off));
+    const uint2 lo = load(reinterpret_cast<const uint2*>(reinterpret_cast<const char*>(table) + (2 * p) * 128 + off));
+    const uint2 hi = load(reinterpret_cast<const uint2*>(reinterpret_cast<const char*>(table) + (2 * p + 1) * 128 + off));
     z.w[0] ^= lo.x, z.w[1] ^= lo.y, z.w[2] ^= hi.x, z.w[3] ^= hi.y;
   }
   return z;
+}
+__device__ __forceinline__ Block128 mul_table_global(const Block128& x, const std::uint32_t* __restrict__ table) {
+  return mul_table_loaded(x, table, [](const uint2* q) { return __ldg(q); });
+}
+__device__ __forceinline__ Block128 mul_table_l2(const Block128& x, const std::uint32_t* __restrict__ table) {
+  return mul_table_loaded(x, table, [](const uint2* q) { return __ldcg(q); });
 }
 
 __device__ __forceinline__ Block128 shfl_block(const Block128& v, int src) {
@@ -657,18 +667,6 @@ __device__ __forceinline__ void resident_ctr(const ChunkDesc& d, const uint4* rk
       reinterpret_cast<uint4*>(text)[blk] = open ? x[k] : y;
     }
   }
-}
-
-__device__ __forceinline__ Block128 mul_table_l2(const Block128& x, const std::uint32_t* table) {
-  Block128 z{{0, 0, 0, 0}};
-#pragma unroll
-  for (int p = 0; p < 32; ++p) {
-    const std::uint32_t off = nibble_offset(x, p);
-    const uint2 lo = __ldcg(reinterpret_cast<const uint2*>(reinterpret_cast<const char*>(table) + (2 * p) * 128 + off));
-    const uint2 hi = __ldcg(reinterpret_cast<const uint2*>(reinterpret_cast<const char*>(table) + (2 * p + 1) * 128 + off));
-    z.w[0] ^= lo.x, z.w[1] ^= lo.y, z.w[2] ^= hi.x, z.w[3] ^= hi.y;
-  }
-  return z;
 }
 
 __global__ void __launch_bounds__(kCtaThreads, 1) resident_worker(ResidentView v, const std::uint32_t* __restrict__ te0) {

@@ -243,20 +243,25 @@ TEST_P(GpuEngineTest, ZeroCopySealAndOpenMatchOpenssl) {
   EXPECT_TRUE(errors_.empty());
 }
 
+// Seals b's plaintext in place in buf (engine memory) and checks it against OpenSSL's.
+void seal_in_place_like_openssl(ChunkEngine& gpu, ChunkEngine& cpu, Batch& b, PinnedLayout& buf) {
+  for (std::size_t i = 0; i < b.ops.size(); ++i) {
+    std::memcpy(buf.at(i), b.plain[i].data(), buf.lengths[i]);
+    b.ops[i].in = b.ops[i].out = buf.at(i);
+  }
+  cpu.seal(b.ref_ops);
+  gpu.seal(b.ops);
+  for (std::size_t i = 0; i < b.ops.size(); ++i) {
+    ASSERT_EQ(0, std::memcmp(buf.at(i), b.ref[i].data(), buf.lengths[i])) << "chunk " << i;
+    ASSERT_EQ(b.ops[i].tag, b.ref_ops[i].tag) << "chunk " << i;
+  }
+}
+
 TEST_P(GpuEngineTest, ZeroCopyInPlace) {
   std::vector<std::size_t> lengths = {4096, 4096, 4096, 17, 65536, 0};
   Batch b(lengths, 2);
   PinnedLayout buf(*gpu_, lengths);
-  for (std::size_t i = 0; i < lengths.size(); ++i) {
-    std::memcpy(buf.at(i), b.plain[i].data(), lengths[i]);
-    b.ops[i].in = b.ops[i].out = buf.at(i);
-  }
-  cpu_.seal(b.ref_ops);
-  gpu_->seal(b.ops);
-  for (std::size_t i = 0; i < lengths.size(); ++i) {
-    ASSERT_EQ(0, std::memcmp(buf.at(i), b.ref[i].data(), lengths[i])) << "chunk " << i;
-    ASSERT_EQ(b.ops[i].tag, b.ref_ops[i].tag) << "chunk " << i;
-  }
+  ASSERT_NO_FATAL_FAILURE(seal_in_place_like_openssl(*gpu_, cpu_, b, buf));
   gpu_->open(b.ops);
   for (std::size_t i = 0; i < lengths.size(); ++i) {
     EXPECT_TRUE(b.ops[i].ok) << "chunk " << i;
@@ -271,16 +276,7 @@ TEST_P(GpuEngineTest, ZeroCopyInPlaceWithATamperedChunk) {
   std::vector<std::size_t> lengths = {65536, 4096, 1000, 65536};
   Batch b(lengths, 2);
   PinnedLayout buf(*gpu_, lengths);
-  for (std::size_t i = 0; i < lengths.size(); ++i) {
-    std::memcpy(buf.at(i), b.plain[i].data(), lengths[i]);
-    b.ops[i].in = b.ops[i].out = buf.at(i);
-  }
-  cpu_.seal(b.ref_ops);
-  gpu_->seal(b.ops);
-  for (std::size_t i = 0; i < lengths.size(); ++i) {
-    ASSERT_EQ(0, std::memcmp(buf.at(i), b.ref[i].data(), lengths[i])) << "chunk " << i;
-    ASSERT_EQ(b.ops[i].tag, b.ref_ops[i].tag) << "chunk " << i;
-  }
+  ASSERT_NO_FATAL_FAILURE(seal_in_place_like_openssl(*gpu_, cpu_, b, buf));
   buf.at(1)[100] ^= 0x40;
   gpu_->open(b.ops);
   for (std::size_t i = 0; i < lengths.size(); ++i) {
