@@ -13,6 +13,7 @@
 #include "cuda/gcm_kernels.h"
 #include "cuda/gpu_engine.h"
 #include "cuda/host_tables.h"
+#include "cuda/resident_queue.h"
 
 namespace gcfs {
 
@@ -21,6 +22,9 @@ std::vector<std::string> gpu_kernel_variants() { return {"coarse", "fine"}; }
 GpuKernelTiming gpu_kernel_benchmark(const std::string& variant, const std::string& what, std::size_t chunk_size,
                                      std::size_t total_bytes, int device) {
   using namespace gpu;
+  // Its allocations and frees may wait for the device to go idle: no resident worker meanwhile (an
+  // engine of this process may have one running; its requests take the launched path until then).
+  ResidentPause pause;
   CtrVariant v;
   if (!parse_variant(variant, &v)) throw UserError("unknown GPU kernel variant '" + variant + "'");
   if (what != "ctr" && what != "seal" && what != "open")
@@ -125,6 +129,7 @@ GpuKernelTiming gpu_kernel_benchmark(const std::string& variant, const std::stri
 
 std::vector<std::pair<std::string, double>> gpu_transfer_probe(int device) {
   using namespace gpu;
+  ResidentPause pause;  // as in gpu_kernel_benchmark
   std::vector<std::pair<std::string, double>> out;
   try {
     check_cuda(cudaSetDevice(device), "cudaSetDevice");
@@ -215,6 +220,7 @@ std::vector<std::pair<std::string, double>> gpu_transfer_probe(int device) {
 
 std::vector<std::pair<std::string, double>> gpu_transfer_probe_all(const std::vector<int>& devices) {
   using namespace gpu;
+  ResidentPause pause;  // as in gpu_kernel_benchmark
   // Every GPU copies at once, each from and to its own page-locked buffers: what the host (its
   // memory and its PCIe root complexes) carries for all of them together, the ceiling under an
   // engine that spreads its batches over these GPUs. Timed by the wall clock: events of different
