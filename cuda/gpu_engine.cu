@@ -15,10 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <linux/futex.h>
 #include <map>
-#include <sys/syscall.h>
-#include <unistd.h>
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
@@ -411,7 +408,7 @@ class GpuEngine final : public ChunkEngine {
       ResidentQueue& q = *residents_[next_resident_.fetch_add(1, std::memory_order_relaxed) % residents_.size()];
       switch (q.run(ops, seal)) {
         case ResidentQueue::Outcome::Done: return;
-        case ResidentQueue::Outcome::Failed: return run_fallback(ops, seal);  // inputs intact: no op in place
+        case ResidentQueue::Outcome::Failed: return run_fallback(ops, seal);  // inputs intact (resident_can_take)
         case ResidentQueue::Outcome::NotTaken: break;
       }
     }

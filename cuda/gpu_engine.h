@@ -72,7 +72,7 @@ struct GpuOptions {
   // the caller among them; each engine has its own, one per GPU with several).
   int copy_threads = 0;
   // Requests of at most resident_max_request_bytes whose ops all lie in memory from
-  // allocate_io_buffer (and do not overlap) go to a resident worker: a kernel that stays on each GPU
+  // allocate_io_buffer (each op in place or apart from its output) go to a resident worker: a kernel that stays on each GPU
   // and polls a ring of descriptors in host memory, so such a request costs no CUDA call, no launch
   // and no event, only a descriptor per chunk and a wake-up. It holds resident_ctas SMs of each GPU
   // while it runs (0: half of them), starts on the first request and stops after

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <set>
 
 #include "cuda/thread_waiter.h"
@@ -103,7 +104,8 @@ ResidentQueue::~ResidentQueue() {
 
 bool ResidentQueue::take_key_slots(std::span<ChunkOp> ops, std::vector<std::uint32_t>& slots) {
   slots.resize(ops.size());
-  std::vector<std::uint32_t> taken;
+  thread_local std::vector<std::uint32_t> taken;  // no allocation per request
+  taken.clear();
   auto give_back = [&] {
     for (std::uint32_t s : taken) slot_refs_[s].fetch_sub(1);
   };
@@ -160,7 +162,7 @@ ResidentQueue::Outcome ResidentQueue::run(std::span<ChunkOp> ops, bool seal) {
     std::unique_lock lock(mu_);
     if (failed_.load() || registry().pauses.load() > 0) return Outcome::NotTaken;
     if (in_flight_.load() + ops.size() > options_.ring_entries / 2) return Outcome::NotTaken;
-    std::vector<std::uint32_t> slots;
+    thread_local std::vector<std::uint32_t> slots;  // no allocation per request
     try {
       if (!take_key_slots(ops, slots)) return Outcome::NotTaken;
       ensure_running();
@@ -204,7 +206,7 @@ ResidentQueue::Outcome ResidentQueue::run(std::span<ChunkOp> ops, bool seal) {
       info.busy.store(true, std::memory_order_relaxed);
       std::atomic_ref<std::uint64_t>(e.posted).store(t + 1, std::memory_order_release);
     }
-    published_.store(next_, std::memory_order_release);
+    // Read by the GPU (the CTA waiting for the next ticket) and by the poller.
     std::atomic_ref<std::uint64_t>(control_.get<Control>()->published).store(next_, std::memory_order_release);
   }
   if (poller_sleeping_.load()) {
@@ -278,7 +280,8 @@ void ResidentQueue::drain_and_stop() {
 }
 
 bool ResidentQueue::collect() {
-  const std::uint64_t published = published_.load(std::memory_order_acquire);
+  const std::uint64_t published =
+      std::atomic_ref<std::uint64_t>(control_.get<Control>()->published).load(std::memory_order_acquire);
   const std::uint64_t mask = options_.ring_entries - 1;
   auto* ring = ring_.get<ResidentEntry>();
   bool progress = false;

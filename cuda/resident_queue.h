@@ -10,11 +10,9 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <thread>
@@ -59,9 +57,6 @@ class ResidentQueue {
   // overlapping (in place, the result reaches the buffer only once the chunk is done).
   Outcome run(std::span<ChunkOp> ops, bool seal);
 
-  bool failed() const { return failed_.load(std::memory_order_relaxed); }
-  std::uint64_t starts() const { return starts_.load(std::memory_order_relaxed); }
-
   // ResidentPause: lets the ops in flight finish and stops the kernel (run() takes no new ones
   // while a pause lasts).
   void drain_and_stop();
@@ -105,7 +100,6 @@ class ResidentQueue {
         }
       }
     }
-    bool try_lock() { return !flag_.exchange(true, std::memory_order_acquire); }
     void unlock() { flag_.store(false, std::memory_order_release); }
 
    private:
@@ -127,13 +121,12 @@ class ResidentQueue {
   std::uint64_t key_loads_ = 0;
 
   std::atomic<int> callers_{0};
-  std::atomic<std::uint64_t> published_{0};
   std::atomic<std::size_t> in_flight_{0};
   std::atomic<std::uint32_t> poller_word_{0};  // futex: bumped when work arrives for a sleeping poller
   std::atomic<bool> poller_sleeping_{false};
   std::atomic<bool> quit_{false};
   std::atomic<bool> failed_{false};
-  std::atomic<std::uint64_t> starts_{0};
+  std::atomic<std::uint64_t> starts_{0};  // kernel starts, for the trace
   std::uint64_t oldest_ = 0;      // poller only: the oldest ticket not answered yet
   // GPUCRYPTFS_RESIDENT_TRACE: mean times per chunk, printed when the queue ends (poller only).
   bool trace_ = false;

@@ -1,5 +1,5 @@
 #!/bin/bash
-# threadcpu.sh PID SECONDS: per-thread CPU % over an interval, top 12
+# threadcpu.sh PID [SECONDS]: CPU % per thread name over an interval (default 1 s), the top 8
 pid=$1; secs=${2:-1}
 declare -A a
 for t in /proc/$pid/task/*; do id=${t##*/}; read -r -a f < $t/stat 2>/dev/null; a[$id]=$(( ${f[13]} + ${f[14]} )); done
