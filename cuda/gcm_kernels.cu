@@ -628,18 +628,20 @@ __device__ __forceinline__ void store_host_block(std::uint8_t* p, std::uint32_t 
   for (int k = 0; k < 4; ++k) store_host_word(p, len, at + 4 * k, w[k]);
 }
 
-// CTR over one chunk by the whole CTA: lane l of warp w takes blocks w * 32 * BPT + l + 32 k (and
-// the same again every pass of all warps); the ciphertext also goes to `text` for GHASH.
+// CTR over blocks [first, nblocks) of one chunk (all of it, or a part) by the whole CTA: lane l of
+// warp w takes blocks first + w * 32 * BPT + l + 32 k (and the same again every pass of all warps);
+// the ciphertext also goes to `text` (indexed by the chunk's block) for GHASH.
 template <int BPT>
 __device__ __forceinline__ void resident_ctr(const ChunkDesc& d, const uint4* rk, std::uint8_t* text, bool open,
-                                             std::uint32_t yb, std::uint8_t* stage) {
-  const std::uint32_t len = d.len, nblocks = blocks_of(len);
+                                             std::uint32_t yb, std::uint8_t* stage, std::uint32_t first,
+                                             std::uint32_t nblocks) {
+  const std::uint32_t len = d.len;
   const auto* in = reinterpret_cast<const std::uint8_t*>(d.host_in);
   auto* out = reinterpret_cast<std::uint8_t*>(d.host_out);
   const bool vec = ((d.host_in | d.host_out) & 15) == 0;
   const std::uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const std::uint32_t n0 = d.nonce[0], n1 = d.nonce[1], n2 = d.nonce[2];
-  for (std::uint32_t base = warp * 32 * BPT; base < nblocks; base += warps * 32 * BPT) {
+  for (std::uint32_t base = first + warp * 32 * BPT; base < nblocks; base += warps * 32 * BPT) {
     uint4 x[BPT];
     std::uint32_t s[BPT][4];
     const uint4 k0 = rk[0];
@@ -678,7 +680,7 @@ __global__ void __launch_bounds__(kCtaThreads, 1) resident_worker(ResidentView v
   __shared__ int quit;
   __shared__ std::uint64_t tables_of;  // the key load whose GHASH tables are in smem (0: none)
   __shared__ Block128 tag_mask, partial[kCtaThreads / 32];
-  __shared__ std::uint32_t tag_ok, in_place;
+  __shared__ std::uint32_t tag_ok, in_place, part, parts;
   const std::uint32_t tab = tables_base(smem);
   fill_tables(tab, te0);
   // The GHASH tables go in whichever gap the T-tables' 64 KiB alignment leaves in the dynamic
@@ -735,7 +737,12 @@ __global__ void __launch_bounds__(kCtaThreads, 1) resident_worker(ResidentView v
     if (threadIdx.x < sizeof(ChunkDesc) / 4)
       reinterpret_cast<std::uint32_t*>(&desc)[threadIdx.x] =
           ld_relaxed_sys(reinterpret_cast<const std::uint32_t*>(&e->desc) + threadIdx.x);
-    if (threadIdx.x == sizeof(ChunkDesc) / 4) in_place = ld_relaxed_sys(&e->flags) & kResidentInPlace;
+    if (threadIdx.x == sizeof(ChunkDesc) / 4) {
+      const std::uint32_t flags = ld_relaxed_sys(&e->flags);
+      in_place = flags & kResidentInPlace;
+      part = resident_part_of(flags);
+      parts = resident_parts_of(flags);
+    }
     __syncthreads();
     const KeyBlob* key = v.keys + desc.key;
     if (threadIdx.x < kAesRounds + 1)
@@ -756,7 +763,10 @@ __global__ void __launch_bounds__(kCtaThreads, 1) resident_worker(ResidentView v
     }
     __syncthreads();
     if (threadIdx.x == 0) tables_of = table_id;  // read again only after the next barrier
-    resident_ctr<4>(desc, round_keys, text, open, yb, in_place ? stage : nullptr);
+    // A part's GHASH segments and the blocks they hash (the whole chunk when not split).
+    std::uint32_t seg_begin, seg_end, blk_begin, blk_end;
+    resident_part_range(desc.aad_len, desc.len, part, parts, &seg_begin, &seg_end, &blk_begin, &blk_end);
+    resident_ctr<4>(desc, round_keys, text, open, yb, in_place ? stage : nullptr, blk_begin, blk_end);
     if (v.trace && threadIdx.x == 0) e->stamps[3] = globaltimer();
     if (warp == 0) {  // E_K(J0), the tag mask; every lane computes it, lane 0 keeps it
       const uint4 k0 = round_keys[0];
@@ -784,12 +794,12 @@ __global__ void __launch_bounds__(kCtaThreads, 1) resident_worker(ResidentView v
     // atomics, no fences: those made the GHASH of one chunk take tens of microseconds).
     Block128 sum{{0, 0, 0, 0}};
     if (ghash_tables) {
-      for (std::uint32_t seg = warp; seg < b.segments; seg += warps)
+      for (std::uint32_t seg = seg_begin + warp; seg < seg_end; seg += warps)
         sum = xor128(sum, ghash_segment_hash<true>(b, seg, 0, lane, [ghash_tables](const Block128& x, int l) {
                        return mul_table_shared(x, ghash_tables + l * kNibbleTableWords);
                      }));
     } else {
-      for (std::uint32_t seg = warp; seg < b.segments; seg += warps)
+      for (std::uint32_t seg = seg_begin + warp; seg < seg_end; seg += warps)
         sum = xor128(sum, ghash_segment_hash<true>(b, seg, 0, lane, [key](const Block128& x, int l) {
                        return mul_table_l2(x, key->tables[l]);
                      }));
@@ -801,22 +811,41 @@ __global__ void __launch_bounds__(kCtaThreads, 1) resident_worker(ResidentView v
 #pragma unroll
       for (int o = 16; o; o >>= 1) h = xor128(h, shfl_xor_block(h, o));
       if (lane == 0) {
-        const Block128 tag = xor128(h, tag_mask);
-        std::uint32_t ok = 1;
-        if (!open) {
-          e->tag = tag;
-        } else {
-          std::uint32_t diff = 0;  // constant time: no early exit on the first differing word
+        bool last = true;
+        if (parts > 1) {  // add this part's hash to the chunk's sum; the last part to come takes it
+          ChunkScratch* s = v.part_sums + ((ticket - part) & v.ring_mask);
 #pragma unroll
-          for (int k = 0; k < 4; ++k) diff |= tag.w[k] ^ desc.expected_tag.w[k];
-          ok = diff == 0;
-          e->ok = ok;
+          for (int k = 0; k < 4; ++k) atomicXor(&s->acc.w[k], h.w[k]);
+          __threadfence();
+          last = atomicAdd(&s->segments_done, 1u) == parts - 1;
+          if (last) {
+            __threadfence();  // the other parts' sums and their stores to the caller's memory come first
+#pragma unroll
+            for (int k = 0; k < 4; ++k) h.w[k] = atomicExch(&s->acc.w[k], 0u);  // zeros for the next chunk
+            atomicExch(&s->segments_done, 0u);
+          }
         }
+        std::uint32_t ok = 1;
+        if (last) {
+          const Block128 tag = xor128(h, tag_mask);
+          if (!open) {
+            e->tag = tag;
+          } else {
+            std::uint32_t diff = 0;  // constant time: no early exit on the first differing word
+#pragma unroll
+            for (int k = 0; k < 4; ++k) diff |= tag.w[k] ^ desc.expected_tag.w[k];
+            ok = diff == 0;
+            e->ok = ok;
+          }
+        }
+        e->last_part = last;
         tag_ok = ok;
       }
     }
     __syncthreads();
-    if (!tag_ok) {  // a chunk that fails its tag leaves zeros in the caller's buffer, never plaintext
+    // A chunk that fails its tag leaves zeros in the caller's buffer, never plaintext (all of the
+    // chunk: the other parts, done before the last one, wrote theirs already).
+    if (!tag_ok) {
       auto* plain = reinterpret_cast<std::uint8_t*>(desc.host_out);
       for (std::uint32_t i = threadIdx.x; i < (desc.len + 3) / 4; i += blockDim.x) store_host_word(plain, desc.len, 4 * i, 0);
     } else if (in_place) {  // the result, now that the chunk is done, over its input

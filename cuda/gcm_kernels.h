@@ -96,6 +96,7 @@ struct ResidentView {
   const KeyBlob* keys = nullptr;               // device memory, the worker's key slots
   std::uint8_t* text = nullptr;                // device memory, kMaxGpuChunkBytes per CTA
   std::uint8_t* stage = nullptr;               // device memory, kMaxGpuChunkBytes per CTA: in-place results
+  ChunkScratch* part_sums = nullptr;           // device memory, one per ring entry, zeros: split chunks' sums
   bool trace = false;                          // write the entries' stamps (GPUCRYPTFS_RESIDENT_TRACE)
 };
 // A resident entry's descriptor: bit 0 of `reserved` says open (not seal). Bits 1 to 31 of

@@ -61,12 +61,12 @@ static_assert(sizeof(ChunkDesc) == 128);
 struct alignas(128) ResidentEntry {
   ChunkDesc desc;            // key: the worker's key slot; host_in / host_out: the caller's memory
   std::uint64_t posted;
-  std::uint32_t flags;       // kResidentInPlace
+  std::uint32_t flags;       // kResidentInPlace; a part of a split chunk: resident_part_flags
   std::uint32_t pad0a;
   std::uint64_t pad0[14];
   Block128 tag;              // seal: written
   std::uint32_t ok;          // open: 1 = tag matched
-  std::uint32_t pad1;
+  std::uint32_t last_part;   // 1: this entry's CTA finished the chunk (tag and ok are in this entry)
   std::uint64_t done;
   // GPU clock (ns), for GPUCRYPTFS_RESIDENT_TRACE: taken, hashing from, answered, CTR done, hashed.
   std::uint64_t stamps[5];
@@ -77,6 +77,20 @@ static_assert(sizeof(ResidentEntry) == 384);
 // memory first and reaches the caller's buffer only once the chunk is done (and, opening, its tag
 // matched), so a GPU that fails before that leaves the input for the fallback engine to redo.
 constexpr std::uint32_t kResidentInPlace = 1;
+
+// A chunk may be split over several entries (consecutive tickets), one CTA each, when the worker has
+// CTAs to spare: a chunk's time on the GPU, not the bus, is then what a caller waits for. Part p of
+// n takes whole GHASH segments (resident_part_range) and the CTR of exactly the blocks they hash;
+// the parts add their hashes in device memory (ChunkScratch, indexed by the first part's ticket) and
+// the last part to finish masks the sum, writes the tag or the comparison, and sets last_part.
+// Parts are never in place (the result would have to wait in every part's device buffer).
+constexpr std::uint32_t kResidentMaxParts = 16;
+GCFS_HD std::uint32_t resident_part_flags(std::uint32_t part, std::uint32_t parts) { return part << 8 | parts << 16; }
+GCFS_HD std::uint32_t resident_part_of(std::uint32_t flags) { return flags >> 8 & 0xff; }
+GCFS_HD std::uint32_t resident_parts_of(std::uint32_t flags) {
+  const std::uint32_t n = flags >> 16 & 0xff;
+  return n ? n : 1;
+}
 
 // Per-chunk scratch, uploaded as zeros with the descriptors: the CTR kernel leaves E_K(J0) (the
 // tag mask, counter 1) in ej0, the GHASH kernel accumulates its segments in acc.
@@ -106,6 +120,28 @@ GCFS_HD void segment_range(std::uint32_t total, std::uint32_t segments, std::uin
   *end = total - s * u;
   *begin = u + 1 == segments ? 0 : *end - s;
 }
+// Part p of n of a chunk split over several CTAs (ResidentEntry): GHASH segments [*seg_begin,
+// *seg_end) counted from the start of the stream (segments of kSegmentBlocksSmall), and the text
+// blocks [*blk_begin, *blk_end) that those segments hash, whose CTR the same part does. n must not
+// exceed the chunk's segment count, so that every part has at least one segment.
+GCFS_HD void resident_part_range(std::uint32_t aad_len, std::uint32_t len, std::uint32_t p, std::uint32_t n,
+                                 std::uint32_t* seg_begin, std::uint32_t* seg_end, std::uint32_t* blk_begin,
+                                 std::uint32_t* blk_end) {
+  const std::uint32_t s = kSegmentBlocksSmall, segs = ghash_segments(aad_len, len, s);
+  const std::uint32_t total = ghash_stream_blocks(aad_len, len), aad_blocks = blocks_of(aad_len);
+  *seg_begin = segs * p / n;
+  *seg_end = segs * (p + 1) / n;
+  std::uint32_t first_begin, first_end, last_begin, last_end;  // stream blocks of the first and last segment
+  segment_range(total, segs, segs - 1 - *seg_begin, s, &first_begin, &first_end);
+  segment_range(total, segs, segs - *seg_end, s, &last_begin, &last_end);
+  const auto text_block = [&](std::uint32_t stream_block) {  // clamped to the text's blocks
+    const std::uint32_t b = stream_block > aad_blocks ? stream_block - aad_blocks : 0;
+    return b < blocks_of(len) ? b : blocks_of(len);
+  };
+  *blk_begin = text_block(first_begin);
+  *blk_end = text_block(last_end);
+}
+
 // The tag masks E_K(J0) are computed by extra CTR tasks of 32 chunks each, one block per lane, so
 // that the chunks' own tasks stay aligned to whole warps.
 constexpr std::uint32_t kMaskTaskChunks = 32;

@@ -296,6 +296,8 @@ class GpuEngine final : public ChunkEngine {
           ResidentOptions ro;
           ro.ctas = resident_ctas;
           ro.idle_stop = o.resident_idle;
+          ro.max_parts = o.resident_max_parts;
+          ro.min_part_segments = static_cast<std::uint32_t>(o.resident_min_part_bytes / (16 * kSegmentBlocksSmall));
           ro.on_error = options_.on_error;
           residents_.push_back(std::make_unique<ResidentQueue>(d, st->tables, ro, [this](const ChunkKey& k) {
             return host_keys_.get(k);
@@ -1014,6 +1016,8 @@ std::unique_ptr<ChunkEngine> make_gpu_engine(const GpuOptions& options, ChunkEng
   // For comparisons on one machine without a rebuild: GPUCRYPTFS_GPU_RESIDENT=0 turns the resident
   // worker off (GpuOptions::resident), =1 on.
   if (const char* r = std::getenv("GPUCRYPTFS_GPU_RESIDENT"); r && (r[0] == '0' || r[0] == '1')) o.resident = r[0] == '1';
+  // GPUCRYPTFS_RESIDENT_PARTS=N: at most N CTAs per chunk (GpuOptions::resident_max_parts; 1 never splits).
+  if (const char* p = std::getenv("GPUCRYPTFS_RESIDENT_PARTS"); p && std::atoi(p) > 0) o.resident_max_parts = std::atoi(p);
   try {
     return std::make_unique<gpu::GpuEngine>(o, fallback, devices);
   } catch (const gpu::CudaError& e) {

@@ -31,6 +31,11 @@ struct ResidentOptions {
   std::size_t ring_entries = 4096;             // a power of two
   std::size_t key_slots = 256;
   std::chrono::milliseconds idle_stop{100};    // the kernel ends after this long without work
+  // A chunk goes to up to max_parts CTAs at once (gcm_layout.h: resident_part_range) while the
+  // worker has CTAs to spare, each part at least min_part_segments GHASH segments (2 KiB each).
+  // Few callers then wait for a fraction of a chunk's time on the GPU; under load, one CTA a chunk.
+  int max_parts = 4;
+  std::uint32_t min_part_segments = 8;
   // Waking a sleeping thread costs tens of microseconds on these hosts, as long as a small chunk's
   // trip through the GPU: the poller keeps polling this long after the last answer before it
   // sleeps, and a caller polls this long for its answer while at most spin_callers callers wait.
@@ -67,10 +72,12 @@ class ResidentQueue {
     ChunkOp* op = nullptr;
     Pending* request = nullptr;
     std::uint32_t slot = 0;
+    std::uint32_t part = 0, parts = 1;  // a split chunk's entries are answered together, by part 0
     std::chrono::steady_clock::time_point posted_at;  // traced runs only
     std::atomic<bool> busy{false};
   };
   bool take_key_slots(std::span<ChunkOp> ops, std::vector<std::uint32_t>& slots);
+  std::uint32_t parts_for(const ChunkOp& op, std::uint32_t per_chunk) const;
   void ensure_running();          // lock held
   void stop_kernel();             // lock held, nothing in flight
   void poll_loop();
@@ -84,7 +91,7 @@ class ResidentQueue {
   KeyMaterial key_material_;
   Stream stream_, upload_stream_;
   PinnedBuffer ring_, control_, key_staging_;
-  DeviceBuffer next_ticket_, keys_, text_, stage_;
+  DeviceBuffer next_ticket_, keys_, text_, stage_, part_sums_;
   std::vector<EntryInfo> info_;
 
   // Held for a few hundred nanoseconds per request (claiming tickets, filling descriptors), by

@@ -99,6 +99,9 @@ class GpuEngineTest : public ::testing::TestWithParam<std::string> {
     if (o.kernel == "auto-copied") o.kernel = "auto", o.direct = false;  // fused, but data copied, not mapped
     // Requests in engine memory go to the resident worker only under "resident", so that the
     // other variants keep covering the launched batches.
+    // "resident-split" splits every chunk of two GHASH segments or more over several CTAs (up to
+    // 16), where the defaults split only chunks of 32 KiB or more, by at most 4.
+    if (o.kernel == "resident-split") o.kernel = "resident", o.resident_max_parts = 16, o.resident_min_part_bytes = 2048;
     o.resident = o.kernel == "resident";
     if (o.kernel == "resident") o.kernel = "auto";
     o.on_error = [this](const std::string& m) { errors_.push_back(m); };
@@ -349,6 +352,41 @@ TEST_P(GpuEngineTest, ZeroCopyTamperedChunksFailAndAreZeroed) {
   }
 }
 
+// Zero-copy chunks of many lengths, one caller (so the resident worker has CTAs to spare and
+// splits what it can): sealed like OpenSSL with random AAD, opened back, and a chunk tampered in its
+// last part and one in its first refused and zeroed whole, whichever part finished last.
+TEST_P(GpuEngineTest, ZeroCopyChunksOfEveryLengthSealAndOpenWholeOrSplit) {
+  std::vector<std::size_t> lengths = {1u << 20, 65535, 4097, 8191, 32768 + 16, 2048, 1, 300000, 65536, 65536};
+  for (int round = 0; round < 3; ++round) {
+    Batch b(lengths, 2);
+    PinnedLayout in(*gpu_, lengths), ct(*gpu_, lengths), back(*gpu_, lengths, 0);
+    for (std::size_t i = 0; i < lengths.size(); ++i) {
+      std::memcpy(in.at(i), b.plain[i].data(), lengths[i]);
+      b.ops[i].in = in.at(i);
+      b.ops[i].out = ct.at(i);
+    }
+    cpu_.seal(b.ref_ops);
+    gpu_->seal(b.ops);
+    for (std::size_t i = 0; i < lengths.size(); ++i) {
+      ASSERT_EQ(0, std::memcmp(ct.at(i), b.ref[i].data(), lengths[i])) << "chunk " << i;
+      ASSERT_EQ(b.ops[i].tag, b.ref_ops[i].tag) << "chunk " << i;
+      b.ops[i].in = ct.at(i);
+      b.ops[i].out = back.at(i);
+      std::memset(back.at(i), 0xEE, lengths[i]);
+    }
+    ct.at(0)[(1u << 20) - 5] ^= 0x10;  // the last part of the largest chunk
+    ct.at(8)[3] ^= 0x02;               // the first part of a 64 KiB chunk
+    gpu_->open(b.ops);
+    for (std::size_t i = 0; i < lengths.size(); ++i) {
+      const bool tampered = i == 0 || i == 8;
+      EXPECT_EQ(b.ops[i].ok, !tampered) << "chunk " << i;
+      if (tampered) EXPECT_EQ(std::vector<std::uint8_t>(back.at(i), back.at(i) + lengths[i]), std::vector<std::uint8_t>(lengths[i], 0)) << "chunk " << i << " not zeroed";
+      else EXPECT_EQ(0, std::memcmp(back.at(i), b.plain[i].data(), lengths[i])) << "chunk " << i;
+    }
+  }
+  EXPECT_TRUE(errors_.empty());
+}
+
 // A direct batch with more descriptors than the launch's parameters hold (100 chunks of 4 KiB, as
 // 100 small requests gathered would be): its header goes to the GPU first, the data still moves in
 // the kernel. Sealed as OpenSSL does, opened back, tampered chunks refused and zeroed.
@@ -539,7 +577,8 @@ TEST_P(GpuEngineTest, ChunksFromSeveralPinnedBuffersInOneBatch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, GpuEngineTest,
-                         ::testing::Values("auto", "coarse", "fine", "auto-unfused", "auto-copied", "resident"));
+                         ::testing::Values("auto", "coarse", "fine", "auto-unfused", "auto-copied", "resident",
+                                           "resident-split"));
 
 // A buffer may outlive the engine that made it (a FUSE thread's scratch buffers do).
 TEST(GpuEngineBuffers, BufferOutlivesItsEngine) {

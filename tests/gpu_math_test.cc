@@ -232,6 +232,46 @@ TEST(GpuMath, SegmentsCoverTheStreamOnceAndFitThePowerTable) {
   }
 }
 
+// A chunk split over n CTAs of the resident worker: the parts' segments partition the chunk's
+// segments in order, their text blocks partition the text's blocks in order, and every text block a
+// part's segments hash lies in that part's own blocks (the CTR it did itself, in its own buffer).
+TEST(GpuMath, ResidentPartsHashExactlyTheBlocksTheyEncrypt) {
+  for (std::uint32_t len : {1u, 17u, 2048u, 4096u, 4097u, 8191u, 16384u, 32784u, 65535u, 65536u, 300000u, 1u << 20}) {
+    for (std::uint32_t aad : {0u, 1u, 24u, 33u, 64u}) {
+      const std::uint32_t segs = ghash_segments(aad, len, kSegmentBlocksSmall), total = ghash_stream_blocks(aad, len);
+      const std::uint32_t aad_blocks = blocks_of(aad), text_blocks = blocks_of(len);
+      for (std::uint32_t n = 1; n <= std::min(segs, kResidentMaxParts); ++n) {
+        std::uint32_t next_seg = 0, next_blk = 0;
+        for (std::uint32_t p = 0; p < n; ++p) {
+          std::uint32_t sb, se, bb, be;
+          resident_part_range(aad, len, p, n, &sb, &se, &bb, &be);
+          SCOPED_TRACE("len " + std::to_string(len) + " aad " + std::to_string(aad) + " part " + std::to_string(p) +
+                       " of " + std::to_string(n));
+          ASSERT_EQ(sb, next_seg);
+          ASSERT_LT(sb, se);
+          ASSERT_EQ(bb, next_blk);
+          for (std::uint32_t seg = sb; seg < se; ++seg) {
+            std::uint32_t b, e;
+            segment_range(total, segs, segs - 1 - seg, kSegmentBlocksSmall, &b, &e);
+            for (std::uint32_t j = b; j < e; ++j)
+              if (j >= aad_blocks && j - aad_blocks < text_blocks) {
+                ASSERT_GE(j - aad_blocks, bb);
+                ASSERT_LT(j - aad_blocks, be);
+              }
+          }
+          next_seg = se;
+          next_blk = be;
+        }
+        ASSERT_EQ(next_seg, segs);
+        ASSERT_EQ(next_blk, text_blocks);
+      }
+    }
+  }
+  EXPECT_EQ(resident_parts_of(resident_part_flags(3, 7) | kResidentInPlace), 7u);
+  EXPECT_EQ(resident_part_of(resident_part_flags(3, 7) | kResidentInPlace), 3u);
+  EXPECT_EQ(resident_parts_of(kResidentInPlace), 1u);  // not split
+}
+
 TEST(GpuMath, PackBatchLaysOutChunksAlignedWithPrefixSums) {
   ChunkKey key;
   std::vector<std::uint8_t> data(5000), aad(64, 0xab);
