@@ -753,7 +753,7 @@ __global__ void __launch_bounds__(kCtaThreads, 1) resident_worker(ResidentView v
     if (threadIdx.x == 0) {
       desc.data_offset = 0;  // the text copy starts at `text`
       segment_prefix[0] = 0;
-      segment_prefix[1] = ghash_segments(desc.aad_len, desc.len, kSegmentBlocksSmall);
+      segment_prefix[1] = ghash_segments(desc.aad_len, desc.len, resident_segment_blocks(parts));
     }
     const bool open = (desc.reserved & kResidentOpen) != 0;
     if (ghash_tables && tables_of != table_id) {
@@ -784,7 +784,7 @@ __global__ void __launch_bounds__(kCtaThreads, 1) resident_worker(ResidentView v
     b.chunks = 1;
     b.segment_prefix = segment_prefix;
     b.segments = segment_prefix[1];
-    b.segment_blocks = kSegmentBlocksSmall;
+    b.segment_blocks = resident_segment_blocks(parts);
     b.keys = v.keys;
     b.in = text;
     b.out = text;

@@ -120,14 +120,23 @@ GCFS_HD void segment_range(std::uint32_t total, std::uint32_t segments, std::uin
   *end = total - s * u;
   *begin = u + 1 == segments ? 0 : *end - s;
 }
+// The resident worker's GHASH segments: a whole chunk's GHASH on one CTA is bound by the shared
+// memory its table lookups read, and every segment adds a lane tree to the blocks' own multiplies,
+// so whole chunks take long segments (a 64 KiB chunk is 4 of them: 25% faster for two callers of
+// 128 KiB than 32 short ones). A part of a split chunk takes short ones, so that it still has one
+// for every warp (1024-block parts, one warp each, were slower than whole chunks).
+GCFS_HD std::uint32_t resident_segment_blocks(std::uint32_t parts) {
+  return parts > 1 ? kSegmentBlocksSmall : kSegmentBlocksLarge;
+}
+
 // Part p of n of a chunk split over several CTAs (ResidentEntry): GHASH segments [*seg_begin,
-// *seg_end) counted from the start of the stream (segments of kSegmentBlocksSmall), and the text
-// blocks [*blk_begin, *blk_end) that those segments hash, whose CTR the same part does. n must not
-// exceed the chunk's segment count, so that every part has at least one segment.
+// *seg_end) counted from the start of the stream (resident_segment_blocks(n) blocks each), and the
+// text blocks [*blk_begin, *blk_end) that those segments hash, whose CTR the same part does. n must
+// not exceed the chunk's segment count, so that every part has at least one segment.
 GCFS_HD void resident_part_range(std::uint32_t aad_len, std::uint32_t len, std::uint32_t p, std::uint32_t n,
                                  std::uint32_t* seg_begin, std::uint32_t* seg_end, std::uint32_t* blk_begin,
                                  std::uint32_t* blk_end) {
-  const std::uint32_t s = kSegmentBlocksSmall, segs = ghash_segments(aad_len, len, s);
+  const std::uint32_t s = resident_segment_blocks(n), segs = ghash_segments(aad_len, len, s);
   const std::uint32_t total = ghash_stream_blocks(aad_len, len), aad_blocks = blocks_of(aad_len);
   *seg_begin = segs * p / n;
   *seg_end = segs * (p + 1) / n;

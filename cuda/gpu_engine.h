@@ -81,9 +81,9 @@ struct GpuOptions {
   int resident_ctas = 0;
   std::size_t resident_max_request_bytes = 2u << 20;
   std::chrono::milliseconds resident_idle{100};
-  // While the worker has SMs to spare, a chunk of at least 2 x resident_min_part_bytes is split
-  // over up to resident_max_parts of them (1: never split): few callers then wait for part of a
-  // chunk's time on the GPU instead of all of it.
+  // While the worker's SMs are mostly idle, a chunk of at least 2 x resident_min_part_bytes is
+  // split over up to resident_max_parts of them (1: never split): few callers then wait for part of
+  // a chunk's time on the GPU instead of all of it.
   int resident_max_parts = 4;
   std::size_t resident_min_part_bytes = 16u << 10;
   // Tests only: the n-th batch (1-based) fails as if the GPU had, to exercise the fallback path;

@@ -167,7 +167,7 @@ bool ResidentQueue::take_key_slots(std::span<ChunkOp> ops, std::vector<std::uint
 std::uint32_t ResidentQueue::parts_for(const ChunkOp& op, std::uint32_t per_chunk) const {
   if (per_chunk <= 1 || op.in == op.out) return 1;
   const std::uint32_t segs = ghash_segments(static_cast<std::uint32_t>(op.aad_len), static_cast<std::uint32_t>(op.len),
-                                            kSegmentBlocksSmall);
+                                            kSegmentBlocksSmall);  // a split chunk's segments
   return std::max<std::uint32_t>(1, std::min(per_chunk, segs / options_.min_part_segments));
 }
 
@@ -177,11 +177,12 @@ ResidentQueue::Outcome ResidentQueue::run(std::span<ChunkOp> ops, bool seal) {
   {
     std::unique_lock lock(mu_);
     if (failed_.load() || registry().pauses.load() > 0) return Outcome::NotTaken;
-    // While under half of the CTAs hold an entry, the rest of that half is shared out over this
-    // request's chunks: with few callers a chunk's parts run side by side. Beyond it, every chunk
-    // takes one CTA: with most CTAs busy the parts took as long as whole chunks (the bus, not the
-    // SMs, sets the pace), and splitting into all spare CTAs lost 4 to 6% at 16 callers.
-    const std::size_t busy = in_flight_.load(), budget = static_cast<std::size_t>(options_.ctas) / 2;
+    // While under a quarter of the CTAs hold an entry, the rest of that quarter is shared out over
+    // this request's chunks: with few callers a chunk's parts run side by side. Beyond it, every
+    // chunk takes one CTA: with many CTAs busy the parts took as long as whole chunks (the bus, not
+    // the SMs, sets the pace), and on a host with a slower bus splitting up to half of the CTAs
+    // lost 8% at 8 and 16 callers of 128 KiB (two callers: 28 to 70% faster, whatever the host).
+    const std::size_t busy = in_flight_.load(), budget = static_cast<std::size_t>(options_.ctas) / 4;
     const std::size_t spare = busy < budget ? budget - busy : 0;
     const auto per_chunk = static_cast<std::uint32_t>(std::min<std::size_t>(options_.max_parts, spare / ops.size()));
     thread_local std::vector<std::uint32_t> parts;  // no allocation per request

@@ -32,7 +32,7 @@ struct ResidentOptions {
   std::size_t key_slots = 256;
   std::chrono::milliseconds idle_stop{100};    // the kernel ends after this long without work
   // A chunk goes to up to max_parts CTAs at once (gcm_layout.h: resident_part_range) while the
-  // worker has CTAs to spare, each part at least min_part_segments GHASH segments (2 KiB each).
+  // worker has CTAs to spare, each part at least min_part_segments GHASH segments of a split chunk (2 KiB each).
   // Few callers then wait for a fraction of a chunk's time on the GPU; under load, one CTA a chunk.
   int max_parts = 4;
   std::uint32_t min_part_segments = 8;
