@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <set>
 
@@ -43,7 +44,125 @@ struct Control {
   std::uint64_t device_words[3];  // copied to the device's three words before each start
 };
 
+void futex_wake_one(std::atomic<std::uint32_t>& word) {
+  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+}
+
 }  // namespace
+
+// The one poller thread of the process, for every queue (every GPU): one pass over the queues after
+// another while any has work, asleep while none has. A poller thread spins while the GPU works,
+// and one per GPU made a second GPU cost the daemon a core more for the same work.
+class SharedPoller {
+ public:
+  // The poller of a GPU's queue: the process's one, or with GPUCRYPTFS_RESIDENT_POLLERS=gpu (for
+  // comparisons) one per GPU.
+  static SharedPoller& get(int device) {
+    static const bool per_gpu = [] {
+      const char* e = std::getenv("GPUCRYPTFS_RESIDENT_POLLERS");
+      return e && std::strcmp(e, "gpu") == 0;
+    }();
+    static std::mutex mu;
+    static auto* pollers = new std::map<int, SharedPoller*>;  // never destroyed: each thread ends with its last queue
+    std::lock_guard lock(mu);
+    SharedPoller*& p = (*pollers)[per_gpu ? device : 0];
+    if (!p) p = new SharedPoller;
+    return *p;
+  }
+  void add(ResidentQueue* q) {
+    std::lock_guard life(life_mu_);
+    {
+      Waiting w(waiting_);
+      std::lock_guard lock(list_mu_);
+      queues_.push_back(q);
+      quit_ = false;
+    }
+    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+  }
+  // After this the thread never touches q again; the last queue's removal ends the thread.
+  void remove(ResidentQueue* q) {
+    std::lock_guard life(life_mu_);
+    bool last;
+    {
+      Waiting w(waiting_);
+      std::lock_guard lock(list_mu_);
+      std::erase(queues_, q);
+      last = queues_.empty();
+      quit_ = last;
+    }
+    if (last && thread_.joinable()) {
+      word_.fetch_add(1);
+      futex_wake_one(word_);
+      thread_.join();
+    }
+  }
+  // A queue took work: wakes the thread if it sleeps (its sleep checks every queue's in-flight
+  // count after announcing it, and the queue counts its work before calling this).
+  void wake() {
+    if (sleeping_.load()) {
+      word_.fetch_add(1);
+      futex_wake_one(word_);
+    }
+  }
+
+ private:
+  void loop() {
+    pthread_setname_np(pthread_self(), "gcfs-resident");
+    for (;;) {
+      bool busy = false, timed = false;
+      auto sleep = std::chrono::nanoseconds::max();
+      {
+        std::lock_guard lock(list_mu_);
+        if (quit_) return;
+        const auto now = Clock::now();
+        for (ResidentQueue* q : queues_) {
+          std::chrono::nanoseconds stop_in{0};
+          if (q->poll_once(now, &stop_in) == ResidentQueue::PollState::Busy) busy = true;
+          else if (stop_in.count() > 0) timed = true, sleep = std::min(sleep, stop_in);
+        }
+      }
+      if (busy) {
+        if (waiting_.load(std::memory_order_relaxed) > 0) std::this_thread::sleep_for(std::chrono::microseconds(20));
+        else for (int i = 0; i < 32; ++i) _mm_pause();
+        continue;
+      }
+      // Every queue is quiet: sleep until a request comes, or until a running kernel's idle stop.
+      const std::uint32_t word = word_.load();
+      sleeping_.store(true);
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      bool idle = true;
+      {
+        std::lock_guard lock(list_mu_);
+        idle = !quit_;
+        for (ResidentQueue* q : queues_) idle = idle && q->in_flight_.load() == 0;
+      }
+      if (idle) {
+        timespec ts{};
+        ts.tv_sec = sleep.count() / 1000000000;
+        ts.tv_nsec = sleep.count() % 1000000000;
+        ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word_), FUTEX_WAIT_PRIVATE, word, timed ? &ts : nullptr,
+                  nullptr, 0);
+      }
+      sleeping_.store(false);
+    }
+  }
+
+  // Counts a thread waiting for list_mu_, so that a busy loop lets it in (a mutex released and
+  // taken again at once may never be handed over).
+  struct Waiting {
+    explicit Waiting(std::atomic<int>& n) : n_(n) { n_.fetch_add(1); }
+    ~Waiting() { n_.fetch_sub(1); }
+    std::atomic<int>& n_;
+  };
+  std::atomic<int> waiting_{0};
+  std::mutex life_mu_;  // add and remove one at a time: the thread's start and join
+  std::mutex list_mu_;  // queues_ and quit_; the thread holds it for each pass
+  std::vector<ResidentQueue*> queues_;
+  bool quit_ = false;
+  std::atomic<std::uint32_t> word_{0};  // futex: bumped when work arrives for a sleeping thread
+  std::atomic<bool> sleeping_{false};
+  std::thread thread_;
+};
 
 // One caller's request: how many of its entries the GPU has not answered yet, and whom to wake.
 struct ResidentQueue::Pending {
@@ -86,7 +205,9 @@ ResidentQueue::ResidentQueue(int device, const DeviceTables& tables, ResidentOpt
     std::lock_guard lock(registry().mu);
     registry().queues.insert(this);
   }
-  poller_ = std::thread([this] { poll_loop(); });
+  last_work_ = last_check_ = Clock::now();
+  poller_ = &SharedPoller::get(device_);
+  poller_->add(this);
 }
 
 ResidentQueue::~ResidentQueue() {
@@ -94,10 +215,7 @@ ResidentQueue::~ResidentQueue() {
     std::lock_guard lock(registry().mu);
     registry().queues.erase(this);
   }
-  quit_.store(true);
-  poller_word_.fetch_add(1);
-  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&poller_word_), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
-  poller_.join();
+  poller_->remove(this);
   if (trace_ && trace_n_)
     std::fprintf(stderr, "resident worker, GPU %d: %llu chunks, mean us: round trip %.1f, CTR %.1f, mask %.1f, GHASH %.1f, fence %.1f; %llu starts\n",
                  device_, static_cast<unsigned long long>(trace_n_), trace_round_trip_ / trace_n_ * 1e6,
@@ -242,10 +360,7 @@ ResidentQueue::Outcome ResidentQueue::run(std::span<ChunkOp> ops, bool seal) {
     // Read by the GPU (the CTA waiting for the next ticket) and by the poller.
     std::atomic_ref<std::uint64_t>(control_.get<Control>()->published).store(next_, std::memory_order_release);
   }
-  if (poller_sleeping_.load()) {
-    poller_word_.fetch_add(1);
-    ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&poller_word_), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
-  }
+  poller_->wake();
   std::atomic_thread_fence(std::memory_order_seq_cst);  // arm() above comes before this check
   // Counted for the whole wait: a caller polls only while few wait at all (with many, the cores
   // are better left to them; counting only the callers that were polling kept two of them polling
@@ -394,63 +509,41 @@ void ResidentQueue::fail_all(const std::string& what) {
                       "); its requests take the ordinary path");
 }
 
-void ResidentQueue::poll_loop() {
-  pthread_setname_np(pthread_self(), ("gcfs-resident" + std::to_string(device_)).substr(0, 15).c_str());
-  auto last_work = Clock::now();
-  auto last_check = Clock::now();
-  while (!quit_.load()) {
-    if (collect()) {
-      last_work = Clock::now();
-      continue;
-    }
-    if (in_flight_.load() > 0) {
-      // The GPU is at work: poll host memory (no CUDA call), checking now and then that the
-      // kernel has not died with an error.
-      const auto now = Clock::now();
-      if (now - last_check > std::chrono::milliseconds(5)) {
-        last_check = now;
-        cudaSetDevice(device_);
-        const cudaError_t e = cudaStreamQuery(stream_.get());
-        if (e != cudaErrorNotReady) {
-          if (collect()) continue;  // it may have ended just after answering
-          if (in_flight_.load() > 0) fail_all(e == cudaSuccess ? "the worker ended early" : cudaGetErrorString(e));
-        }
-      }
-      for (int i = 0; i < 32; ++i) _mm_pause();
-      last_work = Clock::now();
-      continue;
-    }
-    // Nothing in flight: linger (the next request of a busy caller comes soon), then sleep until a
-    // request comes, or stop the kernel after a quiet spell.
-    if (Clock::now() - last_work < options_.linger) {
-      for (int i = 0; i < 32; ++i) _mm_pause();
-      continue;
-    }
-    const std::uint32_t word = poller_word_.load();
-    poller_sleeping_.store(true);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (in_flight_.load() == 0 && !quit_.load()) {
-      bool running;
-      {
-        std::lock_guard lock(mu_);
-        running = running_;
-      }
-      const auto quiet = Clock::now() - last_work;
-      if (running && quiet >= options_.idle_stop) {
-        std::lock_guard lock(mu_);
-        if (in_flight_.load() == 0 && running_) stop_kernel();
-        running = false;
-      }
-      timespec ts{};
-      const auto wait = running ? std::chrono::duration_cast<std::chrono::nanoseconds>(options_.idle_stop - quiet)
-                                : std::chrono::nanoseconds(0);
-      ts.tv_sec = wait.count() / 1000000000;
-      ts.tv_nsec = wait.count() % 1000000000;
-      ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&poller_word_), FUTEX_WAIT_PRIVATE, word,
-                running ? &ts : nullptr, nullptr, 0);
-    }
-    poller_sleeping_.store(false);
+ResidentQueue::PollState ResidentQueue::poll_once(Clock::time_point now, std::chrono::nanoseconds* stop_in) {
+  if (collect()) {
+    last_work_ = now;
+    return PollState::Busy;
   }
+  if (in_flight_.load() > 0) {
+    // The GPU is at work: poll host memory (no CUDA call), checking now and then that the kernel
+    // has not died with an error.
+    if (now - last_check_ > std::chrono::milliseconds(5)) {
+      last_check_ = now;
+      cudaSetDevice(device_);
+      const cudaError_t e = cudaStreamQuery(stream_.get());
+      if (e != cudaErrorNotReady && !collect() && in_flight_.load() > 0)  // it may have ended just after answering
+        fail_all(e == cudaSuccess ? "the worker ended early" : cudaGetErrorString(e));
+    }
+    last_work_ = now;
+    return PollState::Busy;
+  }
+  // Nothing in flight: linger (the next request of a busy caller comes soon), then stop the kernel
+  // after a quiet spell.
+  if (now - last_work_ < options_.linger) return PollState::Busy;
+  bool running;
+  {
+    std::lock_guard lock(mu_);
+    running = running_;
+  }
+  const auto quiet = now - last_work_;
+  if (running && quiet >= options_.idle_stop) {
+    std::lock_guard lock(mu_);
+    if (in_flight_.load() == 0 && running_) stop_kernel();
+    running = false;
+  }
+  *stop_in = running ? std::chrono::duration_cast<std::chrono::nanoseconds>(options_.idle_stop - quiet)
+                     : std::chrono::nanoseconds(0);
+  return PollState::Quiet;
 }
 
 ResidentPause::ResidentPause() {

@@ -1,7 +1,7 @@
 // The host side of the resident worker (gcm_kernels.h: ResidentView): a kernel that stays on one
 // GPU and takes chunk ops from a ring in page-locked host memory. A request then costs no CUDA call
-// at all: the caller writes one descriptor per chunk and sleeps; one poller thread per GPU sees the
-// GPU's answers in host memory and wakes the callers. Internal to cuda/.
+// at all: the caller writes one descriptor per chunk and sleeps; one poller thread per process sees
+// every GPU's answers in host memory and wakes the callers. Internal to cuda/.
 //
 // The kernel is started on the first request and stopped after a quiet spell (idle_stop), so an idle
 // mount leaves the GPU idle, and before any CUDA call that may wait for the whole device (freeing
@@ -25,6 +25,8 @@
 #include "cuda/gcm_kernels.h"
 
 namespace gcfs::gpu {
+
+class SharedPoller;
 
 struct ResidentOptions {
   int ctas = 32;                               // CTAs the worker holds, one per SM
@@ -67,6 +69,7 @@ class ResidentQueue {
   void drain_and_stop();
 
  private:
+  friend class SharedPoller;
   struct Pending;
   struct EntryInfo {
     ChunkOp* op = nullptr;
@@ -80,7 +83,12 @@ class ResidentQueue {
   std::uint32_t parts_for(const ChunkOp& op, std::uint32_t per_chunk) const;
   void ensure_running();          // lock held
   void stop_kernel();             // lock held, nothing in flight
-  void poll_loop();
+  // The poller's turn at this queue: answers what the GPU finished, checks now and then that the
+  // kernel is alive, and stops it after a quiet spell. Busy: something is in flight, or was
+  // answered within the linger; otherwise *stop_in is how long until a running kernel's idle stop
+  // (zero when none runs).
+  enum class PollState { Busy, Quiet };
+  PollState poll_once(std::chrono::steady_clock::time_point now, std::chrono::nanoseconds* stop_in);
   bool collect();                 // poller: answers the entries the GPU finished
   void answer(EntryInfo& info);
   void fail_all(const std::string& what);
@@ -129,17 +137,15 @@ class ResidentQueue {
 
   std::atomic<int> callers_{0};
   std::atomic<std::size_t> in_flight_{0};
-  std::atomic<std::uint32_t> poller_word_{0};  // futex: bumped when work arrives for a sleeping poller
-  std::atomic<bool> poller_sleeping_{false};
-  std::atomic<bool> quit_{false};
   std::atomic<bool> failed_{false};
   std::atomic<std::uint64_t> starts_{0};  // kernel starts, for the trace
   std::uint64_t oldest_ = 0;      // poller only: the oldest ticket not answered yet
+  std::chrono::steady_clock::time_point last_work_, last_check_;  // poller only
+  SharedPoller* poller_ = nullptr;
   // GPUCRYPTFS_RESIDENT_TRACE: mean times per chunk, printed when the queue ends (poller only).
   bool trace_ = false;
   std::uint64_t trace_n_ = 0;
   double trace_round_trip_ = 0, trace_ctr_ = 0, trace_mask_ = 0, trace_ghash_ = 0, trace_fence_ = 0;
-  std::thread poller_;
 };
 
 // Process-wide: stops every resident worker (in flight ops finish first) for the life of this
