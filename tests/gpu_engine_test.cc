@@ -7,8 +7,10 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <random>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -352,38 +354,48 @@ TEST_P(GpuEngineTest, ZeroCopyTamperedChunksFailAndAreZeroed) {
   }
 }
 
+// Seals chunks of the given lengths from engine memory into engine memory and checks them against
+// OpenSSL, then lets tamper() change the ciphertext or the tags and opens them back into engine
+// memory: exactly the chunks in `tampered` must come back refused and zeroed, the rest as plaintext.
+void zero_copy_seal_and_open(ChunkEngine& gpu, ChunkEngine& cpu, const std::vector<std::size_t>& lengths,
+                             std::size_t keys, const std::function<void(Batch&, PinnedLayout&)>& tamper,
+                             const std::set<std::size_t>& tampered) {
+  Batch b(lengths, keys);
+  PinnedLayout in(gpu, lengths), ct(gpu, lengths), back(gpu, lengths, 0);
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    std::memcpy(in.at(i), b.plain[i].data(), lengths[i]);
+    b.ops[i].in = in.at(i);
+    b.ops[i].out = ct.at(i);
+  }
+  cpu.seal(b.ref_ops);
+  gpu.seal(b.ops);
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    ASSERT_EQ(0, std::memcmp(ct.at(i), b.ref[i].data(), lengths[i])) << "chunk " << i;
+    ASSERT_EQ(b.ops[i].tag, b.ref_ops[i].tag) << "chunk " << i;
+    b.ops[i].in = ct.at(i);
+    b.ops[i].out = back.at(i);
+    std::memset(back.at(i), 0xEE, lengths[i]);
+  }
+  tamper(b, ct);
+  gpu.open(b.ops);
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    const bool bad = tampered.count(i) > 0;
+    EXPECT_EQ(b.ops[i].ok, !bad) << "chunk " << i;
+    if (bad) EXPECT_EQ(std::vector<std::uint8_t>(back.at(i), back.at(i) + lengths[i]), std::vector<std::uint8_t>(lengths[i], 0)) << "chunk " << i << " not zeroed";
+    else EXPECT_EQ(0, std::memcmp(back.at(i), b.plain[i].data(), lengths[i])) << "chunk " << i;
+  }
+}
+
 // Zero-copy chunks of many lengths, one caller (so the resident worker has CTAs to spare and
 // splits what it can): sealed like OpenSSL with random AAD, opened back, and a chunk tampered in its
 // last part and one in its first refused and zeroed whole, whichever part finished last.
 TEST_P(GpuEngineTest, ZeroCopyChunksOfEveryLengthSealAndOpenWholeOrSplit) {
-  std::vector<std::size_t> lengths = {1u << 20, 65535, 4097, 8191, 32768 + 16, 2048, 1, 300000, 65536, 65536};
-  for (int round = 0; round < 3; ++round) {
-    Batch b(lengths, 2);
-    PinnedLayout in(*gpu_, lengths), ct(*gpu_, lengths), back(*gpu_, lengths, 0);
-    for (std::size_t i = 0; i < lengths.size(); ++i) {
-      std::memcpy(in.at(i), b.plain[i].data(), lengths[i]);
-      b.ops[i].in = in.at(i);
-      b.ops[i].out = ct.at(i);
-    }
-    cpu_.seal(b.ref_ops);
-    gpu_->seal(b.ops);
-    for (std::size_t i = 0; i < lengths.size(); ++i) {
-      ASSERT_EQ(0, std::memcmp(ct.at(i), b.ref[i].data(), lengths[i])) << "chunk " << i;
-      ASSERT_EQ(b.ops[i].tag, b.ref_ops[i].tag) << "chunk " << i;
-      b.ops[i].in = ct.at(i);
-      b.ops[i].out = back.at(i);
-      std::memset(back.at(i), 0xEE, lengths[i]);
-    }
-    ct.at(0)[(1u << 20) - 5] ^= 0x10;  // the last part of the largest chunk
-    ct.at(8)[3] ^= 0x02;               // the first part of a 64 KiB chunk
-    gpu_->open(b.ops);
-    for (std::size_t i = 0; i < lengths.size(); ++i) {
-      const bool tampered = i == 0 || i == 8;
-      EXPECT_EQ(b.ops[i].ok, !tampered) << "chunk " << i;
-      if (tampered) EXPECT_EQ(std::vector<std::uint8_t>(back.at(i), back.at(i) + lengths[i]), std::vector<std::uint8_t>(lengths[i], 0)) << "chunk " << i << " not zeroed";
-      else EXPECT_EQ(0, std::memcmp(back.at(i), b.plain[i].data(), lengths[i])) << "chunk " << i;
-    }
-  }
+  const std::vector<std::size_t> lengths = {1u << 20, 65535, 4097, 8191, 32768 + 16, 2048, 1, 300000, 65536, 65536};
+  for (int round = 0; round < 3; ++round)
+    ASSERT_NO_FATAL_FAILURE(zero_copy_seal_and_open(*gpu_, cpu_, lengths, 2, [](Batch&, PinnedLayout& ct) {
+      ct.at(0)[(1u << 20) - 5] ^= 0x10;  // the last part of the largest chunk
+      ct.at(8)[3] ^= 0x02;               // the first part of a 64 KiB chunk
+    }, {0, 8}));
   EXPECT_TRUE(errors_.empty());
 }
 
@@ -394,31 +406,10 @@ TEST_P(GpuEngineTest, ZeroCopyBatchOfManyDescriptors) {
   std::vector<std::size_t> lengths(100, 4096);
   lengths[57] = 1000;
   lengths.back() = 17;
-  Batch b(lengths, 3);
-  PinnedLayout in(*gpu_, lengths), ct(*gpu_, lengths), back(*gpu_, lengths, 0);
-  for (std::size_t i = 0; i < lengths.size(); ++i) {
-    std::memcpy(in.at(i), b.plain[i].data(), lengths[i]);
-    b.ops[i].in = in.at(i);
-    b.ops[i].out = ct.at(i);
-  }
-  cpu_.seal(b.ref_ops);
-  gpu_->seal(b.ops);
-  for (std::size_t i = 0; i < lengths.size(); ++i) {
-    ASSERT_EQ(0, std::memcmp(ct.at(i), b.ref[i].data(), lengths[i])) << "chunk " << i;
-    ASSERT_EQ(b.ops[i].tag, b.ref_ops[i].tag) << "chunk " << i;
-    b.ops[i].in = ct.at(i);
-    b.ops[i].out = back.at(i);
-    std::memset(back.at(i), 0xEE, lengths[i]);
-  }
-  ct.at(40)[7] ^= 0x01;
-  b.ops[99].tag[3] ^= 0x80;
-  gpu_->open(b.ops);
-  for (std::size_t i = 0; i < lengths.size(); ++i) {
-    const bool tampered = i == 40 || i == 99;
-    EXPECT_EQ(b.ops[i].ok, !tampered) << "chunk " << i;
-    if (tampered) EXPECT_EQ(std::vector<std::uint8_t>(back.at(i), back.at(i) + lengths[i]), std::vector<std::uint8_t>(lengths[i], 0)) << "chunk " << i;
-    else EXPECT_EQ(0, std::memcmp(back.at(i), b.plain[i].data(), lengths[i])) << "chunk " << i;
-  }
+  ASSERT_NO_FATAL_FAILURE(zero_copy_seal_and_open(*gpu_, cpu_, lengths, 3, [](Batch& b, PinnedLayout& ct) {
+    ct.at(40)[7] ^= 0x01;
+    b.ops[99].tag[3] ^= 0x80;
+  }, {40, 99}));
   EXPECT_TRUE(errors_.empty());
 }
 
