@@ -44,10 +44,6 @@ struct Control {
   std::uint64_t device_words[3];  // copied to the device's three words before each start
 };
 
-void futex_wake_one(std::atomic<std::uint32_t>& word) {
-  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
-}
-
 }  // namespace
 
 // The one poller thread of the process, for every queue (every GPU): one pass over the queues after
@@ -92,7 +88,7 @@ class SharedPoller {
     }
     if (last && thread_.joinable()) {
       word_.fetch_add(1);
-      futex_wake_one(word_);
+      futex_wake(word_);
       thread_.join();
     }
   }
@@ -101,7 +97,7 @@ class SharedPoller {
   void wake() {
     if (sleeping_.load()) {
       word_.fetch_add(1);
-      futex_wake_one(word_);
+      futex_wake(word_);
     }
   }
 
@@ -136,13 +132,7 @@ class SharedPoller {
         idle = !quit_;
         for (ResidentQueue* q : queues_) idle = idle && q->in_flight_.load() == 0;
       }
-      if (idle) {
-        timespec ts{};
-        ts.tv_sec = sleep.count() / 1000000000;
-        ts.tv_nsec = sleep.count() % 1000000000;
-        ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word_), FUTEX_WAIT_PRIVATE, word, timed ? &ts : nullptr,
-                  nullptr, 0);
-      }
+      if (idle) futex_wait(word_, word, timed ? &sleep : nullptr);
       sleeping_.store(false);
     }
   }
@@ -226,7 +216,8 @@ ResidentQueue::~ResidentQueue() {
   if (running_) stop_kernel();
 }
 
-bool ResidentQueue::take_key_slots(std::span<ChunkOp> ops, std::vector<std::uint32_t>& slots) {
+bool ResidentQueue::take_key_slots(std::span<ChunkOp> ops, std::span<const std::uint32_t> parts,
+                                   std::vector<std::uint32_t>& slots) {
   slots.resize(ops.size());
   thread_local std::vector<std::uint32_t> taken;  // no allocation per request
   taken.clear();
@@ -273,9 +264,11 @@ bool ResidentQueue::take_key_slots(std::span<ChunkOp> ops, std::vector<std::uint
     slots[i] = last_slot = slot;
     last = ops[i].key;
   }
-  // One reference per op, not per distinct key: the poller gives one back per answered entry.
+  // One reference per entry, not per distinct key (an op split in n parts has n entries): the
+  // poller gives one back per answered entry. The loop above took one for each run of a key.
   for (std::size_t i = 0; i < ops.size(); ++i)
-    if (i > 0 && ops[i].key == ops[i - 1].key) slot_refs_[slots[i]].fetch_add(1);
+    if (const int more = static_cast<int>(parts[i]) - (i > 0 && ops[i].key == ops[i - 1].key ? 0 : 1); more > 0)
+      slot_refs_[slots[i]].fetch_add(more);
   return true;
 }
 
@@ -310,8 +303,7 @@ ResidentQueue::Outcome ResidentQueue::run(std::span<ChunkOp> ops, bool seal) {
     if (busy + entries > options_.ring_entries / 2) return Outcome::NotTaken;
     thread_local std::vector<std::uint32_t> slots;  // no allocation per request
     try {
-      if (!take_key_slots(ops, slots)) return Outcome::NotTaken;
-      for (std::size_t i = 0; i < ops.size(); ++i) slot_refs_[slots[i]].fetch_add(static_cast<int>(parts[i]) - 1);
+      if (!take_key_slots(ops, parts, slots)) return Outcome::NotTaken;
       ensure_running();
     } catch (const CudaError& e) {
       // Ops already in flight are answered by the poller, which finds the kernel gone.

@@ -79,7 +79,7 @@ class ResidentQueue {
     std::chrono::steady_clock::time_point posted_at;  // traced runs only
     std::atomic<bool> busy{false};
   };
-  bool take_key_slots(std::span<ChunkOp> ops, std::vector<std::uint32_t>& slots);
+  bool take_key_slots(std::span<ChunkOp> ops, std::span<const std::uint32_t> parts, std::vector<std::uint32_t>& slots);
   std::uint32_t parts_for(const ChunkOp& op, std::uint32_t per_chunk) const;
   void ensure_running();          // lock held
   void stop_kernel();             // lock held, nothing in flight

@@ -7,10 +7,25 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <ctime>
 #include <memory>
 
 namespace gcfs::gpu {
+
+// Sleeps while word holds expected (for at most *timeout, where given); returns at once otherwise.
+inline void futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t expected,
+                       const std::chrono::nanoseconds* timeout = nullptr) {
+  timespec ts{};
+  if (timeout) ts.tv_sec = timeout->count() / 1000000000, ts.tv_nsec = timeout->count() % 1000000000;
+  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT_PRIVATE, expected, timeout ? &ts : nullptr,
+            nullptr, 0);
+}
+inline void futex_wake(std::atomic<std::uint32_t>& word) {
+  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+}
+static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t));
 
 // Where a caller's thread sleeps: one futex word per thread, outliving any one request (a waker
 // holds a reference while it wakes, so a caller that already left, or a thread that ended, is
@@ -27,15 +42,13 @@ struct Waiter {
   // comes after this, so it is not lost.
   void arm() { signal.store(0, std::memory_order_relaxed); }
   void wait() {
-    while (signal.load(std::memory_order_acquire) == 0)
-      ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&signal), FUTEX_WAIT_PRIVATE, 0, nullptr, nullptr, 0);
+    while (signal.load(std::memory_order_acquire) == 0) futex_wait(signal, 0);
   }
   void wake() {
     signal.store(1, std::memory_order_release);
-    ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&signal), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+    futex_wake(signal);
   }
 };
-static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t));
 
 inline std::shared_ptr<Waiter> this_thread_waiter() {
   thread_local const std::shared_ptr<Waiter> w = std::make_shared<Waiter>();
