@@ -1,10 +1,15 @@
 #include "crypto/kdf.h"
 
 #include <openssl/core_names.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/kdf.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 
@@ -55,28 +60,83 @@ SecretBytes hkdf_sha256(std::span<const std::uint8_t> key, std::span<const std::
   return out;
 }
 
-SaltedHkdf::SaltedHkdf(std::span<const std::uint8_t> key, std::string_view info) : ctx_(EVP_KDF_CTX_new(hkdf())) {
+namespace {
+
+// HMAC, fetched once (the fetch is what OpenSSL's HKDF repeats in every derivation).
+EVP_MAC* hmac() {
+  static const std::unique_ptr<EVP_MAC, decltype(&EVP_MAC_free)> mac(EVP_MAC_fetch(nullptr, "HMAC", nullptr),
+                                                                      EVP_MAC_free);
+  if (!mac) throw std::runtime_error("OpenSSL has no HMAC");
+  return mac.get();
+}
+
+constexpr std::size_t kSha256Bytes = 32;
+
+void hmac_step(int ok) {
+  if (ok != 1) throw std::runtime_error("HKDF-SHA256 derivation failed (HMAC)");
+}
+
+}  // namespace
+
+struct SaltedHkdf::Slot {
+  alignas(64) std::mutex mu;
+  evp_mac_ctx_st* ctx = nullptr;  // HMAC-SHA256, keyed anew for each step
+  ~Slot() { EVP_MAC_CTX_free(ctx); }  // wipes the last key it held
+};
+
+SaltedHkdf::SaltedHkdf(std::span<const std::uint8_t> key, std::string_view info)
+    : key_(key.begin(), key.end()), info_(info.begin(), info.end()), slots_(new Slot[kSlots]) {
   char digest[] = "SHA256";
-  OSSL_PARAM params[] = {
-      OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, digest, 0),
-      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, const_cast<std::uint8_t*>(key.data()), key.size()),
-      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, const_cast<char*>(info.data()), info.size()),
-      OSSL_PARAM_construct_end()};
-  if (!ctx_ || EVP_KDF_CTX_set_params(ctx_, params) != 1) {
-    EVP_KDF_CTX_free(ctx_);  // wipes the key it was given
-    throw std::runtime_error("HKDF-SHA256 setup failed");
+  const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
+                               OSSL_PARAM_construct_end()};
+  for (std::size_t i = 0; i < kSlots; ++i) {
+    slots_[i].ctx = EVP_MAC_CTX_new(hmac());
+    if (!slots_[i].ctx || EVP_MAC_CTX_set_params(slots_[i].ctx, params) != 1)
+      throw std::runtime_error("HKDF-SHA256 setup failed");
   }
 }
 
-SaltedHkdf::~SaltedHkdf() { EVP_KDF_CTX_free(ctx_); }
+SaltedHkdf::~SaltedHkdf() = default;
 
 void SaltedHkdf::derive(std::span<const std::uint8_t> salt, std::span<std::uint8_t> out) const {
-  // Only the salt changes: OpenSSL replaces it and keeps the key, the info and the digest.
-  OSSL_PARAM params[] = {
-      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_SALT, const_cast<std::uint8_t*>(salt.data()), salt.size()),
-      OSSL_PARAM_construct_end()};
-  std::lock_guard lk(mu_);
-  if (EVP_KDF_derive(ctx_, out.data(), out.size(), params) != 1) throw std::runtime_error("HKDF-SHA256 derivation failed");
+  if (out.size() > 255 * kSha256Bytes) throw std::invalid_argument("HKDF-SHA256: at most 8160 bytes");
+  static std::atomic<std::size_t> next_slot{0};
+  thread_local const std::size_t mine = next_slot.fetch_add(1, std::memory_order_relaxed) % kSlots;
+  std::size_t at = mine;
+  std::unique_lock lk(slots_[at].mu, std::try_to_lock);
+  for (std::size_t i = 1; !lk.owns_lock() && i < kSlots; ++i) {
+    at = (mine + i) % kSlots;
+    lk = std::unique_lock(slots_[at].mu, std::try_to_lock);
+  }
+  if (!lk.owns_lock()) {
+    at = mine;
+    lk = std::unique_lock(slots_[at].mu);
+  }
+  EVP_MAC_CTX* ctx = slots_[at].ctx;
+  // Extract: PRK = HMAC(salt, key); no salt means HashLen zero bytes (RFC 5869, 2.2).
+  static const std::uint8_t kNoSalt[kSha256Bytes] = {};
+  const std::span<const std::uint8_t> s = salt.empty() ? std::span<const std::uint8_t>(kNoSalt) : salt;
+  std::uint8_t prk[kSha256Bytes];
+  std::uint8_t t[kSha256Bytes];
+  std::size_t len = 0;
+  hmac_step(EVP_MAC_init(ctx, s.data(), s.size(), nullptr));
+  hmac_step(EVP_MAC_update(ctx, key_.data(), key_.size()));
+  hmac_step(EVP_MAC_final(ctx, prk, &len, sizeof prk));
+  // Expand: T(i) = HMAC(PRK, T(i-1) | info | i), the first bytes of T(1) | T(2) | ... as output.
+  hmac_step(EVP_MAC_init(ctx, prk, sizeof prk, nullptr));
+  OPENSSL_cleanse(prk, sizeof prk);
+  std::size_t done = 0;
+  for (std::uint8_t i = 1; done < out.size(); ++i) {
+    if (i > 1) hmac_step(EVP_MAC_init(ctx, nullptr, 0, nullptr));  // again with the PRK
+    if (i > 1) hmac_step(EVP_MAC_update(ctx, t, sizeof t));
+    hmac_step(EVP_MAC_update(ctx, info_.data(), info_.size()));
+    hmac_step(EVP_MAC_update(ctx, &i, 1));
+    hmac_step(EVP_MAC_final(ctx, t, &len, sizeof t));
+    const std::size_t n = std::min(sizeof t, out.size() - done);
+    std::memcpy(out.data() + done, t, n);
+    done += n;
+  }
+  OPENSSL_cleanse(t, sizeof t);
 }
 
 }  // namespace gcfs

@@ -5,9 +5,11 @@
 #include <openssl/evp.h>
 #include <openssl/kdf.h>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "crypto/aes_gcm.h"
@@ -408,6 +410,72 @@ TEST(HkdfKat, Rfc5869Case3EmptySaltAndInfo) {
   SecretBytes okm = hkdf_sha256(ikm, {}, {}, 42);
   EXPECT_EQ(Bytes(okm.begin(), okm.end()),
             hex("8da4e775a563c18f715f802a063c5a31 b8a11f5c5ee1879ec3454e5f3c738d2d 9d201395faa4b61a96c8"));
+}
+
+
+// SaltedHkdf (a file's content key at every open) runs RFC 5869's steps on reused HMAC contexts:
+// the same output as OpenSSL's HKDF, for the RFC's vectors, every length up to several blocks,
+// salts short and long, and many threads at once.
+TEST(HkdfKat, SaltedHkdfMatchesRfc5869Cases1And2) {
+  const Bytes ikm(22, 0x0b);
+  const std::string info1 = "\xf0\xf1\xf2\xf3\xf4\xf5\xf6\xf7\xf8\xf9";
+  SaltedHkdf one(ikm, info1);
+  Bytes okm(42);
+  one.derive(hex("000102030405060708090a0b0c"), okm);
+  EXPECT_EQ(okm, hex("3cb25f25faacd57a90434f64d0362f2a 2d2d0a90cf1a5a4c5db02d56ecc4c5bf 34007208d5b887185865"));
+  const Bytes info2 = range_bytes(0xb0, 0xff);
+  SaltedHkdf two(range_bytes(0x00, 0x4f), std::string(info2.begin(), info2.end()));
+  Bytes okm2(82);
+  two.derive(range_bytes(0x60, 0xaf), okm2);
+  EXPECT_EQ(okm2, hex("b11e398dc80327a1c8e7f78c596a4934 4f012eda2d4efad8a050cc4c19afa97c"
+                      "59045a99cac7827271cb41c65e590e09 da3275600c2f09b8367793a9aca3db71"
+                      "cc30c58179ec3e87c14c01d5c1f3434f 1d87"));
+  Bytes okm3(42);
+  SaltedHkdf(ikm, "").derive({}, okm3);  // no salt: HashLen zero bytes (case 3)
+  EXPECT_EQ(okm3, hex("8da4e775a563c18f715f802a063c5a31 b8a11f5c5ee1879ec3454e5f3c738d2d 9d201395faa4b61a96c8"));
+}
+
+TEST(HkdfKat, SaltedHkdfMatchesOpenSslHkdfForEveryLengthAndSalt) {
+  const Bytes master = range_bytes(0x20, 0x3f);
+  const std::string info = "gpucryptfs v1 content AES-256-GCM";
+  SaltedHkdf kdf(master, info);
+  const Bytes info_bytes(info.begin(), info.end());
+  for (std::size_t salt_len : {1u, 16u, 32u, 33u, 64u, 65u, 200u}) {
+    for (std::size_t n = 1; n <= 100; n += (n < 40 ? 1 : 13)) {
+      Bytes salt(salt_len);
+      for (std::size_t i = 0; i < salt_len; ++i) salt[i] = static_cast<std::uint8_t>(i * 7 + n);
+      Bytes got(n);
+      kdf.derive(salt, got);
+      SecretBytes want = hkdf_sha256(master, salt, info_bytes, n);
+      ASSERT_EQ(got, Bytes(want.begin(), want.end())) << "salt " << salt_len << " bytes, " << n << " out";
+    }
+  }
+  Bytes too_long(255 * 32 + 1);
+  EXPECT_THROW(kdf.derive(Bytes(16, 1), too_long), std::invalid_argument);
+}
+
+TEST(HkdfKat, SaltedHkdfGivesEachThreadTheSameKeysAsOneThread) {
+  const Bytes master(32, 0x5a);
+  SaltedHkdf kdf(master, "content");
+  constexpr int kThreads = 24, kEach = 400;  // more threads than the contexts it keeps
+  std::vector<Bytes> want(kEach);
+  for (int i = 0; i < kEach; ++i) {
+    SecretBytes k = hkdf_sha256(master, Bytes(16, static_cast<std::uint8_t>(i)), Bytes{'c', 'o', 'n', 't', 'e', 'n', 't'}, 32);
+    want[i] = Bytes(k.begin(), k.end());
+  }
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (int j = 0; j < kEach; ++j) {
+        const int i = (j + t * 37) % kEach;
+        Bytes got(32);
+        kdf.derive(Bytes(16, static_cast<std::uint8_t>(i)), got);
+        if (got != want[i]) wrong.fetch_add(1);
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
 }
 
 }  // namespace
