@@ -59,7 +59,7 @@ BackingIo::Probe BackingIo::probe(int dirfd, const std::string& name) {
   return {};
 }
 
-int BackingIo::open_direct(int fd, const std::string& label) {
+int BackingIo::open_direct(int fd, const FileLabel& label) {
   if (!want_direct()) return -1;
   const int fl = ::fcntl(fd, F_GETFL);
   if (fl < 0) return -1;
@@ -68,7 +68,7 @@ int BackingIo::open_direct(int fd, const std::string& label) {
   const std::string self = "/proc/self/fd/" + std::to_string(fd);
   const int d = ::open(self.c_str(), (fl & O_ACCMODE) | O_DIRECT | O_CLOEXEC);
   if (d >= 0) return d;
-  if (errno == EINVAL) fall_back(label + ": the backing filesystem refuses O_DIRECT (" + std::strerror(EINVAL) + ")");
+  if (errno == EINVAL) fall_back(label.str() + ": the backing filesystem refuses O_DIRECT (" + std::strerror(EINVAL) + ")");
   return -1;
 }
 

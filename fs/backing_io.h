@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include "fs/file_label.h"
 
 namespace gcfs {
 
@@ -56,7 +57,7 @@ class BackingIo {
   // it. -1 when direct I/O is not wanted, or when this file cannot have one (a permission
   // problem: that file goes buffered); a filesystem that refuses O_DIRECT (EINVAL) makes the
   // whole vault fall back, with its one log line naming label.
-  int open_direct(int fd, const std::string& label);
+  int open_direct(int fd, const FileLabel& label);
 
  private:
   const BackingIoMode mode_;

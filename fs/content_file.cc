@@ -104,7 +104,7 @@ ssize_t pwrite2_full(int fd, const std::uint8_t* a, std::size_t len_a, const std
   return w < 0 ? w : static_cast<ssize_t>(len_a + len_b);
 }
 
-ContentFile::ContentFile(int fd, const ChunkLayout& layout, ChunkEngine& engine, const KeyRing& keys, std::string label,
+ContentFile::ContentFile(int fd, const ChunkLayout& layout, ChunkEngine& engine, const KeyRing& keys, FileLabel label,
                          ChunkJournal* journal, BackingIo* io)
     : fd_(fd),
       io_(layout.aligned() ? io : nullptr),  // format 1's chunks are not aligned: always buffered
@@ -170,7 +170,7 @@ ssize_t ContentFile::pread_data(std::uint8_t* buf, std::size_t len, std::size_t 
     const ssize_t n = pread_full(d, buf, direct_read_len(len), off, len);
     if (n >= 0) return std::min<ssize_t>(n, static_cast<ssize_t>(len));
     if (n != -EINVAL) return n;
-    io_->fall_back(label_ + ": an O_DIRECT read failed with EINVAL");
+    io_->fall_back(label_.str() + ": an O_DIRECT read failed with EINVAL");
   }
   return pread_full(fd(), buf, len, off);
 }
@@ -184,7 +184,7 @@ ssize_t ContentFile::pwrite_data(const std::uint8_t* buf, std::size_t len, std::
     if (whole > 0) {
       const ssize_t w = pwrite_full(d, buf, whole, off);
       if (w == -EINVAL) {
-        io_->fall_back(label_ + ": an O_DIRECT write failed with EINVAL");
+        io_->fall_back(label_.str() + ": an O_DIRECT write failed with EINVAL");
         whole = 0;
       } else if (w < 0) {
         return w;
@@ -202,7 +202,7 @@ void ContentFile::mark_durable() {
 }
 
 int ContentFile::corrupt(const std::string& what) {
-  log::error(label_ + ": " + what);
+  log::error(label_.str() + ": " + what);
   return -EIO;
 }
 
@@ -253,7 +253,7 @@ int ContentFile::load_size_locked() {
     // holds; reading them instead of refusing the whole file keeps every fsynced byte readable.
     // The fragment goes with the next write or truncation at the end. An attacker gains nothing:
     // a cut at a chunk boundary shortens a file without any warning at all.
-    log::warning(label_ + ": the last " + std::to_string(fragment) +
+    log::warning(label_.str() + ": the last " + std::to_string(fragment) +
                  " bytes are an incomplete chunk (a write cut short?); reading the file as its whole chunks (" +
                  std::to_string(*plain) + " bytes)");
   }
@@ -508,7 +508,7 @@ int ContentFile::seal_and_write_locked(ChunkRange r, const std::uint8_t* const* 
       (errno == ENOSPC || errno == EDQUOT || errno == EFBIG)) {
     // EFBIG: past the filesystem's largest file, where pwrite would stop part-way too.
     const int err = errno;
-    log::warning(label_ + (err == EFBIG ? ": write refused: file too large" : ": write refused: disk full"));
+    log::warning(label_.str() + (err == EFBIG ? ": write refused: file too large" : ": write refused: disk full"));
     return -err;
   }
   ssize_t w = new_header ? pwrite2_full(fd(), new_header->data(), kFileHeaderBytes, ct.data(), disk_len,
@@ -526,7 +526,7 @@ int ContentFile::seal_and_write_locked(ChunkRange r, const std::uint8_t* const* 
     } else if (extends) {
       (void)::ftruncate(fd(), static_cast<off_t>(std::max(old_cipher, layout_.base_offset() + kFileHeaderBytes)));
     }
-    if (w == -ENOSPC || w == -EDQUOT) log::warning(label_ + ": write failed: disk full");
+    if (w == -ENOSPC || w == -EDQUOT) log::warning(label_.str() + ": write failed: disk full");
     return static_cast<int>(w);
   }
   return 0;
@@ -761,7 +761,7 @@ int ContentFile::seal_and_write_v2_locked(ChunkRange r, const std::uint8_t* cons
            ::fallocate(fd(), FALLOC_FL_KEEP_SIZE, static_cast<off_t>(d0), static_cast<off_t>(data_len(p.a, p.b))) != 0) &&
           (errno == ENOSPC || errno == EDQUOT || errno == EFBIG)) {
         const int err = errno;
-        log::warning(label_ + (err == EFBIG ? ": write refused: file too large" : ": write refused: disk full"));
+        log::warning(label_.str() + (err == EFBIG ? ": write refused: file too large" : ": write refused: disk full"));
         return -err;
       }
     }
@@ -841,7 +841,7 @@ int ContentFile::seal_and_write_v2_locked(ChunkRange r, const std::uint8_t* cons
   }
   if (w < 0) {
     undo();
-    if (w == -ENOSPC || w == -EDQUOT) log::warning(label_ + ": write failed: disk full");
+    if (w == -ENOSPC || w == -EDQUOT) log::warning(label_.str() + ": write failed: disk full");
     return static_cast<int>(w);
   }
   return 0;
@@ -926,7 +926,7 @@ int ContentFile::protect_locked(ChunkRange r, std::uint64_t new_cipher, const Ci
     // without the record, and say so (once per process).
     static std::atomic<bool> warned{false};
     if (!warned.exchange(true))
-      log::warning(label_ + ": crash journal: cannot write a record (" + std::strerror(-rc) +
+      log::warning(label_.str() + ": crash journal: cannot write a record (" + std::strerror(-rc) +
                    "); rewrites go on unprotected against the daemon dying while that lasts");
     return 0;
   }
@@ -1173,7 +1173,7 @@ int ContentFile::allocate(std::uint64_t off, std::uint64_t len, bool keep_size) 
         (void)::fallocate(fd(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(from),
                           static_cast<off_t>(end - from));
       }
-      log::warning(label_ + ": fallocate refused: disk full");
+      log::warning(label_.str() + ": fallocate refused: disk full");
     }
     return -err;
   }

@@ -25,6 +25,7 @@
 #include "fs/chunk_journal.h"
 #include "fs/chunk_layout.h"
 #include "fs/file_header.h"
+#include "fs/file_label.h"
 #include "fs/range_lock.h"
 
 namespace gcfs {
@@ -32,11 +33,11 @@ namespace gcfs {
 class ContentFile {
  public:
   // fd: the ciphertext file, open for reading (and for writing, for the calls that write); not
-  // owned. label: how the log names this file (its ciphertext path).
+  // owned. label: how the log names this file (its ciphertext path), made when a message needs it.
   // journal: where rewrites of chunks that may hold durable data write their pre-images first
   // (chunk_journal.h); null leaves rewrites unprotected against the daemon dying (volumes).
   // io: whether chunk data goes through O_DIRECT (format 2 only; backing_io.h); null: buffered.
-  ContentFile(int fd, const ChunkLayout& layout, ChunkEngine& engine, const KeyRing& keys, std::string label,
+  ContentFile(int fd, const ChunkLayout& layout, ChunkEngine& engine, const KeyRing& keys, FileLabel label,
               ChunkJournal* journal = nullptr, BackingIo* io = nullptr);
   ~ContentFile();
   ContentFile(const ContentFile&) = delete;
@@ -91,7 +92,7 @@ class ContentFile {
   // Makes [off, off+len) read as zeros without changing the size; whole chunks become holes that
   // take no space on disk.
   int punch_hole(std::uint64_t off, std::uint64_t len);
-  const std::string& label() const { return label_; }
+  std::string label() const { return label_.str(); }
 
   // Call after fsync/fdatasync of the file succeeded: everything up to the current size is now
   // durable, so a later rewrite of those chunks journals their pre-image first.
@@ -217,7 +218,7 @@ class ContentFile {
   const ChunkLayout& layout_;
   ChunkEngine& engine_;
   const KeyRing& keys_;
-  std::string label_;
+  FileLabel label_;
   ChunkJournal* journal_;
 
   // Shared by requests that stay inside the current size; exclusive for those that change it.

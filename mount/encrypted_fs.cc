@@ -354,6 +354,14 @@ void EncryptedFs::write_clears_setid(fuse_req_t req, Inode& in, fuse_ino_t ino, 
   if (changed) attributes_changed(ino);
 }
 
+FileLabel EncryptedFs::label_of_id(std::uint64_t id) {
+  // By node ID, not by Inode: a message may come after the kernel forgot the inode.
+  return FileLabel::made_by([this, id] {
+    if (auto live = inodes_.find_id(id)) return label_of(*live);
+    return vault_.cipherdir() + "/... (node " + std::to_string(id) + ", forgotten)";
+  });
+}
+
 std::string EncryptedFs::backing_handle(int dirfd, const char* entry) {
   struct {
     file_handle fh;

@@ -163,6 +163,9 @@ class EncryptedFs {
   void write_clears_setid(fuse_req_t req, Inode& in, fuse_ino_t ino, int fd);
   // The ciphertext path of an inode, for log messages.
   std::string label_of(Inode& inode) { return inodes_.label_of(inode); }
+  // The label of the inode the kernel knows as id, made when a log message needs it (a file's
+  // ContentFile keeps this, not the text: most files never log anything).
+  FileLabel label_of_id(std::uint64_t id);
   // A descriptor of the inode for this call (InodeTable::path_fd): the only way to one, so no
   // call uses a descriptor the cache has closed.
   PathFd path_fd(Inode& inode) { return inodes_.path_fd(inode); }
