@@ -88,6 +88,9 @@ class NameMapping {
   static std::optional<std::string> read_name_file(int dirfd, std::string_view long_entry,
                                                    std::string* damage = nullptr);
 
+  // The names this mapping remembers both ways (tests).
+  NameCache& cache() const { return *cache_; }
+
   std::string encrypt_symlink(std::string_view target) const;
   // With a derived nonce (reverse mode), never used for two different targets.
   std::string encrypt_symlink(std::string_view target, std::span<const std::uint8_t, 12> nonce) const;

@@ -254,6 +254,21 @@ TEST_F(NameMappingTest, RememberedNamesStayPerIvAndLongNamesStillNeedTheirFile) 
   EXPECT_EQ(names_.to_plain(dirfd_, l.entry, iv_), std::nullopt) << "its .name file is gone";
 }
 
+// A name made here is remembered both ways: a listing of the folder then finds its plaintext
+// without decrypting it. A long name is not (its plaintext needs its .name file every time).
+TEST_F(NameMappingTest, ANameMadeHereIsListedFromTheCache) {
+  NameMapping fresh(keys_);
+  const DiskName d = fresh.to_disk("made-here", iv_);
+  ASSERT_FALSE(d.is_long);
+  EXPECT_EQ(fresh.cache().find_plain(iv_, d.entry), "made-here");
+  EXPECT_EQ(fresh.to_plain(dirfd_, d.entry, iv_), "made-here");
+  const DiskName l = fresh.to_disk(std::string(200, 'm'), iv_);
+  ASSERT_TRUE(l.is_long);
+  EXPECT_EQ(fresh.cache().find_plain(iv_, l.entry), std::nullopt);
+  EXPECT_EQ(fresh.cache().find_plain(iv_, l.encoded), std::nullopt);
+  EXPECT_EQ(fresh.to_plain(dirfd_, l.entry, iv_), std::nullopt) << "no .name file written";
+}
+
 // The cache is bounded and never gives a wrong answer, however many names pass through it, and
 // the same name under another IV is another name.
 TEST(NameCacheTest, BoundedAndNeverWrong) {
