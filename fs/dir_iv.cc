@@ -22,12 +22,12 @@ bool is_resource_error(int e) { return e == EMFILE || e == ENFILE || e == ENOMEM
 
 }  // namespace
 
-int read_dir_iv(int dirfd, DirIv* iv, const std::string& label) {
-  const std::string where = label + "/" + kDirIvFileName;
+int read_dir_iv(int dirfd, DirIv* iv, const FileLabel& label) {
+  const auto where = [&] { return label.str() + "/" + kDirIvFileName; };
   // Never blocks (a FIFO, a device), never follows a link, never reads more than the IV's size.
   OpenResult r = open_beneath(dirfd, kDirIvFileName, FileType::Regular, O_RDONLY);
   if (!r) {
-    log::error(where + ": cannot open the directory IV: " + (r.error == ENOENT ? std::string("missing") : r.why()) +
+    log::error(where() + ": cannot open the directory IV: " + (r.error == ENOENT ? std::string("missing") : r.why()) +
                " (damaged: names in this directory cannot be read or written)");
     return is_resource_error(r.error) ? -r.error : -EIO;
   }
@@ -41,11 +41,11 @@ int read_dir_iv(int dirfd, DirIv* iv, const std::string& label) {
     struct stat st {};
     const long long size = rc == 0 ? static_cast<long long>(buf.size())
                                    : (::fstat(r.fd.get(), &st) == 0 ? static_cast<long long>(st.st_size) : -1);
-    log::error(where + ": directory IV has " + std::to_string(size) + " bytes, not " + std::to_string(kDirIvBytes) +
+    log::error(where() + ": directory IV has " + std::to_string(size) + " bytes, not " + std::to_string(kDirIvBytes) +
                " (damaged: names in this directory cannot be read or written)");
     return -EIO;
   }
-  log::error(where + ": cannot read the directory IV: " + std::strerror(-rc));
+  log::error(where() + ": cannot read the directory IV: " + std::strerror(-rc));
   return is_resource_error(-rc) ? rc : -EIO;
 }
 

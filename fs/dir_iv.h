@@ -3,6 +3,7 @@
 #pragma once
 
 #include "crypto/name_cipher.h"
+#include "fs/file_label.h"
 
 namespace gcfs {
 
@@ -12,9 +13,9 @@ constexpr const char* kDirIvTempName = "gpucryptfs.diriv.tmp";
 
 // Reads dirfd's IV into *iv. Returns 0 or -errno. Anything but a regular file of exactly 16 bytes
 // (missing, a FIFO, socket, device, directory or symbolic link, a file of another size) is -EIO,
-// logged naming `label`, the directory's ciphertext path, and what was found; it never blocks,
+// logged naming `label`, the directory's ciphertext path (made only then), and what was found; it never blocks,
 // never follows a link and never reads more than the IV's size (fs/safe_open.h).
-int read_dir_iv(int dirfd, DirIv* iv, const std::string& label);
+int read_dir_iv(int dirfd, DirIv* iv, const FileLabel& label);
 // Creates dirfd's IV file with fresh random bytes (mode 0440), or with *given when set (putting
 // back the IV of a directory whose rmdir failed). Returns 0 or -errno; never leaves a torn file.
 int create_dir_iv(int dirfd, DirIv* out, const DirIv* given = nullptr);
