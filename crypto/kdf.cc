@@ -116,27 +116,30 @@ void SaltedHkdf::derive(std::span<const std::uint8_t> salt, std::span<std::uint8
   // Extract: PRK = HMAC(salt, key); no salt means HashLen zero bytes (RFC 5869, 2.2).
   static const std::uint8_t kNoSalt[kSha256Bytes] = {};
   const std::span<const std::uint8_t> s = salt.empty() ? std::span<const std::uint8_t>(kNoSalt) : salt;
-  std::uint8_t prk[kSha256Bytes];
-  std::uint8_t t[kSha256Bytes];
+  struct Wiped {  // the PRK and the last block, wiped on every way out (an HMAC step may throw)
+    std::uint8_t prk[kSha256Bytes];
+    std::uint8_t t[kSha256Bytes];
+    ~Wiped() { OPENSSL_cleanse(this, sizeof *this); }
+  } w;
+  std::uint8_t* prk = w.prk;
+  std::uint8_t* t = w.t;
   std::size_t len = 0;
   hmac_step(EVP_MAC_init(ctx, s.data(), s.size(), nullptr));
   hmac_step(EVP_MAC_update(ctx, key_.data(), key_.size()));
-  hmac_step(EVP_MAC_final(ctx, prk, &len, sizeof prk));
+  hmac_step(EVP_MAC_final(ctx, prk, &len, kSha256Bytes));
   // Expand: T(i) = HMAC(PRK, T(i-1) | info | i), the first bytes of T(1) | T(2) | ... as output.
-  hmac_step(EVP_MAC_init(ctx, prk, sizeof prk, nullptr));
-  OPENSSL_cleanse(prk, sizeof prk);
+  hmac_step(EVP_MAC_init(ctx, prk, kSha256Bytes, nullptr));
   std::size_t done = 0;
   for (std::uint8_t i = 1; done < out.size(); ++i) {
     if (i > 1) hmac_step(EVP_MAC_init(ctx, nullptr, 0, nullptr));  // again with the PRK
-    if (i > 1) hmac_step(EVP_MAC_update(ctx, t, sizeof t));
+    if (i > 1) hmac_step(EVP_MAC_update(ctx, t, kSha256Bytes));
     hmac_step(EVP_MAC_update(ctx, info_.data(), info_.size()));
     hmac_step(EVP_MAC_update(ctx, &i, 1));
-    hmac_step(EVP_MAC_final(ctx, t, &len, sizeof t));
-    const std::size_t n = std::min(sizeof t, out.size() - done);
+    hmac_step(EVP_MAC_final(ctx, t, &len, kSha256Bytes));
+    const std::size_t n = std::min(kSha256Bytes, out.size() - done);
     std::memcpy(out.data() + done, t, n);
     done += n;
   }
-  OPENSSL_cleanse(t, sizeof t);
 }
 
 }  // namespace gcfs
