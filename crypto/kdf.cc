@@ -32,13 +32,18 @@ SecretBytes scrypt(std::string_view password, std::span<const std::uint8_t> salt
 
 namespace {
 
-// Fetched once: the provider lookup cost more than the derivation itself.
-EVP_KDF* hkdf() {
-  static const std::unique_ptr<EVP_KDF, decltype(&EVP_KDF_free)> kdf(EVP_KDF_fetch(nullptr, "HKDF", nullptr),
-                                                                      EVP_KDF_free);
-  if (!kdf) throw std::runtime_error("OpenSSL has no HKDF");
-  return kdf.get();
+// An algorithm fetched once for the process: the provider lookup costs more than a derivation.
+// One instantiation per algorithm type, each used for one name.
+template <typename T, T* (*Fetch)(OSSL_LIB_CTX*, const char*, const char*), void (*Free)(T*)>
+T* fetched_once(const char* name) {
+  static const std::unique_ptr<T, decltype(Free)> algorithm(Fetch(nullptr, name, nullptr), Free);
+  if (!algorithm) throw std::runtime_error(std::string("OpenSSL has no ") + name);
+  return algorithm.get();
 }
+
+EVP_KDF* hkdf() { return fetched_once<EVP_KDF, EVP_KDF_fetch, EVP_KDF_free>("HKDF"); }
+// What OpenSSL's HKDF fetches again in every derivation (SaltedHkdf avoids that).
+EVP_MAC* hmac() { return fetched_once<EVP_MAC, EVP_MAC_fetch, EVP_MAC_free>("HMAC"); }
 
 }  // namespace
 
@@ -61,14 +66,6 @@ SecretBytes hkdf_sha256(std::span<const std::uint8_t> key, std::span<const std::
 }
 
 namespace {
-
-// HMAC, fetched once (the fetch is what OpenSSL's HKDF repeats in every derivation).
-EVP_MAC* hmac() {
-  static const std::unique_ptr<EVP_MAC, decltype(&EVP_MAC_free)> mac(EVP_MAC_fetch(nullptr, "HMAC", nullptr),
-                                                                      EVP_MAC_free);
-  if (!mac) throw std::runtime_error("OpenSSL has no HMAC");
-  return mac.get();
-}
 
 constexpr std::size_t kSha256Bytes = 32;
 
