@@ -77,7 +77,7 @@ void hmac_step(int ok) {
 
 struct SaltedHkdf::Slot {
   alignas(64) std::mutex mu;
-  evp_mac_ctx_st* ctx = nullptr;  // HMAC-SHA256, keyed anew for each step
+  EVP_MAC_CTX* ctx = nullptr;  // HMAC-SHA256, keyed anew for each step
   ~Slot() { EVP_MAC_CTX_free(ctx); }  // wipes the last key it held
 };
 

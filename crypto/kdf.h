@@ -3,15 +3,12 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
-#include <span>
 #include <memory>
+#include <span>
 #include <string_view>
 #include <vector>
 
 #include "crypto/secret.h"
-
-struct evp_mac_ctx_st;  // EVP_MAC_CTX (openssl/types.h)
 
 namespace gcfs {
 
