@@ -17,6 +17,7 @@
 #include "mount/caller_creds.h"
 #include "mount/encrypted_fs_handles.h"
 #include "mount/fd_limit.h"
+#include "mount/open_reply.h"
 #include "mount/session_io.h"
 #include "mount/tsan_handover.h"
 
@@ -105,6 +106,7 @@ void EncryptedFs::init(fuse_conn_info* conn) {
   if (options_.writeback_cache && (conn->capable & FUSE_CAP_WRITEBACK_CACHE)) conn->want |= FUSE_CAP_WRITEBACK_CACHE;
   else conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+  direct_writes_ = !(conn->want & FUSE_CAP_WRITEBACK_CACHE) && conn->proto_minor >= kCoherentDirectWritesMinor;
   // Every listing is a READDIRPLUS, whose entries carry the attributes (readdir). libfuse asks for
   // READDIRPLUS_AUTO by default, with which the kernel sends READDIRPLUS only for a directory's
   // first reply (or after a lookup in it) and plain READDIR for the rest: in a directory larger
@@ -128,7 +130,8 @@ void EncryptedFs::init(fuse_conn_info* conn) {
             !backing_handle(inodes_.root().root_fd, "").empty();
   if (export_) conn->want |= FUSE_CAP_EXPORT_SUPPORT;
   log::info(std::string("serving ") + vault_.cipherdir() + " with the " + engine_.name() + " engine" +
-            (options_.writeback_cache && (conn->want & FUSE_CAP_WRITEBACK_CACHE) ? ", writeback cache on" : ""));
+            (options_.writeback_cache && (conn->want & FUSE_CAP_WRITEBACK_CACHE) ? ", writeback cache on" : "") +
+            (direct_writes_ ? ", write-only opens with direct I/O" : ""));
   log::info("descriptors: one per open file, a cache of at most " + std::to_string(inodes_.dir_cache_limit()) +
             " for directories and a cache of at most " + std::to_string(inodes_.fd_cache_limit()) +
             " for other files (limit " + std::to_string(soft_fd_limit()) +

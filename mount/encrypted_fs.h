@@ -230,6 +230,8 @@ class EncryptedFs {
   bool running_as_root_;
   // The kernel enforces POSIX ACLs and leaves the umask to us (set in init).
   bool acls_ = false;
+  // Write-only opens get direct I/O (init() says when; open() and finish_create() use it).
+  bool direct_writes_ = false;
   // The kernel may hand out file handles that outlive its nodes (set in init).
   bool export_ = false;
   int handle_mount_fd_ = -1;  // CIPHERDIR opened for open_by_handle_at

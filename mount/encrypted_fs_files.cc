@@ -166,7 +166,8 @@ void EncryptedFs::open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   fi->fh = reinterpret_cast<std::uint64_t>(h);
   fi->keep_cache = 0;  // a fresh open rereads from us: the ciphertext is the truth
   fi->noflush = 1;     // no FLUSH at close (mount/encrypted_fs_ops.cc says why)
-  if (reply_open(req, fi) != 0) {  // O_DIRECT: parallel direct writes (mount/open_reply.h)
+  choose_direct_io(fi, direct_writes_);
+  if (reply_open(req, fi) != 0) {  // direct I/O: parallel direct writes (mount/open_reply.h)
     untrack(h);
     delete h;
     release_content(in);
@@ -233,9 +234,10 @@ void EncryptedFs::finish_create(fuse_req_t req, Inode& in, int fd, const struct 
   fi->fh = reinterpret_cast<std::uint64_t>(h);
   fi->keep_cache = 0;
   fi->noflush = 1;
-  // O_DIRECT: direct I/O as reply_open gives, so this handle does not hold the inode in cached
-  // mode (which makes the kernel serialize every other handle's direct writes).
-  if (fi->flags & O_DIRECT) fi->direct_io = 1;
+  // Direct I/O as open() gives (O_DIRECT, or write-only: mount/open_reply.h), so that an
+  // O_DIRECT handle does not hold the inode in cached mode (which makes the kernel serialize every
+  // other handle's direct writes).
+  choose_direct_io(fi, direct_writes_);
   if (fuse_reply_create(req, &e, fi) != 0) {
     untrack(h);
     delete h;

@@ -6,8 +6,12 @@
 
 namespace gcfs::mount {
 
+void choose_direct_io(fuse_file_info* fi, bool direct_writes) {
+  if ((fi->flags & O_DIRECT) || (direct_writes && (fi->flags & O_ACCMODE) == O_WRONLY)) fi->direct_io = 1;
+}
+
 int reply_open(fuse_req_t req, fuse_file_info* fi) {
-  if (!(fi->flags & O_DIRECT)) return fuse_reply_open(req, fi);
+  if (!fi->direct_io) return fuse_reply_open(req, fi);
   // What libfuse's fill_open does, plus the flag it does not know.
   fuse_open_out out{};
   out.fh = fi->fh;
