@@ -17,9 +17,10 @@ constexpr unsigned kCoherentDirectWritesMinor = 39;
 //   a WRITE request to the daemon, and every open drops the file's cached pages (keep_cache off),
 //   so the page-cache copy that a cached write makes first only costs: the writer's CPU copies
 //   each byte into a page the kernel must allocate, the daemon copies it again out of that page.
-//   Direct, the daemon's copy reads the writer's own buffer. Measured: 4 writers 1.1x to 1.4x
-//   faster on the development VM (docs/BENCHMARKS.md, "write-only opens with direct I/O"). A
-//   write-only handle cannot read or map the file, so nothing else about it changes.
+//   Direct, the daemon's copy reads the writer's own buffer. Measured: one stream 1.2x to 1.7x
+//   faster on the development VM and the H100 machine, 4 writers on the VM 1.0x to 1.4x
+//   (docs/BENCHMARKS.md, "write-only opens with direct I/O"). A write-only handle cannot read or
+//   map the file, so nothing else about it changes.
 void choose_direct_io(fuse_file_info* fi, bool direct_writes);
 
 // Like fuse_reply_open. A direct-I/O open also gets parallel direct writes
