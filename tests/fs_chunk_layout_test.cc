@@ -303,7 +303,9 @@ TEST_P(ChunkLayoutV2, EveryCipherSizeIsClassifiedOnce) {
   std::vector<std::uint64_t> cipher_of;  // index: plaintext size
   for (std::uint64_t p = 0; p <= 2 * 128 * C + 3 * C; ++p) {
     cipher_of.push_back(L.cipher_size(p));
-    if (p > 0) ASSERT_GT(cipher_of[p], cipher_of[p - 1]) << p;
+    if (p > 0) {
+      ASSERT_GT(cipher_of[p], cipher_of[p - 1]) << p;
+    }
   }
   for (std::uint64_t s = 0; s <= 2 * G + 3 * C + 4096; ++s) {
     std::uint64_t frag = 0;
@@ -343,7 +345,9 @@ TEST_P(ChunkLayoutV2, OverheadIsAtMostOnePercentAt64KiBAndSmallFilesTakeOneBlock
   const std::uint64_t p = 1024 * C;  // eight whole groups
   const double overhead = static_cast<double>(L.cipher_size(p) - p) / static_cast<double>(p);
   EXPECT_LE(overhead, 4096.0 / (128.0 * static_cast<double>(C)) + 1e-9) << C;  // one block per 128 chunks
-  if (C >= 65536) EXPECT_LT(overhead, 0.01);
+  if (C >= 65536) {
+    EXPECT_LT(overhead, 0.01);
+  }
   // Small files are inline: one 4 KiB block, header, entry and data together.
   for (std::uint64_t small : {1ull, 100ull, 3968ull}) {
     EXPECT_TRUE(L.is_inline(small));

@@ -60,7 +60,9 @@ class Reverse : public ::testing::Test {
     ASSERT_EQ(::symlink(std::string(4000, 'T').c_str(), (plain_ + "/dir/long-link").c_str()), 0);
     ASSERT_EQ(::mkfifo((plain_ + "/fifo").c_str(), 0600), 0);
     // A device node as root (as CI runs): shown, never opened.
-    if (::geteuid() == 0) ASSERT_EQ(::mknod((plain_ + "/dir/null-device").c_str(), S_IFCHR | 0600, makedev(1, 3)), 0);
+    if (::geteuid() == 0) {
+      ASSERT_EQ(::mknod((plain_ + "/dir/null-device").c_str(), S_IFCHR | 0600, makedev(1, 3)), 0);
+    }
   }
   void init_reverse(const std::string& extra = "") {
     auto r = run_shell(bin() + " init --reverse --scrypt-logn 10 --passfile " + q(pass_) + " " + extra + " " + q(plain_));
