@@ -128,8 +128,10 @@ void SaltedHkdf::derive(std::span<const std::uint8_t> salt, std::span<std::uint8
   hmac_step(EVP_MAC_init(ctx, prk, kSha256Bytes, nullptr));
   std::size_t done = 0;
   for (std::uint8_t i = 1; done < out.size(); ++i) {
-    if (i > 1) hmac_step(EVP_MAC_init(ctx, nullptr, 0, nullptr));  // again with the PRK
-    if (i > 1) hmac_step(EVP_MAC_update(ctx, t, kSha256Bytes));
+    if (i > 1) {  // again with the PRK, after the block before
+      hmac_step(EVP_MAC_init(ctx, nullptr, 0, nullptr));
+      hmac_step(EVP_MAC_update(ctx, t, kSha256Bytes));
+    }
     hmac_step(EVP_MAC_update(ctx, info_.data(), info_.size()));
     hmac_step(EVP_MAC_update(ctx, &i, 1));
     hmac_step(EVP_MAC_final(ctx, t, &len, kSha256Bytes));

@@ -92,7 +92,6 @@ class ContentFile {
   // Makes [off, off+len) read as zeros without changing the size; whole chunks become holes that
   // take no space on disk.
   int punch_hole(std::uint64_t off, std::uint64_t len);
-  std::string label() const { return label_.str(); }
 
   // Call after fsync/fdatasync of the file succeeded: everything up to the current size is now
   // durable, so a later rewrite of those chunks journals their pre-image first.
