@@ -1,5 +1,6 @@
 #include "fs/log.h"
 
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -12,6 +13,8 @@
 #include <cstring>
 #include <ctime>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 #include "crypto/errors.h"
 
@@ -26,7 +29,12 @@ struct State {
   FILE* file = nullptr;
   Level min = Level::Info;
   bool echo_warnings = false;
+  // Warnings and errors said on stderr before a log was chosen (a password file others can
+  // read, found before the password is asked for): the log the daemon opens later says them
+  // too, so that they are not lost with the terminal. At most kEarlyMax.
+  std::vector<std::pair<Level, std::string>> early;
 };
+constexpr std::size_t kEarlyMax = 32;
 
 State& state() {
   static State s;
@@ -53,6 +61,31 @@ int syslog_priority(Level l) {
   return LOG_INFO;
 }
 
+// Writes one message to the current sink; state().mu is held.
+void emit_locked(Level level, std::string_view message) {
+  auto& s = state();
+  if (s.sink == Sink::Syslog) {
+    syslog(syslog_priority(level), "%.*s", static_cast<int>(message.size()), message.data());
+    return;
+  }
+  FILE* out = s.sink == Sink::File && s.file ? s.file : stderr;
+  char stamp[32];
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  std::fprintf(out, "%s gpucryptfs[%d] %s: %.*s\n", stamp, static_cast<int>(getpid()), name(level),
+               static_cast<int>(message.size()), message.data());
+  std::fflush(out);
+}
+
+// A log has just been chosen: what was said on stderr before it goes there too, once.
+void replay_early_locked() {
+  auto& s = state();
+  for (const auto& [level, message] : s.early) emit_locked(level, message + " (said before the log was opened)");
+  s.early.clear();
+}
+
 }  // namespace
 
 void to_stderr() {
@@ -64,6 +97,7 @@ void to_syslog() {
   std::lock_guard lk(state().mu);
   openlog("gpucryptfs", LOG_PID, LOG_USER);
   state().sink = Sink::Syslog;
+  replay_early_locked();
 }
 
 namespace {
@@ -119,13 +153,42 @@ std::string to_syslog_or_state_file() {
 }
 
 void to_file(const std::string& path) {
-  FILE* f = std::fopen(path.c_str(), "a");
-  if (!f) throw UserError("cannot open the log file " + path + ": " + std::strerror(errno));
+  // The daemon often runs as root and writes its log where a user may have a say (a home
+  // folder): the file is never followed through a symlink, never made readable or writable by
+  // others (0600, whatever the umask), never a FIFO or device that could block or reach
+  // elsewhere, and never a second name of a file kept somewhere else (a hard link).
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, 0600);
+  if (fd < 0) {
+    const int e = errno;
+    struct stat lst {};
+    if (e == ELOOP && ::lstat(path.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode))
+      throw UserError("cannot open the log file " + path + ": it is a symbolic link (give the file it points to)");
+    if (::lstat(path.c_str(), &lst) == 0 && !S_ISREG(lst.st_mode) && !S_ISDIR(lst.st_mode))
+      throw UserError("cannot open the log file " + path + ": it is not a regular file");  // a FIFO: ENXIO
+    throw UserError("cannot open the log file " + path + ": " + std::strerror(e));
+  }
+  struct stat st {};
+  std::string refuse;
+  if (::fstat(fd, &st) != 0) refuse = std::strerror(errno);
+  else if (!S_ISREG(st.st_mode)) refuse = "it is not a regular file";
+  else if (st.st_nlink > 1) refuse = "it has " + std::to_string(st.st_nlink) + " hard links (a log file has one name)";
+  else if (::fcntl(fd, F_SETFL, O_APPEND) != 0) refuse = std::strerror(errno);  // blocking writes again
+  if (!refuse.empty()) {
+    ::close(fd);
+    throw UserError("cannot open the log file " + path + ": " + refuse);
+  }
+  FILE* f = ::fdopen(fd, "a");
+  if (!f) {
+    const int e = errno;
+    ::close(fd);
+    throw UserError("cannot open the log file " + path + ": " + std::strerror(e));
+  }
   std::setvbuf(f, nullptr, _IOLBF, 0);
   std::lock_guard lk(state().mu);
   if (state().file) std::fclose(state().file);
   state().file = f;
   state().sink = Sink::File;
+  replay_early_locked();
 }
 
 void set_min_level(Level level) {
@@ -144,19 +207,9 @@ void write(Level level, std::string_view message) {
   if (level < s.min) return;
   if (s.echo_warnings && level >= Level::Warning && s.sink != Sink::Stderr)
     std::fprintf(stderr, "gpucryptfs: %s: %.*s\n", name(level), static_cast<int>(message.size()), message.data());
-  if (s.sink == Sink::Syslog) {
-    syslog(syslog_priority(level), "%.*s", static_cast<int>(message.size()), message.data());
-    return;
-  }
-  FILE* out = s.sink == Sink::File && s.file ? s.file : stderr;
-  char stamp[32];
-  std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  std::fprintf(out, "%s gpucryptfs[%d] %s: %.*s\n", stamp, static_cast<int>(getpid()), name(level),
-               static_cast<int>(message.size()), message.data());
-  std::fflush(out);
+  if (s.sink == Sink::Stderr && level >= Level::Warning && s.early.size() < kEarlyMax)
+    s.early.emplace_back(level, std::string(message));
+  emit_locked(level, message);
 }
 
 }  // namespace gcfs::log

@@ -67,6 +67,18 @@ std::string absolute(const std::string& path) {
   return buf;
 }
 
+// The log file's path made absolute (the daemon leaves its working directory) with its folder
+// resolved and its own name kept: a symlink there is the log's to refuse (fs/log.h), not ours to
+// follow.
+std::string absolute_file(const std::string& path) {
+  const auto slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (name.empty() || name == "." || name == "..") return absolute(path);
+  const std::string d = absolute(dir);
+  return (d == "/" ? "" : d) + "/" + name;
+}
+
 // One line, in the log and on the terminal (a detached mount echoes warnings there until it is
 // ready; a foreground one logging to a file is told to here).
 void warn_if_others_reach(const std::string& cipherdir, bool also_stderr) {
@@ -150,7 +162,7 @@ int cmd_mount(int argc, char** argv) {
     cipherdir = absolute(cipherdir);
     mo.mountpoint = absolute(mountpoint);
     mo.fsname = cipherdir;
-    if (!log_file.empty()) log_file = absolute(log_file);
+    if (!log_file.empty()) log_file = absolute_file(log_file);
 
     std::chrono::milliseconds idle{0};
     if (!idle_text.empty()) idle = mount::parse_duration("--idle", idle_text);

@@ -2,6 +2,7 @@
 
 #include <stdio.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <cstring>
 
 #include "crypto/errors.h"
+#include "fs/log.h"
 #include "fs/unique_fd.h"
 #include "mount/commands.h"
 #include "mount/exit_status.h"
@@ -27,18 +29,33 @@ SecretString first_line(std::string_view s) {
   return SecretString(s);
 }
 
+// As ssh does for a private key: a secret in a file that its group or everyone can read is
+// anyone's. Said, not refused (a vault's owner may have reasons), on the terminal and, through
+// the log's replay of early warnings, in the daemon's log. Pipes and process substitutions
+// (<(pass show vault)) have no such mode and are not judged.
+void warn_if_others_can_read(int fd, const std::string& path, const char* what) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || !(st.st_mode & (S_IRGRP | S_IROTH))) return;
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+  const char* who = (st.st_mode & S_IROTH) ? "every user" : "its group";
+  log::warning(std::string("the ") + what + " " + path + " can be read by " + who + " (mode " + mode +
+               "): whoever reads it can open the vault; make it readable by its owner alone ('chmod 600 " + path + "')");
+}
+
 // Reads up to the first newline with plain read(2) into secret memory; an ifstream or a FILE
 // would leave copies of the password in their own buffers, and a growing std::string in the
 // heap blocks it leaves behind.
-SecretString from_file(const std::string& path) {
+SecretString from_file(const std::string& path, const char* what = "password file") {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) throw UserError("cannot read the password file " + path + ": " + std::strerror(errno));
+  if (!fd) throw UserError("cannot read the " + std::string(what) + " " + path + ": " + std::strerror(errno));
+  warn_if_others_can_read(fd.get(), path, what);
   SecretBytes buf(kMaxPasswordBytes);
   std::size_t len = 0;
   while (len < buf.size() && std::memchr(buf.data(), '\n', len) == nullptr) {
     ssize_t n = ::read(fd.get(), buf.data() + len, buf.size() - len);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw UserError("cannot read the password file " + path + ": " + std::strerror(errno));
+    if (n < 0) throw UserError("cannot read the " + std::string(what) + " " + path + ": " + std::strerror(errno));
     if (n == 0) break;
     len += static_cast<std::size_t>(n);
   }
@@ -165,7 +182,7 @@ SecretString read_password(const PasswordSource& src, const std::string& prompt,
 
 SecretString read_master_key_text(const std::string& file) {
   SecretString text;
-  if (!file.empty()) text = from_file(file);
+  if (!file.empty()) text = from_file(file, "master key file");
   else if (stdin_holds_password()) text = from_stdin("master key");
   else text = from_terminal("Master key: ");
   if (text.empty()) throw CodedError(kExitBadMasterKey, "the master key is empty");

@@ -118,6 +118,75 @@ TEST(Cli, DetachedMountWithoutSyslogLogsToTheStateDirectoryAndSaysSo) {
   if (v.in_mount_table()) run_shell("umount -l " + q_mp);
 }
 
+// The log a root daemon appends to may sit where a user has a say: it is made 0600 whatever the
+// umask the daemon runs with, and a symlink, a FIFO or a second hard link in its place is refused
+// with the reason before anything is written through it.
+TEST(Cli, TheLogFileIsTheOwnersAloneAndNeverFollowed) {
+  MountedVault v(not_mounted());
+  TempDir t("gcfs-log");
+  const std::string mount = bin() + " mount --engine " + test_engine() + transport_arg() + " --passfile " +
+                            shell_quote(v.passfile()) + " " + shell_quote(v.cipherdir()) + " " + shell_quote(v.mountpoint());
+  const std::string log = t.path() + "/new.log";
+  auto r = run_shell("umask 0; " + mount + " --log " + shell_quote(log));
+  ASSERT_EQ(r.status, 0) << r.output;
+  run_shell(MountedVault::unmount_command(false) + shell_quote(v.mountpoint()));
+  struct stat st {};
+  ASSERT_EQ(::stat(log.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u) << "made under umask 0";
+  EXPECT_NE(read_file(log).find("mounted on"), std::string::npos);
+  // A symlink to a file elsewhere: refused, and the file is left as it was.
+  const std::string victim = t.path() + "/victim";
+  write_file(victim, "untouched\n");
+  ASSERT_EQ(::symlink(victim.c_str(), (t.path() + "/link.log").c_str()), 0);
+  r = run_shell(mount + " --log " + shell_quote(t.path() + "/link.log"));
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("symbolic link"), std::string::npos) << r.output;
+  EXPECT_EQ(read_file(victim), "untouched\n");
+  EXPECT_FALSE(v.in_mount_table());
+  // A second name of that file: refused too.
+  ASSERT_EQ(::link(victim.c_str(), (t.path() + "/hard.log").c_str()), 0);
+  r = run_shell(mount + " --log " + shell_quote(t.path() + "/hard.log"));
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("hard links"), std::string::npos) << r.output;
+  EXPECT_EQ(read_file(victim), "untouched\n");
+  // A FIFO: refused at once, never waited on.
+  ASSERT_EQ(::mkfifo((t.path() + "/fifo.log").c_str(), 0600), 0);
+  r = run_shell("timeout 20 " + mount + " --log " + shell_quote(t.path() + "/fifo.log"));
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.status, 124) << "the mount waited on the FIFO";
+  EXPECT_NE(r.output.find("not a regular file"), std::string::npos) << r.output;
+  EXPECT_FALSE(v.in_mount_table());
+  if (v.in_mount_table()) run_shell("umount -l " + shell_quote(v.mountpoint()));
+}
+
+// A password file its group or everyone can read is said to be one, as ssh says of a key: on the
+// terminal, and in the daemon's log, which is opened after the password was read. An owner-only
+// file says nothing.
+TEST(Cli, APasswordFileOthersCanReadIsWarnedOfOnTheTerminalAndInTheLog) {
+  MountedVault v(not_mounted());
+  const std::string mount = bin() + " mount --engine " + test_engine() + transport_arg() + " --passfile " +
+                            shell_quote(v.passfile()) + " --log " + shell_quote(v.log_path()) + " " +
+                            shell_quote(v.cipherdir()) + " " + shell_quote(v.mountpoint());
+  const std::string unmount = MountedVault::unmount_command(false) + shell_quote(v.mountpoint());
+  auto r = run_shell(mount + " && " + unmount);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output.find("can be read by"), std::string::npos) << r.output;
+  EXPECT_EQ(v.log().find("can be read by"), std::string::npos) << v.log();
+  ASSERT_EQ(::chmod(v.passfile().c_str(), 0644), 0);
+  r = run_shell(mount + " && " + unmount);
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string said = "the password file " + v.passfile() + " can be read by every user (mode 0644)";
+  EXPECT_NE(r.output.find(said), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("chmod 600"), std::string::npos) << r.output;
+  EXPECT_NE(v.log().find(said), std::string::npos) << v.log();
+  ASSERT_EQ(::chmod(v.passfile().c_str(), 0640), 0);
+  r = run_shell(bin() + " info " + shell_quote(v.cipherdir()) + " >/dev/null; " + bin() + " passwd --passfile " +
+                shell_quote(v.passfile()) + " --new-passfile " + shell_quote(v.passfile()) + " " + shell_quote(v.cipherdir()));
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("can be read by its group (mode 0640)"), std::string::npos) << r.output;
+  EXPECT_FALSE(v.in_mount_table());
+}
+
 TEST(Cli, CorruptConfigIsRefused) {
   MountedVault v(not_mounted());
   const std::string conf = v.cipherdir() + "/gpucryptfs.conf";

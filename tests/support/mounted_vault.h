@@ -175,6 +175,7 @@ class MountedVault {
     ::mkdir(cipherdir_.c_str(), 0700);
     ::mkdir(mountpoint_.c_str(), 0755);
     write_file(passfile_, opts_.password + "\n");
+    ::chmod(passfile_.c_str(), 0600);  // a password file others can read is warned about
     std::string init = test_binary() + " init --scrypt-logn 10 --passfile " + shell_quote(passfile_);
     if (opts_.chunk_size) init += " --chunk-size " + std::to_string(opts_.chunk_size);
     if (opts_.format) init += " --format " + std::to_string(opts_.format);
