@@ -1,6 +1,7 @@
 #include "mount/caller_creds.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <linux/capability.h>
 #include <unistd.h>
 
@@ -69,9 +70,26 @@ std::vector<gid_t> parse_groups(std::string_view list) {
   return groups;
 }
 
+// A capability counts only in the daemon's own user namespace (on a host, the initial one): a
+// user who made a namespace of his own (unshare -U -r) holds every capability there, and none
+// over the files this daemon serves. The namespace is told by the inode of /proc/TID/ns/user, as
+// the kernel's capable() tells it by the namespace itself; a thread that is gone counts as not
+// in it.
+bool in_daemon_user_namespace(pid_t tid) {
+  static const struct stat mine = [] {
+    struct stat st {};
+    if (::stat("/proc/self/ns/user", &st) != 0) st.st_ino = 0;
+    return st;
+  }();
+  if (tid <= 0 || mine.st_ino == 0) return false;
+  struct stat st {};
+  const std::string path = "/proc/" + std::to_string(tid) + "/ns/user";
+  return ::stat(path.c_str(), &st) == 0 && st.st_dev == mine.st_dev && st.st_ino == mine.st_ino;
+}
+
 }  // namespace
 
-CallerCreds caller_creds(fuse_req_t req) {
+CallerCreds caller_creds(fuse_req_t req, KernelSays kernel) {
   const fuse_ctx* ctx = fuse_req_ctx(req);
   CallerCreds c;
   c.uid = ctx->uid;
@@ -79,9 +97,13 @@ CallerCreds caller_creds(fuse_req_t req) {
   const std::string status = read_status(ctx->pid);
   c.groups = parse_groups(field(status, "Groups"));
   const std::string caps_hex(field(status, "CapEff"));
-  const std::uint64_t caps = caps_hex.empty() ? 0 : std::strtoull(caps_hex.c_str(), nullptr, 16);
+  std::uint64_t caps = caps_hex.empty() ? 0 : std::strtoull(caps_hex.c_str(), nullptr, 16);
+  if (caps && !in_daemon_user_namespace(ctx->pid)) caps = 0;
   c.cap_fsetid = (caps >> CAP_FSETID) & 1;
   c.cap_sys_admin = (caps >> CAP_SYS_ADMIN) & 1;
+  // The kernel judged CAP_FSETID itself, in the right namespace and at the time of the call:
+  // when it asks for the bits to go, they go, whatever /proc says now.
+  if (kernel == KernelSays::KillSetid) c.cap_fsetid = false;
   return c;
 }
 

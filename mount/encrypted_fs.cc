@@ -309,7 +309,7 @@ namespace {
 // The setid rule of one change applied to the open backing file fd; the caller's credentials are
 // read only when the file has a setid bit. True when the mode changed.
 // seen (optional): the fstat taken, where it succeeded and the mode stayed as it was.
-bool apply_setid_rule(fuse_req_t req, int fd, const SetattrRequest& change, const char* what,
+bool apply_setid_rule(fuse_req_t req, int fd, const SetattrRequest& change, const char* what, KernelSays kernel,
                       std::optional<struct stat>* seen = nullptr) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) return false;
@@ -317,7 +317,7 @@ bool apply_setid_rule(fuse_req_t req, int fd, const SetattrRequest& change, cons
     if (seen) *seen = st;
     return false;
   }
-  const mode_t mode = mode_after_setattr(st.st_mode, st.st_gid, change, caller_creds(req));
+  const mode_t mode = mode_after_setattr(st.st_mode, st.st_gid, change, caller_creds(req, kernel));
   if (mode == (st.st_mode & 07777)) return false;
   if (::fchmod(fd, mode) != 0) {
     log::warning(std::string("cannot clear the setid bits of a ") + what + " file: " + std::strerror(errno));
@@ -334,7 +334,7 @@ bool apply_setid_rule(fuse_req_t req, int fd, const SetattrRequest& change, cons
 void EncryptedFs::truncate_clears_setid(fuse_req_t req, fuse_ino_t ino, int fd) {
   SetattrRequest truncate;
   truncate.size = true;
-  if (apply_setid_rule(req, fd, truncate, "truncated")) attributes_changed(ino);
+  if (apply_setid_rule(req, fd, truncate, "truncated", KernelSays::Nothing)) attributes_changed(ino);
 }
 
 void EncryptedFs::write_clears_setid(fuse_req_t req, Inode& in, fuse_ino_t ino, int fd) {
@@ -348,7 +348,8 @@ void EncryptedFs::write_clears_setid(fuse_req_t req, Inode& in, fuse_ino_t ino, 
   SetattrRequest write;
   write.remove_privileges = true;  // what the kernel's own "remove privileges" SETATTR asks
   std::optional<struct stat> seen;
-  const bool changed = apply_setid_rule(req, fd, write, "written", &seen);
+  // Called only for a WRITE that carries FUSE_WRITE_KILL_SUIDGID.
+  const bool changed = apply_setid_rule(req, fd, write, "written", KernelSays::KillSetid, &seen);
   {
     std::lock_guard lk(in.mu);
     if (changed) in.open_attr.reset();  // its mode is the old one; the next fstat is kept
@@ -553,7 +554,10 @@ int EncryptedFs::change_attr(fuse_req_t req, Inode& in, struct stat* attr, int v
   std::optional<mode_t> new_mode;
   if (change.mode) new_mode = change.new_mode & 07777;
   if (at_stake && !is_link && (change.mode || change.owner || change.size || change.remove_privileges))
-    new_mode = mode_after_setattr(before.st_mode, before.st_gid, change, caller_creds(req));
+    new_mode = mode_after_setattr(before.st_mode, before.st_gid, change,
+                                  caller_creds(req, (valid & (FUSE_SET_ATTR_KILL_SUID | FUSE_SET_ATTR_KILL_SGID))
+                                                        ? KernelSays::KillSetid
+                                                        : KernelSays::Nothing));
   // A chown to the owner and group the file has changes nothing but the ctime (tar run by root
   // gives every file its owner so): no backing call. The setid bits it would clear are dealt with
   // below all the same.

@@ -70,6 +70,32 @@ TEST(PosixSetid, WriteByOtherUserClearsSuidAndSgidLikeExt4) {
   EXPECT_EQ(each_mode(v, "$NB", "fallocate -p -o 0 -l 2 f"), want) << "punch hole";
 }
 
+// A user who makes a user namespace of his own (unshare -U -r) holds every capability in it, and
+// none over the files this mount serves: his write, truncate or O_DIRECT write clears the setid
+// bits as nobody's does, and he is not shown trusted.* attributes, which only CAP_SYS_ADMIN of
+// the daemon's own namespace sees (as on ext4).
+TEST(PosixSetid, CapabilitiesOfTheCallersOwnUserNamespaceCountForNothing) {
+  GCFS_REQUIRE_PROGRAM("setpriv");
+  GCFS_REQUIRE_PROGRAM("unshare");
+  if (run_shell(std::string(kHelpers) + "$NB unshare -U -r true").status != 0)
+    GTEST_SKIP() << "this machine does not let an ordinary user make a user namespace";
+  MountedVault v(served_to_all());
+  open_to_others(v);
+  const std::string want = "6777 -> 777 0:0\n2666 -> 666 0:0\n6766 -> 766 0:0\n4777 -> 777 0:0\n2676 -> 676 0:0\n";
+  const std::string ns_root = "$NB unshare -U -r";
+  EXPECT_EQ(each_mode(v, ns_root, "sh -c 'echo x >> f'"), want) << "write";
+  EXPECT_EQ(each_mode(v, ns_root, "truncate -s 1 f"), want) << "truncate";
+  EXPECT_EQ(each_mode(v, ns_root, "dd if=/dev/zero of=f bs=4096 count=1 oflag=direct conv=notrunc status=none"), want)
+      << "O_DIRECT write";
+  GCFS_REQUIRE_PROGRAM("setfattr");
+  const std::string listed = run_in(v,
+                                    "mk t 0644; setfattr -n trusted.secret -v 1 t && setfattr -n user.plain -v 2 t\n"
+                                    "echo \"root: $(getfattr -m - --absolute-names t 2>&1 | grep -c trusted.secret)\"\n"
+                                    "echo \"ns root: $(" + ns_root + " getfattr -m - --absolute-names t 2>&1 | grep -c "
+                                    "trusted.secret) $(" + ns_root + " getfattr -m - --absolute-names t 2>&1 | grep -c user.plain)\"\n");
+  EXPECT_EQ(listed, "root: 1\nns root: 0 1\n");
+}
+
 // A write through O_DIRECT goes past the kernel's own clearing (it only flags the request), and
 // the mode shown right after it must be the new one, not what the kernel had cached.
 TEST(PosixSetid, DirectWriteByOtherUserClearsSuidAndSgidLikeExt4) {
