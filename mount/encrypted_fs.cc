@@ -14,6 +14,7 @@
 
 #include "fs/dir_iv.h"
 #include "fs/log.h"
+#include "fs/unique_fd.h"
 #include "mount/caller_creds.h"
 #include "mount/encrypted_fs_handles.h"
 #include "mount/fd_limit.h"
@@ -291,7 +292,26 @@ void EncryptedFs::give_to_caller(fuse_req_t req, int dirfd, const std::string& e
   if (ctx->uid == 0 && gid == 0) return;
   struct stat made {};
   const bool known = fd >= 0 && ::fstat(fd, &made) == 0;
-  const int r = fd >= 0 ? ::fchown(fd, ctx->uid, gid) : ::fchownat(dirfd, entry.c_str(), ctx->uid, gid, AT_SYMLINK_NOFOLLOW);
+  int r;
+  if (fd >= 0) {
+    r = ::fchown(fd, ctx->uid, gid);
+  } else {
+    // By name (FIFOs, sockets, devices, symlinks, whiteouts: nothing we can hold open first):
+    // the entry is pinned with an O_PATH descriptor and given away only if it is what was just
+    // made, a node of that kind with one name. A hard link to a file kept elsewhere, swapped in
+    // under the name by someone who can write CIPHERDIR, has two and stays as it is.
+    UniqueFd pinned(::openat(dirfd, entry.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    struct stat st {};
+    if (!pinned || ::fstat(pinned.get(), &st) != 0) {
+      r = -1;
+    } else if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode) || st.st_nlink != 1) {
+      log::warning("a new entry was replaced before it could be given to uid " + std::to_string(ctx->uid) +
+                   " (someone else writes CIPHERDIR?); left as it is");
+      return;
+    } else {
+      r = ::fchownat(pinned.get(), "", ctx->uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
+    }
+  }
   if (r != 0) {
     log::warning("cannot give a new entry to uid " + std::to_string(ctx->uid) + ": " + std::strerror(errno));
     return;

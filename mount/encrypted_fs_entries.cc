@@ -365,6 +365,9 @@ void EncryptedFs::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fu
     return (void)fuse_reply_err(req, err);
   }
   if (replaced_dir >= 0) ::close(replaced_dir);
+  // The whiteout is the caller's, as ext4 makes it (its owner, or a setgid directory's group):
+  // made by root, an ordinary user could not remove it again from a sticky directory.
+  if (flags & RENAME_WHITEOUT) give_to_caller(req, from_fd, src.entry);
   if (ChunkJournal* j = vault_.journal()) j->names_changed();  // open files' journal path hints
   change.renamed(from, src.entry, to, dst.entry, (flags & RENAME_EXCHANGE) != 0);
   // The source name is gone unless this was an exchange, a whiteout took its place or it was a

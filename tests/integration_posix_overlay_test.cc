@@ -4,7 +4,9 @@
 // its work directory that a link then names (docs/POSIX.md).
 #include <fcntl.h>
 #include <stdio.h>
+#include <grp.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -53,6 +55,44 @@ TEST(PosixOverlay, RenameWhiteoutLeavesACharDeviceZeroZeroAtTheSource) {
   EXPECT_EQ(describe(v.path(long_name)), "char 0:0");
   EXPECT_EQ(describe(v.path(long_name + ".new")), "file moved");
   EXPECT_EQ(describe(v.path("a")), "char 0:0");
+}
+
+// A whiteout made by an ordinary user is his, as ext4 makes it: made by the root daemon it was
+// root's, and in a sticky directory its maker could then not remove it again.
+TEST(PosixOverlay, AWhiteoutIsTheCallersWhoCanRemoveItFromAStickyDirectory) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: the mount is served to another user";
+  VaultOptions o;
+  o.mount_args.push_back("--allow-other");
+  MountedVault v(o);
+  const std::string top = v.mountpoint().substr(0, v.mountpoint().rfind('/'));
+  ASSERT_EQ(::chmod(top.c_str(), 0755), 0);
+  ASSERT_EQ(::chmod(v.mountpoint().c_str(), 0755), 0);
+  const std::string sticky = v.path("sticky");
+  ASSERT_EQ(::mkdir(sticky.c_str(), 0777), 0);
+  ASSERT_EQ(::chmod(sticky.c_str(), 01777), 0);
+  const std::string from = sticky + "/f", to = sticky + "/g";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::setgroups(0, nullptr) != 0 || ::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0)
+      ::_exit(10);
+    const int fd = ::open(from.c_str(), O_CREAT | O_WRONLY | O_EXCL, 0644);
+    if (fd < 0) ::_exit(11);
+    ::close(fd);
+    if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_WHITEOUT) != 0) ::_exit(12);
+    struct stat st {};
+    if (::lstat(from.c_str(), &st) != 0 || !S_ISCHR(st.st_mode)) ::_exit(13);
+    if (st.st_uid != 65534) ::_exit(14);
+    if (::unlink(from.c_str()) != 0) ::_exit(15);
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "10: no setuid; 11: create; 12: renameat2; 13: no whiteout; 14: the whiteout "
+                                       "is not the caller's; 15: its maker cannot remove it";
+  struct stat st {};
+  EXPECT_NE(::lstat(from.c_str(), &st), 0) << "the whiteout is still there";
+  EXPECT_EQ(describe(to), "file ");
 }
 
 TEST(PosixOverlay, OverlayfsUsesAGpucryptfsUpperLayer) {
