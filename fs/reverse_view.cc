@@ -71,18 +71,19 @@ StoredLink ReverseView::stored_link(const std::string& path, const std::string& 
   return l;
 }
 
-int ReverseView::list(const std::string& rel, std::vector<ReverseEntry>* out) {
+int ReverseView::list(const std::string& rel, std::vector<ReverseEntry>* out, struct stat* dir_st) {
   std::shared_ptr<const Listing> l;
-  if (int rc = listing(rel, &l); rc < 0) return rc;
+  if (int rc = listing(rel, &l, dir_st); rc < 0) return rc;
   *out = l->entries;
   return 0;
 }
 
-int ReverseView::listing(const std::string& rel, std::shared_ptr<const Listing>* out) {
+int ReverseView::listing(const std::string& rel, std::shared_ptr<const Listing>* out, struct stat* dir_st) {
   UniqueFd dir;
   if (int rc = open_dir(rel, &dir); rc < 0) return rc;
   struct stat st {};
   if (::fstat(dir.get(), &st) != 0) return -errno;
+  if (dir_st) *dir_st = st;
   {
     std::lock_guard lk(mu_);
     auto it = cache_.find(rel);
@@ -130,9 +131,9 @@ int ReverseView::listing(const std::string& rel, std::shared_ptr<const Listing>*
   return 0;
 }
 
-int ReverseView::find(const std::string& rel, std::string_view cipher_name, ReverseEntry* out) {
+int ReverseView::find(const std::string& rel, std::string_view cipher_name, ReverseEntry* out, struct stat* dir_st) {
   std::shared_ptr<const Listing> l;
-  if (int rc = listing(rel, &l); rc < 0) return rc;
+  if (int rc = listing(rel, &l, dir_st); rc < 0) return rc;
   auto it = l->by_name.find(std::string(cipher_name));
   if (it == l->by_name.end()) return -ENOENT;
   *out = l->entries[it->second];

@@ -50,9 +50,11 @@ class ReverseView {
   ReverseView(int root_fd, const Vault& vault, ChunkEngine& engine, std::string config_json);
 
   // The view of the plaintext directory rel ("" for PLAINDIR), virtual files included. 0 or -errno.
-  int list(const std::string& rel, std::vector<ReverseEntry>* out);
-  // The entry cipher_name of directory rel. 0, -ENOENT or -errno.
-  int find(const std::string& rel, std::string_view cipher_name, ReverseEntry* out);
+  // dir_st (optional): the attributes of the directory listed, so that the caller can tell it is
+  // the one it means.
+  int list(const std::string& rel, std::vector<ReverseEntry>* out, struct stat* dir_st = nullptr);
+  // The entry cipher_name of directory rel. 0, -ENOENT or -errno. dir_st as for list.
+  int find(const std::string& rel, std::string_view cipher_name, ReverseEntry* out, struct stat* dir_st = nullptr);
   // The attributes the view shows for entry e of directory rel (ciphertext sizes). 0 or -errno.
   int stat(const std::string& rel, const ReverseEntry& e, struct stat* st);
   // The link a plaintext symlink at path shows (short or long form). 0 or -errno.
@@ -84,7 +86,7 @@ class ReverseView {
     std::vector<ReverseEntry> entries;
     std::unordered_map<std::string, std::size_t> by_name;  // cipher name -> index
   };
-  int listing(const std::string& rel, std::shared_ptr<const Listing>* out);
+  int listing(const std::string& rel, std::shared_ptr<const Listing>* out, struct stat* dir_st);
   struct Cached {
     struct timespec ctime {}, mtime {};
     ino_t ino = 0;

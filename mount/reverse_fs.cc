@@ -69,11 +69,18 @@ std::shared_ptr<const ReverseFs::Node> ReverseFs::node(fuse_ino_t ino) {
   return it == nodes_.end() ? nullptr : it->second;
 }
 
-fuse_ino_t ReverseFs::remember(const std::string& dir, const ReverseEntry& e) {
+fuse_ino_t ReverseFs::remember(const std::string& dir, const ReverseEntry& e, const struct stat& st) {
   std::lock_guard lk(mu_);
   auto key = std::make_pair(dir, e.cipher_name);
   auto it = by_name_.find(key);
   fuse_ino_t ino;
+  if (it != by_name_.end() && !nodes_[it->second]->same_as(st)) {
+    // Another file under the same name: a node of its own (the old one lives until forgotten,
+    // still bound to the file it was looked up as), so that no open in flight on the old node
+    // ever reaches the new file.
+    by_name_.erase(it);
+    it = by_name_.end();
+  }
   if (it != by_name_.end()) {
     ino = it->second;
     // The same name may stand for new content now (a virtual file, a name whose IV changed).
@@ -85,6 +92,9 @@ fuse_ino_t ReverseFs::remember(const std::string& dir, const ReverseEntry& e) {
     auto n = std::make_shared<Node>();
     n->dir = dir;
     n->entry = e;
+    n->has_identity = true;
+    n->dev = st.st_dev;
+    n->ino = st.st_ino;
     nodes_[ino] = n;
     by_name_[key] = ino;
   }
@@ -101,7 +111,8 @@ void ReverseFs::forget(fuse_ino_t ino, std::uint64_t n) {
     it->second->nlookup -= n;
     return;
   }
-  by_name_.erase({it->second->dir, it->second->entry.cipher_name});
+  auto named = by_name_.find({it->second->dir, it->second->entry.cipher_name});
+  if (named != by_name_.end() && named->second == ino) by_name_.erase(named);
   nodes_.erase(it);
 }
 
@@ -111,10 +122,12 @@ void ReverseFs::lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   if (p->entry.kind != ReverseEntry::Kind::Plain) return (void)fuse_reply_err(req, ENOTDIR);
   const std::string dir = p->path();
   ReverseEntry e;
-  if (int rc = view_.find(dir, name, &e); rc < 0) return (void)fuse_reply_err(req, -rc);
+  struct stat dir_st {};
+  if (int rc = view_.find(dir, name, &e, &dir_st); rc < 0) return (void)fuse_reply_err(req, -rc);
+  if (!p->same_as(dir_st)) return (void)fuse_reply_err(req, ESTALE);  // another folder at that path now
   fuse_entry_param ep{};
   if (int rc = view_.stat(dir, e, &ep.attr); rc < 0) return (void)fuse_reply_err(req, -rc);
-  ep.ino = remember(dir, e);
+  ep.ino = remember(dir, e, ep.attr);
   ep.attr.st_ino = ep.ino;
   ep.attr_timeout = kTimeout;
   ep.entry_timeout = kTimeout;
@@ -134,6 +147,7 @@ void ReverseFs::getattr(fuse_req_t req, fuse_ino_t ino) {
     rc = view_.stat(n->dir, n->entry, &st);
   }
   if (rc < 0) return (void)fuse_reply_err(req, -rc);
+  if (!n->same_as(st)) return (void)fuse_reply_err(req, ESTALE);
   st.st_ino = ino;
   fuse_reply_attr(req, &st, kTimeout);
 }
@@ -155,6 +169,9 @@ void ReverseFs::open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (n->entry.kind == ReverseEntry::Kind::Plain) {
     UniqueFd fd;
     if (int rc = view_.open_file(n->path(), &fd); rc < 0) return (void)fuse_reply_err(req, -rc);
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) return (void)fuse_reply_err(req, errno);
+    if (!n->same_as(st)) return (void)fuse_reply_err(req, ESTALE);  // not the file the kernel checked
     fi->fh = static_cast<std::uint64_t>(fd.release());
   }
   fi->keep_cache = 0;
@@ -185,7 +202,9 @@ void ReverseFs::opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (!n) return (void)fuse_reply_err(req, ESTALE);
   if (n->entry.kind != ReverseEntry::Kind::Plain) return (void)fuse_reply_err(req, ENOTDIR);
   auto listing = std::make_unique<DirListing>();
-  if (int rc = view_.list(n->path(), &listing->entries); rc < 0) return (void)fuse_reply_err(req, -rc);
+  struct stat dir_st {};
+  if (int rc = view_.list(n->path(), &listing->entries, &dir_st); rc < 0) return (void)fuse_reply_err(req, -rc);
+  if (!n->same_as(dir_st)) return (void)fuse_reply_err(req, ESTALE);
   fi->fh = reinterpret_cast<std::uint64_t>(listing.release());
   fuse_reply_open(req, fi);
 }

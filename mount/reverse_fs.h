@@ -38,11 +38,22 @@ class ReverseFs {
     std::string dir;     // the plaintext directory holding it ("" for PLAINDIR)
     ReverseEntry entry;  // the root: a Plain entry with an empty name
     std::uint64_t nlookup = 0;
+    // What the path named when the kernel looked it up (the plaintext entry's, or for a file of
+    // the view alone its directory's): every later use by path must find the same. A user who
+    // owns a folder in PLAINDIR could otherwise put another user's folder in its place between
+    // the lookup, whose attributes the kernel's permission check trusts, and the open.
+    // Not kept for the root (PLAINDIR is held open).
+    bool has_identity = false;
+    dev_t dev = 0;
+    ino_t ino = 0;
+    bool same_as(const struct stat& st) const { return !has_identity || (st.st_dev == dev && st.st_ino == ino); }
     std::string path() const { return ReverseView::join(dir, entry.plain_name); }
   };
   // A copy of node ino, or nullptr when the kernel names a node it forgot.
   std::shared_ptr<const Node> node(fuse_ino_t ino);
-  fuse_ino_t remember(const std::string& dir, const ReverseEntry& e);
+  // The node for entry e of dir whose lookup found attributes st: the one it had, or a new one
+  // when the name now stands for another file (as a new inode would).
+  fuse_ino_t remember(const std::string& dir, const ReverseEntry& e, const struct stat& st);
 
   ReverseView& view_;
   std::mutex mu_;

@@ -3,7 +3,10 @@
 // vault, which must read back PLAINDIR byte for byte. Also: the same bytes on every mount, a
 // change that changes only the chunks it touches, the wrong password, and a read-only view that
 // hides the reverse config and never opens PLAINDIR's FIFOs.
+#include <fcntl.h>
+#include <grp.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -12,6 +15,7 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <tuple>
 
 #include "support/mounted_vault.h"
 
@@ -68,9 +72,9 @@ class Reverse : public ::testing::Test {
     auto r = run_shell(bin() + " init --reverse --scrypt-logn 10 --passfile " + q(pass_) + " " + extra + " " + q(plain_));
     ASSERT_EQ(r.status, 0) << r.output;
   }
-  CommandResult mount_reverse(const std::string& passfile = "") {
+  CommandResult mount_reverse(const std::string& passfile = "", const std::string& extra = "") {
     return run_shell(bin() + " mount --reverse --engine " + test_engine() + transport_arg() + " --log " + q(log()) + " --passfile " +
-                     q(passfile.empty() ? pass_ : passfile) + " " + q(plain_) + " " + q(view_));
+                     q(passfile.empty() ? pass_ : passfile) + " " + extra + " " + q(plain_) + " " + q(view_));
   }
   void unmount(const std::string& m) { ASSERT_EQ(run_shell("fusermount3 -u " + q(m)).status, 0); }
   // Every path, type, size and link target under dir, and a hash of each regular file.
@@ -171,6 +175,67 @@ TEST_F(Reverse, RefusesAMountpointInsidePlaindirAndASecondInit) {
   EXPECT_NE(r.output.find("exists already"), std::string::npos) << r.output;
   r = run_shell(bin() + " mount --reverse --passfile " + q(pass_) + " " + q(root_.path()) + " " + q(view_));
   EXPECT_EQ(r.status, 23) << "a folder without a reverse config: " << r.output;
+}
+
+// The view, served to every user, shows each node as what it was looked up as: a user who owns a
+// folder in PLAINDIR and puts another user's folder in its place between the lookup (whose
+// attributes the kernel checks permissions against) and the open gets ESTALE, never that user's
+// 0600 file's ciphertext or size through a node of his own.
+TEST_F(Reverse, AFolderSwappedInAfterTheLookupIsNeverOpenedThroughTheOldNode) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: the view is served to another user";
+  constexpr uid_t kAttacker = 65534, kVictim = 4242;
+  for (const auto& d : {root_.path(), plain_, view_}) ASSERT_EQ(::chmod(d.c_str(), 0755), 0);
+  const std::string shared = plain_ + "/shared";
+  ASSERT_EQ(::mkdir(shared.c_str(), 0777), 0);
+  ASSERT_EQ(::chown(shared.c_str(), kAttacker, kAttacker), 0);
+  for (const auto& [dir, owner, text] : {std::tuple{std::string("x"), kAttacker, std::string(100, 'm')},
+                                         std::tuple{std::string("v"), kVictim, std::string(100, 'V')}}) {
+    const std::string d = shared + "/" + dir;
+    ASSERT_EQ(::mkdir(d.c_str(), 0755), 0);
+    write_file(d + "/secret", text);
+    ASSERT_EQ(::chmod((d + "/secret").c_str(), owner == kVictim ? 0600 : 0644), 0);
+    ASSERT_EQ(::chown((d + "/secret").c_str(), owner, owner), 0);
+    ASSERT_EQ(::chown(d.c_str(), owner, owner), 0);
+  }
+  init_reverse();
+  auto r = mount_reverse("", "--allow-other");
+  ASSERT_EQ(r.status, 0) << r.output;
+  // The view's path of shared/x/secret: the one directory under shared's view that the attacker owns.
+  const std::string find = "find " + q(view_) + " -mindepth 3 -maxdepth 3 -type f ! -name gpucryptfs.diriv -uid " + std::to_string(kAttacker);
+  r = run_shell(find);
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string path = r.output.substr(0, r.output.find('\n'));
+  ASSERT_FALSE(path.empty()) << run_shell("find " + q(view_) + " -ls").output;
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(p[0]);
+    if (::setgroups(0, nullptr) != 0 || ::setresgid(kAttacker, kAttacker, kAttacker) != 0 ||
+        ::setresuid(kAttacker, kAttacker, kAttacker) != 0)
+      ::_exit(10);
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) ::_exit(11);  // the lookup, as his own file
+    if (::rename((shared + "/x").c_str(), (shared + "/old").c_str()) != 0) ::_exit(12);
+    if (::rename((shared + "/v").c_str(), (shared + "/x").c_str()) != 0) ::_exit(13);
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    const std::string said = fd >= 0 ? "opened" : std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    if (::write(p[1], said.data(), said.size()) < 0) ::_exit(14);
+    ::_exit(0);
+  }
+  ::close(p[1]);
+  std::string said;
+  char buf[256];
+  for (ssize_t n; (n = ::read(p[0], buf, sizeof buf)) > 0;) said.append(buf, static_cast<std::size_t>(n));
+  ::close(p[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0) << "10: no setuid; 11: lookup; 12, 13: the swap";
+  EXPECT_TRUE(said == std::strerror(ESTALE) || said == std::strerror(EACCES))
+      << "the attacker's open of his old node: " << said;
+  unmount(view_);
 }
 
 }  // namespace
