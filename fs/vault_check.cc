@@ -241,8 +241,12 @@ class Checker {
     for (const auto& r : journal_) journal_by_id_[r.file_id].push_back(&r);
     if (options_.repair && !journal_.empty()) {
       // Restoring takes the journal's lock, as a mount does: never while a daemon writes.
-      OpenResult lock = open_beneath(root_fd_, kJournalFileName, FileType::Regular, O_RDWR);
-      if (lock && ::flock(lock.fd.get(), LOCK_EX | LOCK_NB) == 0) journal_lock_ = std::move(lock.fd);
+      if (options_.journal_lock_fd >= 0) {
+        journal_lock_ = UniqueFd(::fcntl(options_.journal_lock_fd, F_DUPFD_CLOEXEC, 0));  // the caller's lock
+      } else {
+        OpenResult lock = open_beneath(root_fd_, kJournalFileName, FileType::Regular, O_RDWR);
+        if (lock && ::flock(lock.fd.get(), LOCK_EX | LOCK_NB) == 0) journal_lock_ = std::move(lock.fd);
+      }
     }
   }
 

@@ -50,6 +50,10 @@ struct FsckProgress {
 
 struct FsckOptions {
   bool repair = false;
+  // --repair: a descriptor of the crash journal on which the caller holds the vault's exclusive
+  // lock for the whole run (what a read-write mount holds); restoring torn chunks uses it. -1:
+  // the check tries to take the lock itself when it has chunks to restore.
+  int journal_lock_fd = -1;
   // Called now and then from the checking thread.
   std::function<void(const FsckProgress&)> progress;
   // --repair: called just before each item is moved, with its ciphertext path. Tests use it to

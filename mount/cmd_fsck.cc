@@ -22,6 +22,7 @@
 #include "mount/commands.h"
 #include "mount/config_option.h"
 #include "mount/exit_status.h"
+#include "mount/mount_lock.h"
 #include "mount/password.h"
 
 namespace po = boost::program_options;
@@ -109,6 +110,18 @@ int cmd_fsck(int argc, char** argv) {
       std::cerr << "fsck: " << cipherdir << " is mounted on " << mp
                 << "; checking anyway (--force): files being written may show as damaged\n";
     }
+    // A mount that this machine does not list (another mount namespace, another host over a
+    // share) still holds the vault's lock: --repair takes that lock and keeps it to the end, so
+    // it never moves or restores what a daemon is writing, and no mount starts meanwhile; a check
+    // alone goes on, saying what it may see.
+    UniqueFd repair_lock;
+    if (repair) {
+      repair_lock = take_vault_write_lock(cipherdir, "fsck --repair");
+    } else if (vault_write_lock_holder(cipherdir, std::chrono::milliseconds(0)).held && !force) {
+      std::cerr << "fsck: " << cipherdir << " is in use by a gpucryptfs process that holds its crash journal (a "
+                << "mount this machine does not list?); checking anyway, without changing anything: files being "
+                   "written may show as damaged\n";
+    }
     std::unique_ptr<Vault> vault;
     {
       const SecretString password = read_password(pw_src, "Password: ");
@@ -121,6 +134,7 @@ int cmd_fsck(int argc, char** argv) {
     ProgressBar bar;
     FsckOptions fo;
     fo.repair = repair;
+    fo.journal_lock_fd = repair_lock.get();
     fo.progress = [&](const FsckProgress& p) { bar.update(p); };
     FsckReport rep = check_vault(*vault, engines.engine(), fo);
     bar.finish();

@@ -11,6 +11,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -163,6 +164,35 @@ std::string vault_in_use_message(const std::string& cipherdir, const LockHolder&
 void refuse_second_read_write_mount(const std::string& cipherdir) {
   const LockHolder h = vault_write_lock_holder(cipherdir, kLockGrace);
   if (h.held) throw CodedError(kExitVaultInUse, vault_in_use_message(cipherdir, h));
+}
+
+UniqueFd take_vault_write_lock(const std::string& cipherdir, const std::string& why) {
+  UniqueFd dir(::open(cipherdir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!dir) throw UserError("cannot open " + cipherdir + ": " + std::strerror(errno));
+  OpenResult j = open_beneath(dir.get(), kJournalFileName, FileType::Regular, O_RDWR | O_CREAT, 0600);
+  if (!j) throw UserError(cipherdir + "/" + kJournalFileName + " " + j.why() + ": " + why + " needs the vault's lock");
+  const int e = flock_with_grace(j.fd.get(), LOCK_EX);  // a daemon that was just unmounted may still be exiting
+  if (e == EWOULDBLOCK) {
+    LockHolder h;
+    h.held = true;
+    h.mountpoint = [&] {
+      std::string mp;
+      for (const auto& m : gpucryptfs_mounts_of(cipherdir))
+        if (!m.read_only) mp = m.mountpoint;
+      return mp;
+    }();
+    struct stat st {};
+    if (::fstat(j.fd.get(), &st) == 0) h.pid = flock_holder(st.st_dev, st.st_ino);
+    const std::string pid = h.pid > 0 ? " (pid " + std::to_string(h.pid) + ")" : "";
+    throw CodedError(kExitVaultInUse,
+                     why + " refused: " + cipherdir + " is in use by a gpucryptfs process" + pid +
+                         (h.mountpoint.empty() ? std::string(" that holds its crash journal (a mount in another mount "
+                                                             "namespace or on another machine?)")
+                                               : " mounted read-write on " + h.mountpoint) +
+                         "; unmount it first");
+  }
+  if (e != 0) throw UserError("cannot lock " + cipherdir + "/" + kJournalFileName + ": " + std::strerror(e));
+  return std::move(j.fd);
 }
 
 void refuse_mounted_volume(const std::string& container, bool read_only) {

@@ -137,6 +137,44 @@ TEST(MountLock, AHolderThatServesNoMountHereIsWaitedForPastTheGrace) {
   EXPECT_EQ(read_file(again.path() + "/kept"), "written before the unmount");
 }
 
+// fsck --repair takes the vault's lock, as a read-write mount does, and refuses while another
+// process holds it: a mount in another mount namespace (here flock(1), which holds it the same
+// way) is not listed in this one's mountinfo, and --repair used to move entries under its feet.
+// A check without --repair goes on, saying so, and changes nothing; once the lock is free the
+// repair runs.
+TEST(MountLock, FsckRepairRefusesWhileAnUnlistedProcessHoldsTheVaultsLock) {
+  if (run_shell("command -v flock >/dev/null").status != 0) GTEST_SKIP() << "no flock(1) here";
+  MountedVault v;
+  write_file(v.path("kept"), "kept");
+  v.unmount();
+  write_file(v.cipherdir() + "/not-a-name-this-vault-made", "planted");  // a name that does not decrypt
+  const std::string journal = v.cipherdir() + "/gpucryptfs.journal";
+  TempDir root("gcfs-lock");
+  const std::string ready = root.path() + "/holding", pidfile = root.path() + "/pid";
+  ASSERT_EQ(run_shell("setsid flock -x " + q(journal) + " sh -c 'echo $$ > " + q(pidfile) + "; touch " + q(ready) +
+                      "; exec sleep 60' >/dev/null 2>&1 &").status, 0);
+  for (int i = 0; i < 200 && ::access(ready.c_str(), F_OK) != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_EQ(::access(ready.c_str(), F_OK), 0) << "flock never took the lock";
+  const std::string fsck = v.binary() + " fsck --engine cpu --passfile " + q(v.passfile()) + " ";
+  CommandResult r = run_shell(fsck + "--repair " + q(v.cipherdir()));
+  EXPECT_EQ(r.status, 31) << r.output;
+  EXPECT_NE(r.output.find("fsck --repair refused"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("holds its crash journal"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("Password"), std::string::npos) << "refused before the password is read: " << r.output;
+  EXPECT_EQ(::access((v.cipherdir() + "/not-a-name-this-vault-made").c_str(), F_OK), 0) << "moved while locked";
+  r = run_shell(fsck + q(v.cipherdir()));
+  EXPECT_EQ(r.status, 26) << r.output;
+  EXPECT_NE(r.output.find("checking anyway, without changing anything"), std::string::npos) << r.output;
+  EXPECT_EQ(::access((v.cipherdir() + "/not-a-name-this-vault-made").c_str(), F_OK), 0);
+  run_shell("kill $(cat " + q(pidfile) + ")");
+  r = run_shell(fsck + "--repair " + q(v.cipherdir()));
+  EXPECT_EQ(r.status, 26) << r.output;  // it found damage, and moved it
+  EXPECT_NE(r.output.find("moved to:"), std::string::npos) << r.output;
+  EXPECT_NE(::access((v.cipherdir() + "/not-a-name-this-vault-made").c_str(), F_OK), 0);
+  v.mount();
+  EXPECT_EQ(read_file(v.path("kept")), "kept");
+}
+
 TEST(MountLock, AVolumeMountedTwiceIsRefusedWithTheSameCode) {
   TempDir root("gcfs-lock");
   const std::string c = root.path() + "/c.gcv", pw = root.path() + "/pw", log = root.path() + "/log";
