@@ -47,6 +47,32 @@ SecretBytes read_master_key(const MasterKeyOptions& o) {
   }
 }
 
+namespace {
+
+// The master key cannot authenticate the config's clear fields (their tag is the password's
+// wrap), and a master-key unlock is what a user reaches for exactly when the password "fails",
+// which an edited config also makes it do. So every field the mount would take from the config
+// is checked against what the vault's authenticated files say: a chunk size or content format
+// that they contradict would have new writes sealed in the wrong shape, destroying what is there
+// (and passwd --masterkey would write it into a fresh config). Refused, naming the field.
+void refuse_config_the_files_contradict(const VaultConfig& cfg, const ConfigPlace& place, const MasterKeyProbe& probe) {
+  const std::string edited = ": the config was edited or damaged. Nothing was mounted or written; move the config "
+                             "away to mount with the master key alone (the files then give its parameters)";
+  const auto& fits = probe.chunk_sizes;
+  if (probe.files_ok && std::find(fits.begin(), fits.end(), cfg.chunk_size) == fits.end())
+    throw CodedError(kExitBadConfig, place.path() + " says \"chunk_size\": " + std::to_string(cfg.chunk_size) +
+                                         ", but the vault's files were written with chunks of " +
+                                         std::to_string(fits.front()) + " bytes" + (fits.size() > 1 ? " or more" : "") +
+                                         edited);
+  const std::size_t other = cfg.version == 1 ? probe.format2_files : cfg.version == 2 ? probe.format1_files : 0;
+  if (other)
+    throw CodedError(kExitBadConfig, place.path() + " says \"version\": " + std::to_string(cfg.version) + ", but " +
+                                         std::to_string(other) + " of the vault's files have the headers of format " +
+                                         std::to_string(cfg.version == 1 ? 2 : 1) + edited);
+}
+
+}  // namespace
+
 VaultConfig config_for_master_key(const std::string& cipherdir, const ConfigPlace& place, const SecretBytes& key,
                                   const MasterKeyOptions& o, std::vector<std::string>* warnings, bool* config_found) {
   const KeyRing keys(key);
@@ -65,6 +91,7 @@ VaultConfig config_for_master_key(const std::string& cipherdir, const ConfigPlac
     *config_found = true;
     if (!o.chunk_size.empty())
       throw po::error("--chunk-size is for a vault whose config is lost; " + place.path() + " gives it");
+    refuse_config_the_files_contradict(cfg, place, probe);
     return cfg;
   } catch (const NotAVault&) {
   } catch (const CorruptData& e) {

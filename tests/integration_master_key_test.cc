@@ -13,6 +13,7 @@
 #include <regex>
 #include <thread>
 #include <string>
+#include <tuple>
 
 #include "support/mounted_vault.h"
 
@@ -41,6 +42,7 @@ class MasterKey : public ::testing::Test {
     ::mkdir(cipher_.c_str(), 0700);
     ::mkdir(plain_.c_str(), 0700);
     write_file(pw_, "the password\n");
+    ::chmod(pw_.c_str(), 0600);  // one others can read is warned about, and --quiet prints nothing else
   }
   ~MasterKey() override { unmount(); }
 
@@ -150,6 +152,53 @@ TEST_F(MasterKey, FindsAChunkSizeOtherThanTheDefault) {
   EXPECT_EQ(run_shell("printf '%s\\n' " + q(key_) + " | " + test_binary() + " mount --masterkey --chunk-size 4K --engine cpu " +
                       q(cipher_) + " " + q(plain_)).status, 14);
   EXPECT_FALSE(is_mounted());
+}
+
+// An edited config is what makes the password "fail", which is exactly when a user reaches for
+// the master key; the key cannot authenticate the config's clear fields, so each one the mount
+// would use is checked against the vault's files. A chunk size or format they contradict is
+// refused naming the field, by mount and by passwd, which must not write it into a fresh config
+// (a mount with 4 KiB chunks on a 64 KiB vault destroyed what it wrote over).
+TEST_F(MasterKey, AConfigFieldTheFilesContradictIsRefusedNeverMountedOrBlessed) {
+  init("--chunk-size 64K");
+  populate_and_unmount(200000);
+  const std::string conf = cipher_ + "/gpucryptfs.conf", original = read_file(conf);
+  const std::string key_file = root_.path() + "/key", new_pw = root_.path() + "/new-pw";
+  write_file(key_file, key_ + "\n");
+  write_file(new_pw, "a new password\n");
+  const auto edit = [&](const std::string& from, const std::string& to) {
+    std::string c = original;
+    const auto at = c.find(from);
+    ASSERT_NE(at, std::string::npos) << c;
+    c.replace(at, from.size(), to);
+    ::chmod(conf.c_str(), 0600);
+    write_file(conf, c);
+  };
+  for (const auto& [from, to, field] : {std::tuple{std::string("\"chunk_size\": 65536"), std::string("\"chunk_size\": 4096"),
+                                                   std::string("\"chunk_size\": 4096")},
+                                        std::tuple{std::string("\"version\": 2"), std::string("\"version\": 1"),
+                                                   std::string("\"version\": 1")}}) {
+    if (from.find("version") != std::string::npos && original.find(from) == std::string::npos) continue;  // a format 1 run
+    edit(from, to);
+    const std::string edited = read_file(conf);
+    EXPECT_EQ(run_shell(test_binary() + " mount --engine cpu --passfile " + q(pw_) + " " + q(cipher_) + " " + q(plain_)).status, 12);
+    CommandResult r = mount_with_key(key_);
+    EXPECT_EQ(r.status, 23) << r.output;
+    EXPECT_NE(r.output.find(field), std::string::npos) << r.output;
+    EXPECT_FALSE(is_mounted());
+    if (is_mounted()) unmount();
+    r = run_shell(test_binary() + " passwd --masterkey-file " + q(key_file) + " --new-passfile " + q(new_pw) +
+                  " --scrypt-logn 10 " + q(cipher_));
+    EXPECT_EQ(r.status, 23) << r.output;
+    EXPECT_NE(r.output.find(field), std::string::npos) << r.output;
+    EXPECT_EQ(read_file(conf), edited) << "passwd wrote a config";
+  }
+  // Put back as it was, the vault is whole.
+  ::chmod(conf.c_str(), 0600);
+  write_file(conf, original);
+  ASSERT_EQ(run_shell(test_binary() + " mount --engine cpu --passfile " + q(pw_) + " --log " + q(log_) + " " + q(cipher_) + " " + q(plain_)).status, 0);
+  mounted_ = true;
+  expect_contents(200000);
 }
 
 // A vault of 64 KiB chunks holding only files shorter than 4 KiB: nothing pins the size, 4 KiB is
