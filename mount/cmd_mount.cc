@@ -18,6 +18,7 @@
 #include "fs/log.h"
 #include "fs/vault.h"
 #include "mount/cli_checks.h"
+#include "mount/caller_charge.h"
 #include "mount/cipherdir_exposure.h"
 #include "mount/cli_options.h"
 #include "mount/commands.h"
@@ -256,6 +257,12 @@ int cmd_mount(int argc, char** argv) {
         }
       }
       rv->fs = std::make_unique<mount::EncryptedFs>(*rv->vault, rv->engines->engine(), root_fd, fso);
+      if (mo.allow_other && !mo.read_only) {  // only then do other users' requests come
+        const std::string off = mount::enable_caller_charging(root_fd);
+        log::info(off.empty() ? "space is charged to the caller it is written for (root's reserved blocks and quota "
+                                "limits hold for other users)"
+                              : "space is not charged to each caller: " + off);
+      }
       mount::FuseFilesystem f;
       f.ops = &mount::EncryptedFs::operations();
       f.tmpfile_as_create = true;  // EncryptedFs::create makes O_TMPFILE files

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "mount/caller_charge.h"
 #include "mount/fuse_api.h"
 #include "mount/fuse_tmpfile_abi.h"
 #include "mount/ring_request.h"
@@ -183,6 +184,8 @@ void dispatch_request(fuse_session* se, const fuse_buf& buf, RingReplySink* sink
   fuse_in_header in;
   if (buf.mem && buf.size >= sizeof in) {
     std::memcpy(&in, buf.mem, sizeof in);
+    // Space this request allocates is charged to its caller (mount/caller_charge.h).
+    if (opcode_allocates(in.opcode)) charge_thread_to(in.uid, in.gid);
     if (in.opcode == FUSE_READ && g_options.direct_read && answer_read_directly(in, buf, sink)) return;
     if (in.opcode == FUSE_WRITE && g_options.direct_write && answer_write_directly(in, buf, sink)) return;
     if (in.opcode == FUSE_WRITE) {

@@ -91,6 +91,68 @@ std::string backing_path(const MountedVault& v, const std::string& rel) {
   return r.output;
 }
 
+// An ext4 image with half its blocks reserved for root, loop-mounted for one test and always
+// unmounted again; empty path() where this machine cannot make one.
+class ReservedExt4 {
+ public:
+  ReservedExt4() : dir_("gcfs-ext4") {
+    image_ = dir_.path() + "/image";
+    mnt_ = dir_.path() + "/mnt";
+    ::chmod(dir_.path().c_str(), 0755);  // other users reach the mount through it
+    ::mkdir(mnt_.c_str(), 0755);
+    const auto r = run_shell("truncate -s 64M " + shell_quote(image_) + " && mkfs.ext4 -q -F -m 50 " + shell_quote(image_) +
+                             " && mount -o loop " + shell_quote(image_) + " " + shell_quote(mnt_));
+    if (r.status == 0) mounted_ = true;
+    else why_ = r.output;
+  }
+  ~ReservedExt4() {
+    if (mounted_) run_shell("umount " + shell_quote(mnt_) + " || umount -l " + shell_quote(mnt_));
+  }
+  const std::string& path() const { return mounted_ ? mnt_ : why_; }
+  bool ok() const { return mounted_; }
+
+ private:
+  TempDir dir_;
+  std::string image_, mnt_, why_;
+  bool mounted_ = false;
+};
+
+// Space the root daemon allocates for another user is charged as that user's own writes are:
+// an ordinary user's fallocate or write through the mount cannot spend root's reserved blocks
+// (it filled such an ext4 to 100%, leaving nothing for root's own services), while root's own
+// requests still can.
+TEST(LocalUsers, AnotherUsersWritesCannotSpendRootsReservedBlocks) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: a loop-mounted ext4 and a mount served to another user";
+  GCFS_REQUIRE_PROGRAM("mkfs.ext4");
+  GCFS_REQUIRE_PROGRAM("setpriv");
+  ReservedExt4 ext4;
+  if (!ext4.ok()) GTEST_SKIP() << "cannot loop-mount an ext4 image here: " << ext4.path();
+  ASSERT_EQ(::chmod(ext4.path().c_str(), 0755), 0);
+  VaultOptions o = allow_other();
+  o.parent_dir = ext4.path();
+  {
+    MountedVault v(o);
+    open_to_others(v);
+    ASSERT_EQ(::mkdir(v.path("mine").c_str(), 0777), 0);
+    ASSERT_EQ(::chmod(v.path("mine").c_str(), 0777), 0);
+    EXPECT_NE(v.log().find("space is charged to the caller"), std::string::npos) << v.log();
+    const std::string nb = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
+    // About 28 MiB are free to an ordinary user, 60 to root.
+    auto r = run_shell(nb + "fallocate -l 40M " + shell_quote(v.path("mine/big")));
+    EXPECT_NE(r.status, 0) << "an ordinary user's fallocate spent root's reserved blocks";
+    EXPECT_NE(r.output.find("No space left"), std::string::npos) << r.output;
+    r = run_shell(nb + "dd if=/dev/zero of=" + shell_quote(v.path("mine/written")) + " bs=1M count=40 status=none");
+    EXPECT_NE(r.status, 0) << "an ordinary user's writes spent root's reserved blocks";
+    EXPECT_NE(r.output.find("No space left"), std::string::npos) << r.output;
+    run_shell("rm -f " + shell_quote(v.path("mine/written")) + " " + shell_quote(v.path("mine/big")));
+    // Whatever the user fills through the mount, root's reserve is left for root.
+    r = run_shell(nb + "dd if=/dev/zero of=" + shell_quote(v.path("mine/fill")) + " bs=1M count=100 status=none");
+    EXPECT_NE(r.output.find("No space left"), std::string::npos) << r.output;
+    r = run_shell("fallocate -l 8M " + shell_quote(v.path("roots")));
+    EXPECT_EQ(r.status, 0) << r.output;
+  }
+}
+
 // The race of the issue: the kernel looks a name up (absent), then sends CREATE; meanwhile the
 // file appears in CIPHERDIR (a second mount of the vault, a sync tool, root working there). The
 // daemon's create then met EEXIST and opened the existing file read-write with its own rights,
