@@ -558,7 +558,14 @@ int EncryptedFs::change_attr(fuse_req_t req, Inode& in, struct stat* attr, int v
   SetattrRequest change;
   change.mode = valid & FUSE_SET_ATTR_MODE;
   change.new_mode = attr->st_mode;
-  change.owner = valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID);
+  // chown(file, -1, -1) reaches us with nothing asked (the ctime alone, which libfuse 3.14 does
+  // not pass on): with FUSE_HANDLE_KILLPRIV_V2 the kernel leaves the setid bits to us and sends no
+  // owner it does not change, and on ext4 such a chown clears them as any chown does, for root
+  // too (pjdfstest chown/00). The only other empty SETATTR, the kernel's "remove privileges" of a
+  // fallocate by a caller without CAP_FSETID, clears the same bits by the same rule.
+  const bool chown_to_nothing =
+      !S_ISDIR(in.type) && !S_ISLNK(in.type) && (valid & ~FUSE_SET_ATTR_CTIME) == 0;
+  change.owner = (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) || chown_to_nothing;
   if (valid & FUSE_SET_ATTR_GID) change.new_gid = attr->st_gid;
   change.size = valid & FUSE_SET_ATTR_SIZE;
   change.remove_privileges = valid == 0 || (valid & (FUSE_SET_ATTR_KILL_SUID | FUSE_SET_ATTR_KILL_SGID));

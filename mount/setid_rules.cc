@@ -25,12 +25,14 @@ mode_t mode_after_setattr(mode_t current, gid_t current_gid, const SetattrReques
   const gid_t gid = r.owner && r.new_gid != static_cast<gid_t>(-1) ? r.new_gid : current_gid;
   // chmod: S_ISGID only from a caller in the file's group or holding CAP_FSETID (setattr_copy).
   if (r.mode && (mode & S_ISGID) && !caller.in_group_or_capable(gid)) mode &= ~S_ISGID;
-  if (!S_ISREG(current)) return mode;
-  if (r.owner) {
-    // chown_common: S_ISUID always goes; S_ISGID by the rule above, judged on the old group.
+  if (r.owner && !S_ISDIR(current) && !S_ISLNK(current)) {
+    // chown_common, for every kind but a directory (FIFOs, sockets and devices too, as ext4 does
+    // and pjdfstest chown/00 checks): S_ISUID always goes; S_ISGID by the rule above, judged on
+    // the old group.
     mode &= ~S_ISUID;
     if (sgid_must_go(current, current_gid, caller)) mode &= ~S_ISGID;
   }
+  if (!S_ISREG(current)) return mode;  // writes and truncates change regular files only
   if ((r.size || r.remove_privileges) && !caller.cap_fsetid) {
     // file_remove_privs / do_truncate: only a caller without CAP_FSETID loses the bits.
     mode &= ~S_ISUID;

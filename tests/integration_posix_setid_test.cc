@@ -166,6 +166,23 @@ TEST(PosixSetid, RootKeepsTheBitsOnlyWithCapFsetid) {
   EXPECT_EQ(each_mode(v, "", "chown 65534 f"),
             "6777 -> 777 65534:0\n2666 -> 2666 65534:0\n6766 -> 2766 65534:0\n4777 -> 777 65534:0\n"
             "2676 -> 676 65534:0\n");
+  // chown(f, -1, -1), which changes neither and still clears the bits on ext4 (pjdfstest chown/00:
+  // 06555 -> 0555), for root as for anyone: it reaches the daemon as a SETATTR that asks nothing.
+  GCFS_REQUIRE_PROGRAM("perl");
+  EXPECT_EQ(each_mode(v, "", "perl -e 'chown(-1, -1, \"f\") or die'"),
+            "6777 -> 777 0:0\n2666 -> 2666 0:0\n6766 -> 2766 0:0\n4777 -> 777 0:0\n2676 -> 676 0:0\n");
+  // A chown clears them on every kind but a directory: FIFOs, sockets and devices too (ext4;
+  // pjdfstest chown/00), by root and by the owner changing the group.
+  EXPECT_EQ(run_in(v,
+                   "for k in fifo char; do rm -f n; if [ $k = fifo ]; then mkfifo n; else mknod n c 1 3; fi\n"
+                   "chmod 06555 n; chown 65534:65533 n; echo \"$k root: $(m n)\"\n"
+                   "chmod 06555 n; perl -e '$( = $) = \"65533 65533 65532\"; $< = $> = 65534; chown(-1, 65532, \"n\") or die'; "
+                   "echo \"$k owner: $(m n)\"\n"
+                   "chmod 06555 n; perl -e 'chown(-1, -1, \"n\") or die'; echo \"$k nothing: $(m n)\"; done\n"
+                   "rm -f n; mkdir d; chmod 06755 d; chown 65534:65533 d; echo \"dir: $(m d)\"\n"),
+            "fifo root: 555 65534:65533\nfifo owner: 555 65534:65532\nfifo nothing: 555 65534:65532\n"
+            "char root: 555 65534:65533\nchar owner: 555 65534:65532\nchar nothing: 555 65534:65532\n"
+            "dir: 6755 65534:65533\n");
 }
 
 // Runs fn as nobody with umask 0 in a child; its exit status.
