@@ -397,6 +397,27 @@ std::string EncryptedFs::backing_handle(int dirfd, const char* entry) {
   return std::string(reinterpret_cast<const char*>(&h.fh), sizeof(file_handle) + h.fh.handle_bytes);
 }
 
+namespace {
+
+// Whether the directory dirfd lies beneath CIPHERDIR (root: its attributes), by walking ".." up
+// to it. Off CIPHERDIR's filesystem, at that filesystem's root (whose ".." is itself) or deeper
+// than any path can be, it does not.
+bool beneath_cipherdir(int dirfd, const struct stat& root) {
+  UniqueFd cur(::fcntl(dirfd, F_DUPFD_CLOEXEC, 0));
+  for (int depth = 0; cur && depth < 4096; ++depth) {
+    struct stat st {};
+    if (::fstat(cur.get(), &st) != 0 || st.st_dev != root.st_dev) return false;
+    if (st.st_ino == root.st_ino) return true;
+    UniqueFd up(::openat(cur.get(), "..", O_PATH | O_DIRECTORY | O_CLOEXEC));
+    struct stat ust {};
+    if (!up || ::fstat(up.get(), &ust) != 0 || (ust.st_dev == st.st_dev && ust.st_ino == st.st_ino)) return false;
+    cur = std::move(up);
+  }
+  return false;
+}
+
+}  // namespace
+
 int EncryptedFs::lookup_unnamed(fuse_ino_t ino, bool parent, fuse_entry_param* e) {
   // A descriptor of ino: the live inode's, or its backing file found again through its handle
   // (only handles we took ourselves, of files in CIPHERDIR, are ever opened).
@@ -433,6 +454,16 @@ int EncryptedFs::lookup_unnamed(fuse_ino_t ino, bool parent, fuse_entry_param* e
       return -ESTALE;
     }
     fd = up;
+  }
+  // Reached without a name, a directory must still be one of CIPHERDIR's: one its owner moved out
+  // of it stays reachable through a handle the kernel holds, and ".." of it leads on above the
+  // vault (over an NFS export, anywhere on the backing filesystem). Files, which have no "..",
+  // must at least be on CIPHERDIR's filesystem.
+  if (S_ISDIR(st.st_mode) ? !beneath_cipherdir(fd, root) : st.st_dev != root.st_dev) {
+    ::close(fd);
+    log::warning(std::string("a ") + (S_ISDIR(st.st_mode) ? "directory" : "file") +
+                 " reached by its file handle is no longer in CIPHERDIR (moved out of it?): refused (ESTALE)");
+    return -ESTALE;
   }
   Inode& node = inodes_.find_or_insert_unnamed(st, fd, backing_handle(fd, ""));
   if (!parent && inodes_.id_of(node) != ino) {  // another file under that number now

@@ -116,6 +116,49 @@ TEST(PosixHandles, HandlesOpenTheRightFileAfterTheKernelForgetsIt) {
   EXPECT_EQ(read_file(v.path("d/sub/moved2")), "renamed later");
 }
 
+// A directory moved out of CIPHERDIR by someone who can write there (its owner, a sync tool)
+// is no longer the vault's: a handle the kernel kept for it, or for a directory beneath it, is
+// stale, and ".." never walks from it to folders above the vault, so the daemon never lists or
+// writes there.
+TEST(PosixHandles, ADirectoryMovedOutOfCipherdirIsStaleByItsHandle) {
+  if (::geteuid() != 0) GTEST_SKIP() << "open_by_handle_at and drop_caches need root";
+  MountedVault v;
+  TempDir outside("gcfs-outside");
+  ASSERT_EQ(::mkdir(v.path("d").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(v.path("d/sub").c_str(), 0755), 0);
+  write_file(v.path("d/sub/file"), "in the vault");
+  auto d = handle_of(v.path("d"));
+  auto sub = handle_of(v.path("d/sub"));
+  ASSERT_TRUE(d && sub);
+  struct stat st {};
+  ASSERT_EQ(::stat(v.path("d").c_str(), &st), 0);
+  auto r = run_shell("find " + shell_quote(v.cipherdir()) + " -maxdepth 1 -inum " + std::to_string(st.st_ino));
+  const std::string backing = r.output.substr(0, r.output.find('\n'));
+  ASSERT_FALSE(backing.empty()) << r.output;
+  const int mount_fd = ::open(v.mountpoint().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(mount_fd, 0);
+  ASSERT_EQ(::rename(backing.c_str(), (outside.path() + "/taken").c_str()), 0) << std::strerror(errno);
+  drop_kernel_caches();
+  for (Handle* h : {d.get(), sub.get()}) {
+    const int fd = ::open_by_handle_at(mount_fd, &h->fh, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    EXPECT_LT(fd, 0) << "a directory moved out of CIPHERDIR opened by its handle";
+    if (fd >= 0) {
+      const int up = ::openat(fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      EXPECT_LT(up, 0) << "\"..\" of it walked on";
+      const int made = ::openat(fd, "made-outside", O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+      EXPECT_LT(made, 0) << "created through it";
+      for (int x : {up, made, fd})
+        if (x >= 0) ::close(x);
+    } else {
+      EXPECT_EQ(errno, ESTALE) << std::strerror(errno);
+    }
+  }
+  ::close(mount_fd);
+  EXPECT_EQ(run_shell("find " + shell_quote(outside.path()) + " -newer " + shell_quote(v.cipherdir() + "/gpucryptfs.conf") +
+                      " -name '*made*'").output, "");
+  EXPECT_NE(v.log().find("no longer in CIPHERDIR"), std::string::npos) << v.log();
+}
+
 // Each close of a file opened by handle lets the kernel forget its node (the FORGET goes to the
 // daemon on one thread) while the next open by the same handle asks for "." on another: the
 // lookup found the node, the FORGET dropped it and closed its descriptor, and the lookup went on
