@@ -116,7 +116,7 @@ int cmd_fsck(int argc, char** argv) {
     // alone goes on, saying what it may see.
     UniqueFd repair_lock;
     if (repair) {
-      repair_lock = take_vault_write_lock(cipherdir, "fsck --repair");
+      repair_lock = take_vault_write_lock(cipherdir, "fsck --repair", false);
     } else if (vault_write_lock_holder(cipherdir, std::chrono::milliseconds(0)).held && !force) {
       std::cerr << "fsck: " << cipherdir << " is in use by a gpucryptfs process that holds its crash journal (a "
                 << "mount this machine does not list?); checking anyway, without changing anything: files being "
@@ -127,6 +127,7 @@ int cmd_fsck(int argc, char** argv) {
       const SecretString password = read_password(pw_src, "Password: ");
       vault = Vault::open(cipherdir, cfg, password.view(), kdf_policy(allow_expensive_kdf));
     }  // the password is wiped here, or on the way out when open throws
+    if (repair && !repair_lock) repair_lock = take_vault_write_lock(cipherdir, "fsck --repair", true);
 
     EngineOptions eo;
     eo.name = engine;

@@ -166,10 +166,11 @@ void refuse_second_read_write_mount(const std::string& cipherdir) {
   if (h.held) throw CodedError(kExitVaultInUse, vault_in_use_message(cipherdir, h));
 }
 
-UniqueFd take_vault_write_lock(const std::string& cipherdir, const std::string& why) {
+UniqueFd take_vault_write_lock(const std::string& cipherdir, const std::string& why, bool create) {
   UniqueFd dir(::open(cipherdir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!dir) throw UserError("cannot open " + cipherdir + ": " + std::strerror(errno));
-  OpenResult j = open_beneath(dir.get(), kJournalFileName, FileType::Regular, O_RDWR | O_CREAT, 0600);
+  OpenResult j = open_beneath(dir.get(), kJournalFileName, FileType::Regular, O_RDWR | (create ? O_CREAT : 0), 0600);
+  if (!create && j.error == ENOENT) return UniqueFd();
   if (!j) throw UserError(cipherdir + "/" + kJournalFileName + " " + j.why() + ": " + why + " needs the vault's lock");
   const int e = flock_with_grace(j.fd.get(), LOCK_EX);  // a daemon that was just unmounted may still be exiting
   if (e == EWOULDBLOCK) {

@@ -51,13 +51,15 @@ std::string vault_in_use_message(const std::string& cipherdir, const LockHolder&
 // the vault. For `mount` without --read-only, before the password is asked for.
 void refuse_second_read_write_mount(const std::string& cipherdir);
 
-// fsck --repair: the vault's write lock (the crash journal's exclusive flock, the journal made
-// if there is none yet), taken as a read-write mount takes it and held as long as the returned
-// descriptor is open: no daemon writes while entries move and chunks are put back, wherever it
-// runs (another mount namespace, where its mount is not listed here), and no mount starts
-// meanwhile. Throws CodedError(kExitVaultInUse) naming the holder when it is held, UserError
-// when the journal cannot be had (a FIFO or a link in its place, a read-only CIPHERDIR).
-UniqueFd take_vault_write_lock(const std::string& cipherdir, const std::string& why);
+// fsck --repair: the vault's write lock (the crash journal's exclusive flock), taken as a
+// read-write mount takes it and held as long as the returned descriptor is open: no daemon writes
+// while entries move and chunks are put back, wherever it runs (another mount namespace, where its
+// mount is not listed here), and no mount starts meanwhile. Without a journal there is no lock to
+// take and nothing holds one: an empty descriptor, unless `create` (once the password has opened
+// the vault: a wrong one must leave CIPHERDIR as it was), which makes the journal to hold it.
+// Throws CodedError(kExitVaultInUse) naming the holder when it is held, UserError when the
+// journal cannot be had (a FIFO or a link in its place, a read-only CIPHERDIR).
+UniqueFd take_vault_write_lock(const std::string& cipherdir, const std::string& why, bool create);
 
 // Volumes lock the container itself (fs/volume_container.h): exclusively when read-write, shared
 // when read-only, so a read-only mount never joins a read-write one there (a filesystem in
