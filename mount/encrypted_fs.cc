@@ -18,6 +18,7 @@
 #include "mount/caller_creds.h"
 #include "mount/encrypted_fs_handles.h"
 #include "mount/fd_limit.h"
+#include "mount/node_generation.h"
 #include "mount/open_reply.h"
 #include "mount/session_io.h"
 #include "mount/tsan_handover.h"
@@ -275,8 +276,10 @@ int EncryptedFs::make_entry(Inode& dir, int dirfd, const std::string& entry, fus
 }
 
 void EncryptedFs::reply_entry_or_err(fuse_req_t req, int rc, const fuse_entry_param& e) {
-  if (rc < 0) fuse_reply_err(req, -rc);
-  else fuse_reply_entry(req, &e);
+  if (rc < 0) return (void)fuse_reply_err(req, -rc);
+  fuse_entry_param with = e;
+  with.generation = node_generation();  // handles of earlier mounts go stale, never wrong
+  fuse_reply_entry(req, &with);
 }
 
 void EncryptedFs::give_to_caller(fuse_req_t req, int dirfd, const std::string& entry, int fd) {

@@ -13,6 +13,7 @@
 #include "fs/log.h"
 #include "mount/encrypted_fs.h"
 #include "mount/encrypted_fs_handles.h"
+#include "mount/node_generation.h"
 
 namespace gcfs::mount {
 namespace {
@@ -148,6 +149,7 @@ void EncryptedFs::readdir(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_
         }
         counted = rc == 0;
       }
+      if (e.ino) e.generation = node_generation();  // mount/node_generation.h
       need = fuse_add_direntry_plus(req, buf + used, size - used, ent.name.c_str(), &e, next);
       if (need > size - used) {
         if (counted) inodes_.forget(inode(e.ino), 1);

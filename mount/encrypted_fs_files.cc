@@ -16,6 +16,7 @@
 #include "mount/session_io.h"
 #include "mount/tsan_handover.h"
 #include "mount/encrypted_fs_handles.h"
+#include "mount/node_generation.h"
 #include "mount/open_reply.h"
 
 namespace gcfs::mount {
@@ -238,7 +239,9 @@ void EncryptedFs::finish_create(fuse_req_t req, Inode& in, int fd, const struct 
   // O_DIRECT handle does not hold the inode in cached mode (which makes the kernel serialize every
   // other handle's direct writes).
   choose_direct_io(fi, direct_writes_);
-  if (fuse_reply_create(req, &e, fi) != 0) {
+  fuse_entry_param with = e;
+  with.generation = node_generation();  // mount/node_generation.h
+  if (fuse_reply_create(req, &with, fi) != 0) {
     untrack(h);
     delete h;
     release_content(in);

@@ -8,6 +8,7 @@
 
 #include "fs/log.h"
 #include "fs/unique_fd.h"
+#include "mount/node_generation.h"
 
 namespace gcfs::mount {
 namespace {
@@ -131,6 +132,7 @@ void ReverseFs::lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   ep.attr.st_ino = ep.ino;
   ep.attr_timeout = kTimeout;
   ep.entry_timeout = kTimeout;
+  ep.generation = node_generation();  // node IDs restart with each mount: mount/node_generation.h
   fuse_reply_entry(req, &ep);
 }
 

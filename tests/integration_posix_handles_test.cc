@@ -14,6 +14,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "support/mounted_vault.h"
 
@@ -114,6 +115,40 @@ TEST(PosixHandles, HandlesOpenTheRightFileAfterTheKernelForgetsIt) {
   v.remount();
   EXPECT_EQ(read_file(v.path("d/a")), "linked more");
   EXPECT_EQ(read_file(v.path("d/sub/moved2")), "renamed later");
+}
+
+// Node IDs start again at every mount: a handle taken under an earlier mount names an ID that the
+// new mount may have given to another file, and decoded it opened that file (an NFS client's
+// handles across a server restart read and wrote the wrong files). Each mount hands its nodes a
+// generation of its own, so such a handle is stale, never another file.
+TEST(PosixHandles, AHandleFromAnEarlierMountIsStaleNeverAnotherFile) {
+  if (::geteuid() != 0) GTEST_SKIP() << "open_by_handle_at needs root";
+  MountedVault v;
+  ASSERT_EQ(::mkdir(v.path("d").c_str(), 0755), 0);
+  std::vector<std::unique_ptr<Handle>> old;
+  for (int i = 0; i < 4; ++i) {
+    write_file(v.path("d/file" + std::to_string(i)), "old " + std::to_string(i));
+    old.push_back(handle_of(v.path("d/file" + std::to_string(i))));
+    ASSERT_TRUE(old.back());
+  }
+  auto old_dir = handle_of(v.path("d"));
+  ASSERT_TRUE(old_dir);
+  v.remount();
+  // New files take the node IDs the old ones had.
+  for (int i = 0; i < 8; ++i) write_file(v.path("other" + std::to_string(i)), "other " + std::to_string(i));
+  const int mount_fd = ::open(v.mountpoint().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(mount_fd, 0);
+  for (auto& h : old) EXPECT_EQ(read_by_handle(mount_fd, h.get()), std::string("error: ") + std::strerror(ESTALE));
+  const int dfd = ::open_by_handle_at(mount_fd, &old_dir->fh, O_RDONLY | O_CLOEXEC);
+  EXPECT_LT(dfd, 0) << "an old directory handle opened something";
+  if (dfd >= 0) ::close(dfd);
+  else EXPECT_EQ(errno, ESTALE) << std::strerror(errno);
+  // Within one mount, handles keep working (the generation is the same for all its nodes).
+  auto fresh = handle_of(v.path("other3"));
+  ASSERT_TRUE(fresh);
+  drop_kernel_caches();
+  EXPECT_EQ(read_by_handle(mount_fd, fresh.get()), "other 3");
+  ::close(mount_fd);
 }
 
 // A directory moved out of CIPHERDIR by someone who can write there (its owner, a sync tool)
