@@ -268,22 +268,29 @@ void NameMapping::remove_long_target_if_unused(int dirfd, std::string_view link)
 }
 
 bool NameMapping::storable_xattr_name(std::string_view plain) {
-  // File capabilities never apply in a mount (FUSE mounts are nosuid), and the kernel asks for
-  // this one on every write: it is refused, and the question answered without a backing call.
-  if (plain == "security.capability") return false;
+  // security.capability is kept too (a backup of /usr/bin restores it; the mount is nosuid, so
+  // it never grants anything here); the kernel removes it on write, truncate and chown itself.
   for (std::string_view ns : {"user.", "trusted.", "security."})
     if (plain.starts_with(ns)) return plain.size() > ns.size();
   return plain == kAclAccessXattr || plain == kAclDefaultXattr;
 }
 
-std::optional<std::string> NameMapping::encrypt_xattr_name(std::string_view plain) const {
+std::optional<std::string> NameMapping::encrypt_xattr_name(std::string_view plain, bool special) const {
   if (!storable_xattr_name(plain)) return std::nullopt;
-  return std::string(kXattrPrefix) + base64url_encode(siv_encrypt(sivkey_.bytes, bytes_of(kXattrNameAad), bytes_of(plain)));
+  return std::string(special ? kSpecialXattrPrefix : kXattrPrefix) +
+         base64url_encode(siv_encrypt(sivkey_.bytes, bytes_of(kXattrNameAad), bytes_of(plain)));
+}
+
+bool NameMapping::is_stored_xattr_name(std::string_view stored) {
+  return stored.starts_with(kXattrPrefix) || stored.starts_with(kSpecialXattrPrefix);
 }
 
 std::optional<std::string> NameMapping::decrypt_xattr_name(std::string_view stored) const {
-  if (!stored.starts_with(kXattrPrefix)) return std::nullopt;
-  auto raw = base64url_decode(stored.substr(kXattrPrefix.size()));
+  std::string_view prefix = stored.starts_with(kXattrPrefix) ? kXattrPrefix
+                            : stored.starts_with(kSpecialXattrPrefix) ? kSpecialXattrPrefix
+                                                                       : std::string_view();
+  if (prefix.empty()) return std::nullopt;
+  auto raw = base64url_decode(stored.substr(prefix.size()));
   if (!raw) return std::nullopt;
   auto pt = siv_decrypt(sivkey_.bytes, bytes_of(kXattrNameAad), *raw);
   if (!pt) return std::nullopt;

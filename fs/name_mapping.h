@@ -23,6 +23,8 @@ constexpr std::size_t kMaxNameBytes = 255;  // NAME_MAX, for plaintext and ciphe
 constexpr std::string_view kLongNamePrefix = "gcfs.longname.";
 constexpr std::string_view kLongNameSuffix = ".name";
 constexpr std::string_view kXattrPrefix = "user.gcfs.";
+// The same names for symlinks, FIFOs, sockets and devices, which take no user.* attribute.
+constexpr std::string_view kSpecialXattrPrefix = "trusted.gcfs.";
 // The most a long name's .name file can hold: the unpadded base64url of the SIV ciphertext of a
 // 255-byte name (the name and its 16-byte tag), 362 bytes. A bigger one is damage, never read.
 constexpr std::size_t kMaxNameFileBytes = ((kMaxNameBytes + kSivTagBytes) * 4 + 2) / 3;
@@ -117,15 +119,19 @@ class NameMapping {
   // symlink itself); nullopt when it cannot be read.
   static std::optional<std::string> read_link(int fd, const char* entry);
 
-  // Extended attributes: user.*, trusted.*, security.* (but security.capability) and the two
-  // POSIX ACLs can be stored, all
-  // of them as encrypted user.* attributes of the backing file (the kernel has checked who may
-  // touch which namespace before the request reaches us). encrypt_xattr_name returns nullopt for
-  // other names; decrypt_xattr_name returns nullopt for names that are not ours.
+  // Extended attributes: user.*, trusted.*, security.* and the two POSIX ACLs can be stored, as
+  // encrypted user.gcfs.* attributes of the backing file, or, on a symlink, FIFO, socket or device
+  // (where Linux allows no user.* attribute, docs/FORMAT.md), as trusted.gcfs.* ones, which the
+  // daemon needs CAP_SYS_ADMIN for (the kernel has checked who may touch which namespace before
+  // the request reaches us). encrypt_xattr_name returns nullopt for other names;
+  // decrypt_xattr_name returns nullopt for names that are not ours, under either prefix.
   static constexpr std::string_view kAclAccessXattr = "system.posix_acl_access";
   static constexpr std::string_view kAclDefaultXattr = "system.posix_acl_default";
   static bool storable_xattr_name(std::string_view plain);
-  std::optional<std::string> encrypt_xattr_name(std::string_view plain) const;
+  // special: the attribute is for a file that is neither regular nor a directory.
+  std::optional<std::string> encrypt_xattr_name(std::string_view plain, bool special = false) const;
+  // Whether a backing attribute's name is one of ours (either prefix).
+  static bool is_stored_xattr_name(std::string_view stored);
   std::optional<std::string> decrypt_xattr_name(std::string_view stored) const;
   std::vector<std::uint8_t> encrypt_xattr_value(std::string_view stored_name, std::span<const std::uint8_t> value) const;
   std::optional<std::vector<std::uint8_t>> decrypt_xattr_value(std::string_view stored_name,

@@ -603,7 +603,7 @@ class Checker {
     for (std::size_t pos = 0; pos < list.size();) {
       const std::string stored(list.c_str() + pos);
       pos += stored.size() + 1;
-      if (!stored.starts_with(kXattrPrefix)) continue;
+      if (!NameMapping::is_stored_xattr_name(stored)) continue;
       ++report_.xattrs;
       auto pname = vault_.names().decrypt_xattr_name(stored);
       if (!pname) {

@@ -132,11 +132,18 @@ class EncryptedFs {
   // Extended attributes of a backing path (a /proc/self/fd path), by plaintext name: sealed and
   // opened here. 0 or -errno (-ENODATA when absent, -EIO when the value does not decrypt).
   // in: the inode the path is of, named in the log when the value does not decrypt.
+  // special: the file is neither regular nor a directory (its attributes are stored under
+  // another prefix: fs/name_mapping.h).
   int read_xattr(const std::string& path, std::string_view name, std::vector<std::uint8_t>* plain, Inode& in);
-  int write_xattr(const std::string& path, std::string_view name, std::span<const std::uint8_t> value, int flags);
-  int remove_xattr(const std::string& path, std::string_view name);
+  int write_xattr(const std::string& path, std::string_view name, std::span<const std::uint8_t> value, int flags,
+                  bool special = false);
+  int remove_xattr(const std::string& path, std::string_view name, bool special = false);
+  // Before a write changes a regular file's data: its security.capability goes, as on ext4 (with
+  // FUSE_HANDLE_KILLPRIV_V2 the kernel leaves that to the daemon). fd: the file's content
+  // descriptor. A file known to have none costs nothing; an unknown one one fgetxattr.
+  void drop_file_caps_for_write(Inode& in, int fd);
   // The stored (encrypted) name of a plaintext attribute name; nullopt for names not stored.
-  std::optional<std::string> stored_xattr_name(std::string_view name);
+  std::optional<std::string> stored_xattr_name(std::string_view name, bool special = false);
   // setfacl: the mode follows the access ACL, which is stored only when the mode cannot say it.
   int set_access_acl(fuse_req_t req, const std::string& path, std::span<const std::uint8_t> value, int flags);
   // chmod: a stored access ACL takes the new permission bits. 0 or -errno.

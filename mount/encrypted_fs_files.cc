@@ -230,6 +230,7 @@ void EncryptedFs::finish_create(fuse_req_t req, Inode& in, int fd, const struct 
   {
     std::lock_guard lk(in.mu);  // what the file was made with (Inode::open_attr)
     if (!in.open_attr) in.open_attr = std::make_unique<struct stat>(st);
+    in.file_caps = Inode::kCapsNone;  // made just now: no security.capability yet
   }
   auto* h = track(new FileHandle{&in, std::move(content), (fi->flags & O_APPEND) != 0 && !options_.writeback_cache});
   fi->fh = reinterpret_cast<std::uint64_t>(h);
@@ -324,14 +325,16 @@ void EncryptedFs::write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::si
   fuse_reply_write(req, static_cast<std::size_t>(n));
 }
 
-long EncryptedFs::direct_write(void*, std::uint64_t fh, std::uint64_t off, const unsigned char* data, std::size_t size,
+long EncryptedFs::direct_write(void* ctx, std::uint64_t fh, std::uint64_t off, const unsigned char* data, std::size_t size,
                                bool writepage) {
+  auto* self = static_cast<EncryptedFs*>(ctx);
   FileHandle* h = handle_of(fh);
   // Page-cache writeback (mapped pages) may arrive through any writable handle of the inode, an
   // O_APPEND one included: those bytes belong at their page's offset, never at the end.
   // An append finds the end and writes there under one lock in ContentFile, so that no other
   // write growing the file in between is overwritten.
   handover_acquire(h);
+  self->drop_file_caps_for_write(*h->inode, h->content->fd());
   const long n = h->append && !writepage ? h->content->append(data, size) : h->content->write(off, data, size);
   handover_release(h);
   return n;

@@ -1,5 +1,6 @@
 // EncryptedFs: extended attributes and POSIX ACLs. user.*, trusted.*, security.* and the two ACL
-// attributes are stored as encrypted user.* attributes of the backing file (docs/FORMAT.md);
+// attributes are stored as encrypted user.gcfs.* attributes of the backing file (trusted.gcfs.*
+// for a symlink, FIFO, socket or device, docs/FORMAT.md);
 // other names answer ENOTSUP/ENODATA, which cp -a, tar and rsync take as "not supported here".
 // The kernel checks who may read or write which namespace, and enforces ACLs, before a request
 // reaches us (default_permissions with the POSIX ACL capability); what it leaves to the daemon is
@@ -28,16 +29,23 @@ constexpr std::size_t kSealOverhead = 28;      // nonce + tag
 bool is_access_acl(std::string_view name) { return name == NameMapping::kAclAccessXattr; }
 bool is_acl(std::string_view name) { return is_access_acl(name) || name == NameMapping::kAclDefaultXattr; }
 
+constexpr std::string_view kFileCaps = "security.capability";
+
+// Symlinks, FIFOs, sockets and devices take no user.* attribute on Linux: theirs are stored under
+// trusted.gcfs.* (fs/name_mapping.h).
+bool special(mode_t type) { return !S_ISREG(type) && !S_ISDIR(type); }
+
 std::span<const std::uint8_t> bytes(const char* p, std::size_t n) {
   return {reinterpret_cast<const std::uint8_t*>(p), n};
 }
 
 }  // namespace
 
-std::optional<std::string> EncryptedFs::stored_xattr_name(std::string_view name) {
+std::optional<std::string> EncryptedFs::stored_xattr_name(std::string_view name, bool special_file) {
+  if (special_file) return vault_.names().encrypt_xattr_name(name, true);
   // The kernel asks for the ACLs on permission checks and the daemon on every create: their
   // stored names are computed once (the name encryption is deterministic).
-  static constexpr std::string_view kHot[] = {NameMapping::kAclAccessXattr, NameMapping::kAclDefaultXattr};
+  static constexpr std::string_view kHot[] = {NameMapping::kAclAccessXattr, NameMapping::kAclDefaultXattr, kFileCaps};
   std::call_once(hot_names_once_, [&] {
     for (std::string_view n : kHot) hot_names_.emplace_back(n, *vault_.names().encrypt_xattr_name(n));
   });
@@ -48,7 +56,7 @@ std::optional<std::string> EncryptedFs::stored_xattr_name(std::string_view name)
 
 int EncryptedFs::read_xattr(const std::string& path, std::string_view name, std::vector<std::uint8_t>* plain,
                             Inode& in) {
-  auto stored = stored_xattr_name(name);
+  auto stored = stored_xattr_name(name, special(in.type));
   if (!stored || stored->size() > XATTR_NAME_MAX) return -ENODATA;
   // Most values (ACLs among them) are small: a small buffer first, the largest possible one only
   // when the value does not fit (a 64 KiB buffer for every chmod's ACL check was a cost of its own).
@@ -70,8 +78,8 @@ int EncryptedFs::read_xattr(const std::string& path, std::string_view name, std:
 }
 
 int EncryptedFs::write_xattr(const std::string& path, std::string_view name, std::span<const std::uint8_t> value,
-                             int flags) {
-  auto stored = stored_xattr_name(name);
+                             int flags, bool special_file) {
+  auto stored = stored_xattr_name(name, special_file);
   if (!stored) return -ENOTSUP;
   if (stored->size() > XATTR_NAME_MAX) return -ERANGE;
   if (value.size() + kSealOverhead > kMaxXattrValue) return -E2BIG;
@@ -79,8 +87,8 @@ int EncryptedFs::write_xattr(const std::string& path, std::string_view name, std
   return ::setxattr(path.c_str(), stored->c_str(), sealed.data(), sealed.size(), flags) == 0 ? 0 : -errno;
 }
 
-int EncryptedFs::remove_xattr(const std::string& path, std::string_view name) {
-  auto stored = stored_xattr_name(name);
+int EncryptedFs::remove_xattr(const std::string& path, std::string_view name, bool special_file) {
+  auto stored = stored_xattr_name(name, special_file);
   if (!stored || stored->size() > XATTR_NAME_MAX) return -ENODATA;
   return ::removexattr(path.c_str(), stored->c_str()) == 0 ? 0 : -errno;
 }
@@ -173,21 +181,27 @@ void EncryptedFs::setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, con
     rc = set_access_acl(req, pf.proc_path(), bytes(value, size), flags);
   } else {
     if (name == NameMapping::kAclDefaultXattr && !PosixAcl::parse(bytes(value, size))) return (void)fuse_reply_err(req, EINVAL);
-    rc = write_xattr(pf.proc_path(), name, bytes(value, size), flags);
+    rc = write_xattr(pf.proc_path(), name, bytes(value, size), flags, special(in.type));
   }
+  if (rc == 0 && name == kFileCaps) in.file_caps = Inode::kCapsPresent;
   fuse_reply_err(req, -rc);
 }
 
 void EncryptedFs::getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, std::size_t size) {
   // A name that is never stored has no value, wherever the file is: answered without a
-  // descriptor of it. The kernel asks for security.capability before every write to a file
-  // (FUSE never marks an inode as having no security attributes), one request per WRITE.
+  // descriptor of it.
   if (!NameMapping::storable_xattr_name(name)) return (void)fuse_reply_err(req, ENODATA);
   Inode& in = inode(ino);
+  // The kernel asks for security.capability before the first write to each file: a file known
+  // to have none (made by this mount, or asked before) is answered without a backing call.
+  const bool caps = name == kFileCaps;
+  if (caps && in.file_caps == Inode::kCapsNone) return (void)fuse_reply_err(req, ENODATA);
   PathFd pf = path_fd(in);
   if (!pf.ok()) return (void)fuse_reply_err(req, -pf.error());
   std::vector<std::uint8_t> plain;
   const int rc = read_xattr(pf.proc_path(), name, &plain, in);
+  if (caps && S_ISREG(in.type) && (rc == 0 || rc == -ENODATA))
+    in.file_caps = rc == 0 ? Inode::kCapsPresent : Inode::kCapsNone;
   if (rc < 0) return (void)fuse_reply_err(req, -rc);
   if (size == 0) return (void)fuse_reply_xattr(req, plain.size());
   if (size < plain.size()) return (void)fuse_reply_err(req, ERANGE);
@@ -227,7 +241,25 @@ void EncryptedFs::removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) 
   PathFd pf = path_fd(in);
   if (!pf.ok()) return (void)fuse_reply_err(req, -pf.error());
   forget_default_acl(in, name);
-  fuse_reply_err(req, -remove_xattr(pf.proc_path(), name));
+  const int rc = remove_xattr(pf.proc_path(), name, special(in.type));
+  if (name == kFileCaps && (rc == 0 || rc == -ENODATA)) in.file_caps = Inode::kCapsNone;
+  fuse_reply_err(req, -rc);
+}
+
+void EncryptedFs::drop_file_caps_for_write(Inode& in, int fd) {
+  const std::uint8_t state = in.file_caps.load(std::memory_order_relaxed);
+  if (state == Inode::kCapsNone) return;
+  const auto stored = stored_xattr_name(kFileCaps);
+  if (!stored) return;
+  if (state == Inode::kCapsUnknown && ::fgetxattr(fd, stored->c_str(), nullptr, 0) < 0) {
+    if (errno == ENODATA || errno == ENOTSUP) in.file_caps = Inode::kCapsNone;
+    return;
+  }
+  if (::fremovexattr(fd, stored->c_str()) == 0 || errno == ENODATA) {
+    in.file_caps = Inode::kCapsNone;
+  } else {
+    log::warning(label_of(in) + ": cannot remove its file capabilities on a write: " + std::strerror(errno));
+  }
 }
 
 }  // namespace gcfs::mount

@@ -23,6 +23,7 @@
 #include <array>
 #include <cerrno>
 #include <condition_variable>
+#include <atomic>
 #include <cstdint>
 #include <list>
 #include <map>
@@ -89,6 +90,12 @@ struct Inode {
   // Directories, where the mount enforces ACLs: the default ACL new entries inherit (empty: none),
   // read on the first create and kept; setting or removing it through the mount updates it.
   std::optional<std::vector<std::uint8_t>> default_acl;
+  // Regular files: whether the backing file holds a security.capability, which every write must
+  // remove (with FUSE_HANDLE_KILLPRIV_V2 that is the daemon's job, as file_remove_privs is on
+  // ext4). Known for files made by this mount (none) and once the kernel or a write asked; set
+  // and cleared by setxattr and removexattr. Atomic: the write path reads it without the lock.
+  enum : std::uint8_t { kCapsUnknown, kCapsNone, kCapsPresent };
+  std::atomic<std::uint8_t> file_caps{kCapsUnknown};
   // Symlinks with a long target (fs/name_mapping.h): the target as read at the last lookup, with
   // the directory that holds its file. A symlink's target never changes, and readlink and getattr
   // get only the link's own descriptor, not the directory where the target's file is.

@@ -7,7 +7,7 @@ packages=(
   build-essential cmake pkg-config git
   libssl-dev libfuse3-dev fuse3 libboost-program-options-dev nlohmann-json3-dev liburing-dev
   libgtest-dev googletest libbenchmark-dev
-  sqlite3 rsync attr acl e2fsprogs gnuplot-nox clang libclang-rt-14-dev kmod
+  sqlite3 rsync attr acl libcap2-bin e2fsprogs gnuplot-nox clang libclang-rt-14-dev kmod perl
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -108,5 +108,50 @@ TEST_F(PosixAcl, TrustedAndSecurityNamespacesAreRootOnlyWhereTheKernelSaysSo) {
   EXPECT_EQ(sh("getfattr -m - x | grep -v '^#' | tr '\\n' ' '"), "security.s trusted.t  ");
 }
 
+// Symlinks, FIFOs and devices take trusted.* (and security.*) attributes on ext4, but no user.*
+// ones, the namespace the daemon stores every attribute in on the backing file: theirs are kept
+// as trusted.gcfs.* ones (xfstests generic/062). They read back after a remount, and user.* stays
+// refused as on ext4.
+TEST_F(PosixAcl, SymlinksFifosAndDevicesKeepTrustedAttributes) {
+  GCFS_REQUIRE_PROGRAM("setfattr");
+  if (::geteuid() != 0) GTEST_SKIP() << "trusted.* needs root";
+  EXPECT_EQ(sh("ln -s target lnk && mkfifo fifo && mknod chr c 1 3 || exit 1\n"
+               "for f in lnk fifo chr; do setfattr -h -n trusted.name -v \"v-$f\" $f && setfattr -h -n trusted.gone -v x $f "
+               "&& setfattr -h -x trusted.gone $f && echo \"$f: $(getfattr -h --only-values -n trusted.name $f) "
+               "$(getfattr -h -m - $f | grep -v '^#' | tr '\\n' ' ')\"; "
+               "setfattr -h -n user.u -v x $f 2>&1 | sed 's/.*: //'; done"),
+            "lnk: v-lnk trusted.name  \nOperation not permitted\n"
+            "fifo: v-fifo trusted.name  \nOperation not permitted\n"
+            "chr: v-chr trusted.name  \nOperation not permitted\n");
+  v_.remount();
+  EXPECT_EQ(sh("for f in lnk fifo chr; do getfattr -h --only-values -n trusted.name $f; echo; done"), "v-lnk\nv-fifo\nv-chr\n");
+  // Stored under the other prefix, never as user.* (which the backing filesystem refuses there).
+  EXPECT_EQ(run_shell("getfattr -h -R -m - " + shell_quote(v_.cipherdir()) + " 2>/dev/null | grep -c '^trusted.gcfs.'").output,
+            "3\n");
+}
+
+// security.capability is kept (tar --xattrs and rsync -X of /usr/bin restore it), never grants
+// anything (the mount is nosuid), and goes on every change of a file's data, as on ext4: a write
+// (buffered or O_DIRECT, by root too), fallocate, truncate, chown; after a remount as well
+// (xfstests generic/688).
+TEST_F(PosixAcl, FileCapabilitiesAreKeptAndEveryChangeOfTheDataDropsThem) {
+  GCFS_REQUIRE_PROGRAM("setcap");
+  GCFS_REQUIRE_PROGRAM("getcap");
+  if (::geteuid() != 0) GTEST_SKIP() << "setcap needs root";
+  const std::string each =
+      "cp /bin/true t || exit 1\n"
+      "for how in 'dd if=/dev/zero of=t bs=1 count=1 conv=notrunc status=none' "
+      "'dd if=/dev/zero of=t bs=4096 count=1 oflag=direct conv=notrunc status=none' 'fallocate -o 0 -l 65536 t' "
+      "'truncate -s 8192 t' 'chown 1:1 t' \"$NB sh -c 'echo x >> t'\"; do chmod 666 t; setcap cap_net_raw+ep t; "
+      "before=$(getcap t | wc -l); eval \"$how\"; echo \"$before $(getcap t | wc -l)\"; done\n";
+  EXPECT_EQ(sh(each), "1 0\n1 0\n1 0\n1 0\n1 0\n1 0\n");
+  EXPECT_EQ(sh("setcap cap_net_raw+ep t && getcap t"), "t cap_net_raw=ep\n");
+  v_.remount();  // the daemon no longer knows: it asks the backing file once
+  EXPECT_EQ(sh("getcap t; echo more >> t; getcap t | wc -l"), "t cap_net_raw=ep\n0\n");
+  EXPECT_EQ(sh("setcap cap_net_raw+ep t"), "");
+  v_.remount();
+  EXPECT_EQ(sh("echo more >> t; getcap t | wc -l"), "0\n") << "a write before anyone asked";
+}
+
 }  // namespace
 }  // namespace gcfs::test

@@ -123,14 +123,21 @@ TEST_F(NameMappingTest, XattrNamesAndValues) {
   EXPECT_EQ(names_.encrypt_xattr_name("system.other"), std::nullopt);
   EXPECT_EQ(names_.encrypt_xattr_name("trusted."), std::nullopt);
   EXPECT_EQ(names_.encrypt_xattr_name("os2.x"), std::nullopt);
-  EXPECT_EQ(names_.encrypt_xattr_name("security.capability"), std::nullopt) << "never applies in a nosuid mount";
-  for (const char* n : {"security.selinux", "trusted.overlay.opaque", "system.posix_acl_access",
+  for (const char* n : {"security.selinux", "security.capability", "trusted.overlay.opaque", "system.posix_acl_access",
                         "system.posix_acl_default"}) {
     auto s = names_.encrypt_xattr_name(n);
     ASSERT_TRUE(s) << n;
-    EXPECT_TRUE(s->starts_with("user.")) << "stored in the backing file's user namespace";
+    EXPECT_TRUE(s->starts_with("user.gcfs.")) << "stored in the backing file's user namespace";
     EXPECT_EQ(names_.decrypt_xattr_name(*s), n);
+    // A symlink's, FIFO's or device's: the same name under trusted.gcfs. (no user.* there).
+    auto special = names_.encrypt_xattr_name(n, true);
+    ASSERT_TRUE(special) << n;
+    EXPECT_EQ(*special, "trusted.gcfs." + s->substr(std::string("user.gcfs.").size()));
+    EXPECT_EQ(names_.decrypt_xattr_name(*special), n);
+    EXPECT_TRUE(NameMapping::is_stored_xattr_name(*special));
   }
+  EXPECT_FALSE(NameMapping::is_stored_xattr_name("trusted.other"));
+  EXPECT_EQ(names_.decrypt_xattr_name("trusted.gcfs.not-base64-siv"), std::nullopt);
   auto stored = names_.encrypt_xattr_name("user.comment");
   ASSERT_TRUE(stored);
   EXPECT_TRUE(stored->starts_with("user.gcfs."));
