@@ -273,7 +273,7 @@ int cmd_mount(int argc, char** argv) {
         f.ops = mount::IdleWatch::counting(f.ops);
         f.direct_read = mount::IdleWatch::counting(f.direct_read);
         f.direct_write = mount::IdleWatch::counting(f.direct_write);
-        rv->idle = std::make_unique<mount::IdleWatch>(idle, [mp = mo.mountpoint] { return mount::IdleWatch::unmount(mp); });
+        rv->idle = std::make_unique<mount::IdleWatch>(idle, mount::unmount_served_mount);
       }
       f.userdata = rv->fs.get();
       f.keep_alive = rv;

@@ -9,17 +9,21 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
+#include <mutex>
 #include <optional>
-#include <sstream>
 
 #include "fs/log.h"
+#include "mount/commands.h"
 #include "mount/fd_limit.h"
 #include "mount/fuse_api.h"
+#include "mount/kernel_mount_options.h"
+#include "mount/owned_mount.h"
 #include "mount/request_loop.h"
 #include "mount/session_io.h"
+#include "mount/stop_signals.h"
 #include "mount/uring_transport.h"
 
 namespace gcfs::mount {
@@ -57,18 +61,131 @@ struct SessionDeleter {
 };
 using SessionPtr = std::unique_ptr<fuse_session, SessionDeleter>;
 
-// Unmounts and removes the signal handlers on every way out of serve(), exceptions included.
+// The mount this process serves, for what ends it from outside the request loop: --idle
+// (unmount_served_mount) and the stop signals. One per process; `mu` is held while either uses it,
+// so that they take turns and the session cannot go while one of them is at work.
+struct ServedMount {
+  std::mutex mu;
+  fuse_session* se = nullptr;
+  OwnedMount* owned = nullptr;  // as root: the mount the daemon made itself, once made
+  std::string mountpoint;       // a user's daemon: what fusermount3 -u is given
+};
+ServedMount g_served;
+
+// A user's daemon unmounts as its user can: fusermount3, which checks that the mount is theirs.
+bool fusermount_unmount(const std::string& mountpoint) {
+  const pid_t pid = ::fork();
+  if (pid < 0) return false;
+  if (pid == 0) {
+    ::execlp("fusermount3", "fusermount3", "-u", "-q", mountpoint.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+const char* signal_name(int sig) {
+  switch (sig) {
+    case SIGHUP: return "SIGHUP";
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+    default: return "a signal";
+  }
+}
+
+// SIGHUP, SIGINT or SIGTERM, on StopSignals' thread. As root: the mount this daemon made is
+// unmounted where it is now, while the request threads still answer what the unmount asks; a busy
+// one is detached (lazily: the signal must end the daemon, as libfuse's lazy unmount did), this
+// mount and never whatever a path leads to. Then the session ends, also when copies of the mount
+// in other mount namespaces keep it alive. A user's daemon ends its session, and libfuse unmounts
+// through fusermount3 (MountedSession).
+void on_stop_signal(int sig) {
+  std::lock_guard lk(g_served.mu);
+  if (!g_served.se) return;
+  if (OwnedMount* m = g_served.owned) {
+    const std::string why = signal_name(sig);
+    log::info(why + ": unmounting");
+    UnmountResult r = m->unmount(false);
+    if (r == UnmountResult::Busy) {
+      log::warning(why + ": the mount is busy (a process holds something on it): detaching it, lazily; whoever "
+                         "still uses it gets errors from now on");
+      r = m->unmount(true);
+    }
+    if (r == UnmountResult::Refused)
+      log::warning(why + ": ending with the mount left in place (see the line above); it answers nothing from now "
+                         "on: unmount it with umount");
+  }
+  fuse_session_exit(g_served.se);
+}
+
+// Registers the session (and, once made, the mount) in g_served from before the mount until the
+// serving ends; unregistered on every way out, exceptions included, before the session and the
+// mount go.
+class ServedRegistration {
+ public:
+  ServedRegistration(fuse_session* se, const std::string& mountpoint) {
+    std::lock_guard lk(g_served.mu);
+    g_served.se = se;
+    g_served.mountpoint = mountpoint;
+  }
+  ServedRegistration(const ServedRegistration&) = delete;
+  ~ServedRegistration() { clear(); }
+  void set_owned(OwnedMount* m) {
+    std::lock_guard lk(g_served.mu);
+    g_served.owned = m;
+  }
+  // Waits for an unmount under way (--idle, a signal's).
+  void clear() {
+    std::lock_guard lk(g_served.mu);
+    g_served.se = nullptr;
+    g_served.owned = nullptr;
+    g_served.mountpoint.clear();
+  }
+};
+
+// Removes the signal handlers and unregisters the mount on every way out of serve() after the
+// mount, exceptions included; a user's daemon unmounts here too (libfuse: fusermount3 -u -z).
 class MountedSession {
  public:
-  explicit MountedSession(fuse_session* se) : se_(se) {}
+  MountedSession(fuse_session* se, std::unique_ptr<StopSignals> signals, ServedRegistration& served, bool owned)
+      : se_(se), signals_(std::move(signals)), served_(served), owned_(owned) {}
   MountedSession(const MountedSession&) = delete;
   ~MountedSession() {
-    fuse_remove_signal_handlers(se_);
-    fuse_session_unmount(se_);
+    signals_.reset();  // waits for a signal's unmount under way
+    served_.clear();
+    // As root libfuse was handed the descriptor (/dev/fd/N) and has no mount of its own to undo.
+    if (!owned_) fuse_session_unmount(se_);
   }
 
  private:
   fuse_session* se_;
+  std::unique_ptr<StopSignals> signals_;
+  ServedRegistration& served_;
+  bool owned_;
+};
+
+// What the daemon mounted itself and is still there once the session (and /dev/fuse with it) has
+// gone, on every way out of serve(): a mount that failed to start serving, or one that ended
+// without an unmount (a read error, a refused signal's unmount). With /dev/fuse closed the
+// kernel fails the mount's requests at once, so no unmount waits for a reply that cannot come.
+struct UnmountWhenDone {
+  std::unique_ptr<OwnedMount> mount;
+  UnmountWhenDone() = default;
+  UnmountWhenDone(const UnmountWhenDone&) = delete;
+  ~UnmountWhenDone() { finish(); }
+  void finish() {
+    if (!mount) return;
+    UnmountResult r = mount->unmount(false);
+    if (r == UnmountResult::Busy) {
+      log::warning("the mount is busy (a process holds something on it): detaching it, lazily");
+      r = mount->unmount(true);
+    }
+    if (r == UnmountResult::Refused)
+      log::warning("the mount stays in place (see the line above) and answers nothing: unmount it with umount");
+    mount.reset();
+  }
 };
 
 void write_all(int fd, const std::string& s) {
@@ -88,38 +205,11 @@ void report(int fd, const std::optional<Failure>& f) {
   ::close(fd);
 }
 
-// "major:minor" of the filesystem mounted on `mountpoint`, from /proc/self/mountinfo (the last
-// such line: the newest mount on that path), or "" when it is not listed. Not stat(): on our own
-// mountpoint that is a FUSE request, and while it is pending the mount is busy and cannot be
-// unmounted, which made `fusermount3 -u` right after `mount` fail.
-std::string mounted_device(const std::string& mountpoint) {
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line, found;
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::string id, parent, device, root, point;
-    if (!(fields >> id >> parent >> device >> root >> point)) continue;
-    // The kernel writes space, tab, newline and backslash as octal escapes (\040 and so on).
-    std::string unescaped;
-    for (std::size_t i = 0; i < point.size(); ++i) {
-      auto octal = [&](std::size_t k) { return point[k] >= '0' && point[k] <= '7'; };
-      if (point[i] == '\\' && i + 3 < point.size() && octal(i + 1) && octal(i + 2) && octal(i + 3)) {
-        unescaped += static_cast<char>((point[i + 1] - '0') * 64 + (point[i + 2] - '0') * 8 + (point[i + 3] - '0'));
-        i += 3;
-      } else {
-        unescaped += point[i];
-      }
-    }
-    if (unescaped == mountpoint) found = device;
-  }
-  return found;
-}
-
-// Raises the mount's readahead window through its backing-device entry in sysfs.
-void raise_read_ahead(const std::string& mountpoint, unsigned kb) {
-  if (kb == 0 || ::geteuid() != 0) return;
-  const std::string device = mounted_device(mountpoint);
-  if (device.empty()) return;
+// Raises the mount's readahead window through its backing-device entry in sysfs. device:
+// "major:minor", from /proc/self/mountinfo (a stat of our own mountpoint would be a FUSE request,
+// and while it is pending the mount is busy and cannot be unmounted).
+void raise_read_ahead(const std::string& device, unsigned kb) {
+  if (kb == 0 || device.empty()) return;
   const std::string path = "/sys/class/bdi/" + device + "/read_ahead_kb";
   int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
   if (fd < 0) return;  // no sysfs (some containers): the kernel's default stays
@@ -172,24 +262,50 @@ std::optional<Failure> serve(const MountOptions& o, const std::function<FuseFile
   const bool want_uring = o.transport != Transport::Classic && uring_off.empty();
   const std::size_t max_request = max_request_bytes();
 
+  // Declared before the session, so that it goes after it (mount/owned_mount.h).
+  UnmountWhenDone owned;
   const std::string opts = mount_option_string(o);
   const char* argv[] = {"gpucryptfs", "-o", opts.c_str(), nullptr};
   fuse_args args = FUSE_ARGS_INIT(3, const_cast<char**>(argv));
+  // libfuse checks the options here as it always has, also where the daemon mounts itself.
   SessionPtr se(fuse_session_new(&args, fs.ops, sizeof(fuse_lowlevel_ops), fs.userdata));
   fuse_opt_free_args(&args);
   if (!se) return Failure{1, "cannot create the FUSE session: bad mount options '" + opts + "'"};
-  if (fuse_set_signal_handlers(se.get()) != 0) return Failure{1, "cannot install signal handlers"};
-  if (fuse_session_mount(se.get(), o.mountpoint.c_str()) != 0) {
-    fuse_remove_signal_handlers(se.get());
+  ServedRegistration served(se.get(), ::geteuid() == 0 ? std::string() : o.mountpoint);
+  std::unique_ptr<StopSignals> signals;
+  try {
+    signals = std::make_unique<StopSignals>(on_stop_signal);
+  } catch (const std::exception& e) {
+    return Failure{1, std::string("cannot install signal handlers: ") + e.what()};
+  }
+  if (::geteuid() == 0) {
+    // Root mounts itself, on the directory the path names now with no symbolic link followed, and
+    // hands libfuse the descriptor (/dev/fd/N), which it then neither mounts nor unmounts:
+    // libfuse's own mount as root is mount(2) on the path, and its unmount a lazy umount2 of the
+    // path looked up again.
+    try {
+      owned.mount = OwnedMount::mount(o.mountpoint, kernel_mount_options(opts), cli::kExitBadMountpoint);
+    } catch (const MountFailure& e) {
+      return Failure{e.exit_code, e.what()};
+    } catch (const std::invalid_argument& e) {
+      return Failure{1, "cannot mount on " + o.mountpoint + ": " + e.what()};
+    }
+    served.set_owned(owned.mount.get());
+    const int fd = owned.mount->release_fuse_fd();
+    if (fuse_session_mount(se.get(), ("/dev/fd/" + std::to_string(fd)).c_str()) != 0) {
+      ::close(fd);
+      return Failure{1, "cannot hand the mount's /dev/fuse descriptor to libfuse (its reason is printed above)"};
+    }
+  } else if (fuse_session_mount(se.get(), o.mountpoint.c_str()) != 0) {
     return Failure{1, "cannot mount on " + o.mountpoint + " (libfuse's reason is printed above; is /dev/fuse there "
                       "and fusermount3 installed?)"};
   }
   auto served_at = std::chrono::steady_clock::now();
   long long rings_stop_ms = 0;
   {
-    // Released after the unmount below (declared first, destroyed last), before the engine goes.
+    // Released after MountedSession (declared first, destroyed last), before the engine goes.
     std::unique_ptr<UringTransport> ring;
-    MountedSession mounted(se.get());
+    MountedSession mounted(se.get(), std::move(signals), served, owned.mount != nullptr);
     const int fuse_fd = fuse_session_fd(se.get());
     std::string why = o.transport == Transport::Classic ? "--transport classic" : uring_off;
     // The rings are built before INIT: once INIT asks for io_uring, the kernel waits for them.
@@ -263,7 +379,8 @@ std::optional<Failure> serve(const MountOptions& o, const std::function<FuseFile
       log::info("transport: /dev/fuse, because " + why);
     }
     log::info("largest request: " + std::to_string(init.max_write >> 10) + " KiB");
-    if (o.read_ahead_kb) raise_read_ahead(o.mountpoint, std::max<unsigned>(o.read_ahead_kb, static_cast<unsigned>(max_request >> 10)));
+    if (o.read_ahead_kb && owned.mount)  // root only: sysfs is root's
+      raise_read_ahead(owned.mount->device(), std::max<unsigned>(o.read_ahead_kb, static_cast<unsigned>(max_request >> 10)));
     // The parent hears "ok" once the request threads serve (with their buffers): where none can
     // start, the mount fails with the reason instead of dying after `mount` returned.
     bool ready = false;
@@ -289,6 +406,7 @@ std::optional<Failure> serve(const MountOptions& o, const std::function<FuseFile
     if (*loop_status < 0) log::error(std::string("reading requests from /dev/fuse failed: ") + std::strerror(-*loop_status));
   }
   se.reset();  // runs the filesystem's destroy callback before userdata goes
+  owned.finish();
   fs.keep_alive.reset();
   const auto teardown_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - served_at).count();
@@ -366,6 +484,14 @@ int run_fuse_mount(const MountOptions& o, const std::function<FuseFilesystem()>&
     ::_exit(f->code);
   }
   return loop_status == 0 ? 0 : 1;
+}
+
+UnmountResult unmount_served_mount() {
+  std::lock_guard lk(g_served.mu);
+  if (!g_served.se) return UnmountResult::Gone;
+  if (g_served.owned) return g_served.owned->unmount(false);
+  if (g_served.mountpoint.empty()) return UnmountResult::Busy;  // not mounted yet
+  return fusermount_unmount(g_served.mountpoint) ? UnmountResult::Unmounted : UnmountResult::Busy;
 }
 
 void announce_detached_log(const std::string& file) {

@@ -2,6 +2,11 @@
 // detach into the background, create the low-level session, mount, serve requests on a
 // multi-threaded loop, and unmount on exit or on SIGINT/SIGTERM/SIGHUP.
 //
+// Mounting and unmounting: as root the daemon mounts itself and unmounts that mount by its
+// identity, wherever it is by then, never by its path looked up again (mount/owned_mount.h); a
+// user's daemon mounts and unmounts through libfuse's fusermount3, which checks that the mount is
+// the user's.
+//
 // Detaching: the process forks BEFORE anything that does not survive fork (thread pools, CUDA
 // contexts, mlock'd key memory) is built. The child runs `setup`, mounts, and only then tells the
 // parent; the parent exits with 0 once the mount is ready, or prints the child's one-line error
@@ -17,6 +22,7 @@
 
 #include "crypto/chunk_engine.h"
 #include "crypto/errors.h"
+#include "mount/owned_mount.h"
 #include "mount/session_io.h"
 #include "mount/transport.h"
 
@@ -93,5 +99,11 @@ void announce_detached_log(const std::string& file);
 
 int run_fuse_mount(const MountOptions& options, const std::function<FuseFilesystem()>& setup,
                    const std::function<int(const std::exception&)>& error_code_of);
+
+// Unmounts the mount that run_fuse_mount serves in this process, as its owner would, with an
+// ordinary unmount (never a lazy one): as root the mount it made, wherever it is now, checked to
+// be that mount (mount/owned_mount.h); otherwise through fusermount3 -u (Busy when that fails).
+// Gone when no mount is served (any more). For --idle, from any thread.
+UnmountResult unmount_served_mount();
 
 }  // namespace gcfs::mount

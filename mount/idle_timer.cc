@@ -1,8 +1,5 @@
 #include "mount/idle_timer.h"
 
-#include <sys/mount.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <boost/program_options/errors.hpp>
@@ -173,7 +170,7 @@ const fuse_lowlevel_ops* IdleWatch::counting(const fuse_lowlevel_ops* inner) {
   return &g_counting;
 }
 
-IdleWatch::IdleWatch(std::chrono::milliseconds idle, std::function<bool()> unmount)
+IdleWatch::IdleWatch(std::chrono::milliseconds idle, std::function<UnmountResult()> unmount)
     : idle_(idle), unmount_(std::move(unmount)), thread_([this] { run(); }) {}
 
 IdleWatch::~IdleWatch() {
@@ -191,7 +188,7 @@ void IdleWatch::run() {
   auto last_use = clock::now();
   std::uint64_t seen = g_requests.load();
   std::unique_lock lk(mu_);
-  bool said_busy = false;
+  bool said_busy = false, said_refused = false;
   while (!cv_.wait_for(lk, tick, [&] { return stop_; })) {
     const std::uint64_t now_requests = g_requests.load();
     if (now_requests != seen || g_open.load() > 0) {
@@ -201,25 +198,15 @@ void IdleWatch::run() {
     }
     if (clock::now() - last_use < idle_) continue;
     log::info("unused for " + describe(idle_) + " (--idle): unmounting");
-    if (unmount_()) return;
-    if (!said_busy) log::info("--idle: the mount is busy (a process holds something on it); trying again later");
-    said_busy = true;
+    const UnmountResult r = unmount_();
+    if (r == UnmountResult::Unmounted || r == UnmountResult::Gone) return;
+    if (r == UnmountResult::Busy && !said_busy)
+      log::info("--idle: the mount is busy (a process holds something on it); trying again later");
+    if (r == UnmountResult::Refused && !said_refused)
+      log::warning("--idle: not unmounted (see the line above); trying again later");
+    (r == UnmountResult::Busy ? said_busy : said_refused) = true;
     last_use = clock::now();
   }
-}
-
-bool IdleWatch::unmount(const std::string& mountpoint) {
-  if (::geteuid() == 0) return ::umount2(mountpoint.c_str(), UMOUNT_NOFOLLOW) == 0;
-  const pid_t pid = ::fork();
-  if (pid < 0) return false;
-  if (pid == 0) {
-    ::execlp("fusermount3", "fusermount3", "-u", "-q", mountpoint.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 }  // namespace gcfs::mount

@@ -7,7 +7,9 @@
 // request counter; OPEN, CREATE and OPENDIR that hand out a handle raise the open count, RELEASE
 // and RELEASEDIR lower it), so nothing in the filesystem code or the request loop changes, and a
 // thread checks them a tenth of DURATION apart. The unmount is an ordinary one (never lazy): if
-// something holds the mount after all, it fails with EBUSY and the daemon tries again later.
+// something holds the mount after all, it fails with EBUSY and the daemon tries again later. It
+// unmounts the mount the daemon made, wherever a rename moved it to, and nothing else
+// (fuse_runner.h, unmount_served_mount).
 #pragma once
 
 #include <atomic>
@@ -18,6 +20,7 @@
 #include <string>
 #include <thread>
 
+#include "mount/owned_mount.h"
 #include "mount/session_io.h"
 
 struct fuse_lowlevel_ops;
@@ -38,19 +41,16 @@ class IdleWatch {
   static SessionIoOptions::DirectWrite counting(SessionIoOptions::DirectWrite inner);
 
   // Checks the counts until destroyed; after `idle` without use, calls unmount once (again after
-  // another `idle` when it returned false: the mount was busy).
-  IdleWatch(std::chrono::milliseconds idle, std::function<bool()> unmount);
+  // another `idle` when the mount was busy, or could not be verified where it is listed).
+  IdleWatch(std::chrono::milliseconds idle, std::function<UnmountResult()> unmount);
   ~IdleWatch();
   IdleWatch(const IdleWatch&) = delete;
   IdleWatch& operator=(const IdleWatch&) = delete;
 
-  // Unmounts mountpoint as its owner would: umount2 as root, else fusermount3 -u. True on success.
-  static bool unmount(const std::string& mountpoint);
-
  private:
   void run();
   const std::chrono::milliseconds idle_;
-  const std::function<bool()> unmount_;
+  const std::function<UnmountResult()> unmount_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
