@@ -19,8 +19,9 @@ std::string unescape_mountinfo(const std::string& s) {
   return out;
 }
 
-std::optional<MountEntry> find_mount(int mount_id) {
+std::optional<MountEntry> find_mount(int mount_id, bool* readable) {
   std::ifstream in("/proc/self/mountinfo");
+  if (readable) *readable = in.is_open();
   std::string line;
   while (std::getline(in, line)) {
     // ID PARENT MAJOR:MINOR ROOT MOUNTPOINT OPTIONS [OPTIONAL FIELDS...] - FSTYPE SOURCE SUPEROPTIONS

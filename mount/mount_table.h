@@ -17,8 +17,9 @@ struct MountEntry {
   std::string source;
 };
 
-// The mount with this ID in this process's mount namespace, or nullopt when it is not listed.
-std::optional<MountEntry> find_mount(int mount_id);
+// The mount with this ID in this process's mount namespace, or nullopt when it is not listed;
+// *readable (when given) says whether the list could be read at all (no /proc: false).
+std::optional<MountEntry> find_mount(int mount_id, bool* readable = nullptr);
 
 // A mountinfo field with the kernel's octal escapes (\040 for a space, \134 for '\') undone.
 std::string unescape_mountinfo(const std::string& field);

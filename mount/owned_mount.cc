@@ -154,7 +154,13 @@ std::string OwnedMount::device() const {
 
 UnmountResult OwnedMount::unmount(bool lazy) {
   std::lock_guard lk(mu_);
-  const auto entry = find_mount(mount_id_);
+  bool readable = false;
+  const auto entry = find_mount(mount_id_, &readable);
+  if (!readable) {
+    log::warning("not unmounting mount ID " + std::to_string(mount_id_) +
+                 ": /proc/self/mountinfo cannot be read, so where it is cannot be told");
+    return UnmountResult::Refused;
+  }
   if (!entry) return UnmountResult::Gone;
   const std::string& path = entry->mountpoint;
   const auto refuse = [&](const std::string& why) {
