@@ -394,6 +394,12 @@ std::optional<Failure> serve(const MountOptions& o, const std::function<FuseFile
     };
     std::string loop_failure;
     *loop_status = run_request_loop(se.get(), loop, &loop_failure);
+    // Unmounted from outside (fusermount3 -u, umount): nothing left to undo, and the mount's ID
+    // may be another mount's by now.
+    if (owned.mount && OwnedMount::connection_ended(fuse_session_fd(se.get()))) {
+      served.set_owned(nullptr);  // first: a signal's unmount takes it under the same lock
+      owned.mount.reset();
+    }
     const auto loop_ended = std::chrono::steady_clock::now();
     if (ring) ring->stop();
     if (fs.on_served) fs.on_served();

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <poll.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -133,8 +134,19 @@ std::unique_ptr<OwnedMount> OwnedMount::mount(const std::string& mountpoint, con
   m->unique_id_ = id.unique_id;
   if (::move_mount(mnt.get(), "", dir_fd.get(), "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
     throw MountFailure(1, where + "move_mount: " + error_text(errno));
+  // Listed now, under the ID read from the descriptor (nobody can have unmounted it yet: the
+  // connection is ours and the mount was attached a moment ago).
+  if (const auto e = find_mount(m->mount_id_)) m->device_ = e->device;
   // Neither descriptor is kept: one held on the mount would make every unmount fail with EBUSY.
   return m;
+}
+
+bool OwnedMount::connection_ended(int fd) {
+  // As libfuse's own unmount tells it: /dev/fuse polls with POLLERR once the connection is gone.
+  pollfd p{};
+  p.fd = fd;
+  p.events = 0;
+  return fd >= 0 && ::poll(&p, 1, 0) == 1 && (p.revents & POLLERR);
 }
 
 OwnedMount::~OwnedMount() {
@@ -161,7 +173,8 @@ UnmountResult OwnedMount::unmount(bool lazy) {
                  ": /proc/self/mountinfo cannot be read, so where it is cannot be told");
     return UnmountResult::Refused;
   }
-  if (!entry) return UnmountResult::Gone;
+  // Listed under this ID, but another filesystem: ours is gone and its ID was given again.
+  if (!entry || (!device_.empty() && entry->device != device_)) return UnmountResult::Gone;
   const std::string& path = entry->mountpoint;
   const auto refuse = [&](const std::string& why) {
     log::warning("not unmounting " + path + " (mount ID " + std::to_string(mount_id_) + "): " + why);
@@ -180,8 +193,9 @@ UnmountResult OwnedMount::unmount(bool lazy) {
   Identity there;
   if (!identity_of(parent_fd.get(), name.c_str(), AT_SYMLINK_NOFOLLOW, &there))
     return refuse("cannot look at " + name + " in " + parent + ": " + error_text(errno));
-  if (there.mount_id != mount_id_ || (unique_id_ && there.unique_id && there.unique_id != unique_id_) ||
-      (there.mount_root_known && !there.mount_root)) {
+  if (unique_id_ && there.mount_id == mount_id_ && there.unique_id && there.unique_id != unique_id_)
+    return UnmountResult::Gone;  // the ID is another mount's now: ours went before
+  if (there.mount_id != mount_id_ || (there.mount_root_known && !there.mount_root)) {
     // Listed there, yet another mount is what the name leads to: one mounted over ours, or the
     // folder changed between reading the list and opening it.
     return refuse("what " + path + " leads to now is not this mount's root (mount ID " +

@@ -60,11 +60,20 @@ class OwnedMount {
   // (MNT_DETACH) when lazy. Calls from several threads take turns.
   UnmountResult unmount(bool lazy);
 
+  // Whether the FUSE connection behind session descriptor fd has ended (the kernel unmounted the
+  // filesystem: fusermount3 -u, umount, a connection abort). Then there is nothing to unmount, and
+  // this mount's ID may already be another mount's.
+  static bool connection_ended(int fd);
+
  private:
   OwnedMount() = default;
   std::string mounted_on_;
   int fuse_fd_ = -1;
   int mount_id_ = 0;
+  // "major:minor" of the mount's filesystem, read when it was made. While the connection lives no
+  // other filesystem has that number, so a listed mount of this ID and this device is this one,
+  // on a kernel without unique mount IDs too (32-bit IDs are reused within seconds).
+  std::string device_;
   std::uint64_t unique_id_ = 0;  // STATX_MNT_ID_UNIQUE (Linux 6.8): never reused; 0 where unknown
   std::mutex mu_;
 };

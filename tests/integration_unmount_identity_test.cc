@@ -209,6 +209,29 @@ TEST_F(UnmountIdentity, AMountpointWhosePathGainsASymlinkBeforeTheMountIsRefused
   EXPECT_NE(r.output.find("a symbolic link is in its path now"), std::string::npos) << r.output;
 }
 
+// Unmounted from outside (fusermount3 -u), the daemon has nothing left to unmount: its mount's
+// ID is free at once and the next mount takes it (IDs are reused, lowest first). The daemon once
+// went on to unmount "its" mount ID at teardown and found the new mount under it; it must never
+// look, never touch that mount, and log nothing about it.
+TEST_F(UnmountIdentity, AnUnmountFromOutsideLeavesTheMountThatTakesTheFreedIdAlone) {
+  MountedVault v(in_scratch());
+  write_file(v.path("f"), "x");
+  const pid_t daemon = v.daemon_pid();
+  const std::string other = scratch_.path() + "/other";
+  ASSERT_EQ(::mkdir(other.c_str(), 0755), 0);
+  // Unmount and mount the other filesystem at once, before the daemon's teardown gets there.
+  const CommandResult r = run_shell(MountedVault::unmount_command(false) + q(v.mountpoint()) +
+                                    " && mount -t tmpfs gcfs-other " + q(other) + " && echo theirs > " + q(other + "/file"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(ends_within(daemon, std::chrono::seconds(20)));
+  EXPECT_TRUE(mounted_at(other)) << "the daemon unmounted the mount that took its mount's ID";
+  EXPECT_EQ(read_file(other + "/file"), "theirs\n");
+  const std::string log = v.log();
+  EXPECT_EQ(log.find("not unmounting"), std::string::npos) << log;
+  EXPECT_EQ(log.find("warning"), std::string::npos) << log;
+  run_shell("umount " + q(other));
+}
+
 // A symbolic link in the path as given (/home -> /data/home) is resolved when the command starts:
 // the mount is made on the directory it leads to then, as before.
 TEST_F(UnmountIdentity, AMountpointGivenThroughASymlinkMountsOnTheDirectoryItLeadsTo) {
