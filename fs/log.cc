@@ -155,21 +155,23 @@ std::string to_syslog_or_state_file() {
 void to_file(const std::string& path) {
   // The daemon often runs as root and writes its log where a user may have a say (a home
   // folder): the file is never followed through a symlink, never made readable or writable by
-  // others (0600, whatever the umask), never a FIFO or device that could block or reach
-  // elsewhere, and never a second name of a file kept somewhere else (a hard link).
+  // others (0600, whatever the umask), never a FIFO (which could block every logging thread) or
+  // block device, and never a second name of a file kept somewhere else (a hard link). A
+  // character device is taken as it is: /dev/null, a terminal.
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, 0600);
   if (fd < 0) {
     const int e = errno;
     struct stat lst {};
     if (e == ELOOP && ::lstat(path.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode))
       throw UserError("cannot open the log file " + path + ": it is a symbolic link (give the file it points to)");
-    if (::lstat(path.c_str(), &lst) == 0 && !S_ISREG(lst.st_mode) && !S_ISDIR(lst.st_mode))
-      throw UserError("cannot open the log file " + path + ": it is not a regular file");  // a FIFO: ENXIO
+    if (::lstat(path.c_str(), &lst) == 0 && S_ISFIFO(lst.st_mode))
+      throw UserError("cannot open the log file " + path + ": it is not a regular file (a FIFO)");  // ENXIO
     throw UserError("cannot open the log file " + path + ": " + std::strerror(e));
   }
   struct stat st {};
   std::string refuse;
   if (::fstat(fd, &st) != 0) refuse = std::strerror(errno);
+  else if (S_ISCHR(st.st_mode)) {}  // /dev/null, a terminal: nothing to own or to follow
   else if (!S_ISREG(st.st_mode)) refuse = "it is not a regular file";
   else if (st.st_nlink > 1) refuse = "it has " + std::to_string(st.st_nlink) + " hard links (a log file has one name)";
   else if (::fcntl(fd, F_SETFL, O_APPEND) != 0) refuse = std::strerror(errno);  // blocking writes again
