@@ -6,7 +6,6 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include <cctype>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -21,23 +20,11 @@
 #include "fs/unique_fd.h"
 #include "mount/commands.h"
 #include "mount/exit_status.h"
+#include "mount/mount_table.h"
 
 namespace gcfs::cli {
 namespace {
 
-// /proc/self/mountinfo escapes space, tab, newline and backslash as \ooo.
-std::string unescape(const std::string& s) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 3 < s.size() && std::isdigit(static_cast<unsigned char>(s[i + 1]))) {
-      out += static_cast<char>(std::strtol(s.substr(i + 1, 3).c_str(), nullptr, 8));
-      i += 3;
-    } else {
-      out += s[i];
-    }
-  }
-  return out;
-}
 
 std::string real_path(const std::string& path) {
   char buf[PATH_MAX];
@@ -105,11 +92,23 @@ std::vector<ListedMount> gpucryptfs_mounts_of(const std::string& path) {
     std::istringstream head(line.substr(0, dash)), tail(line.substr(dash + 3));
     std::string id, parent, dev, root, mountpoint, options, fstype, source;
     if (!(head >> id >> parent >> dev >> root >> mountpoint >> options) || !(tail >> fstype >> source)) continue;
-    if (fstype != "fuse.gpucryptfs" || unescape(source) != want) continue;
-    out.push_back({unescape(mountpoint), options == "ro" || options.starts_with("ro,")});
+    if (fstype != "fuse.gpucryptfs" || mount::unescape_mountinfo(source) != want) continue;
+    out.push_back({mount::unescape_mountinfo(mountpoint), options == "ro" || options.starts_with("ro,")});
   }
   return out;
 }
+
+namespace {
+
+// The newest read-write mount of the vault listed here, or "".
+std::string newest_read_write_mountpoint(const std::string& cipherdir) {
+  std::string mp;
+  for (const auto& m : gpucryptfs_mounts_of(cipherdir))
+    if (!m.read_only) mp = m.mountpoint;
+  return mp;
+}
+
+}  // namespace
 
 LockHolder vault_write_lock_holder(const std::string& cipherdir, std::chrono::milliseconds grace) {
   LockHolder h;
@@ -118,12 +117,7 @@ LockHolder vault_write_lock_holder(const std::string& cipherdir, std::chrono::mi
   // A journal that is not a regular file of CIPHERDIR holds no lock (the daemon reports it).
   OpenResult j = open_beneath(dir.get(), kJournalFileName, FileType::Regular, O_RDONLY);
   if (!j) return h;
-  const auto rw_mountpoint = [&] {
-    std::string mp;
-    for (const auto& m : gpucryptfs_mounts_of(cipherdir))
-      if (!m.read_only) mp = m.mountpoint;  // the newest
-    return mp;
-  };
+  const auto rw_mountpoint = [&] { return newest_read_write_mountpoint(cipherdir); };
   if (!held_now(j.fd.get(), std::chrono::milliseconds(0))) return h;
   h.mountpoint = rw_mountpoint();
   // Held, and no mount to show for it: most often a daemon still exiting after its unmount.
@@ -176,12 +170,7 @@ UniqueFd take_vault_write_lock(const std::string& cipherdir, const std::string& 
   if (e == EWOULDBLOCK) {
     LockHolder h;
     h.held = true;
-    h.mountpoint = [&] {
-      std::string mp;
-      for (const auto& m : gpucryptfs_mounts_of(cipherdir))
-        if (!m.read_only) mp = m.mountpoint;
-      return mp;
-    }();
+    h.mountpoint = newest_read_write_mountpoint(cipherdir);
     struct stat st {};
     if (::fstat(j.fd.get(), &st) == 0) h.pid = flock_holder(st.st_dev, st.st_ino);
     const std::string pid = h.pid > 0 ? " (pid " + std::to_string(h.pid) + ")" : "";

@@ -159,10 +159,6 @@ int OwnedMount::release_fuse_fd() {
   return fd;
 }
 
-std::string OwnedMount::device() const {
-  const auto e = find_mount(mount_id_);
-  return e ? e->device : "";
-}
 
 UnmountResult OwnedMount::unmount(bool lazy) {
   std::lock_guard lk(mu_);

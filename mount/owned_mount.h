@@ -53,8 +53,9 @@ class OwnedMount {
   // The /dev/fuse descriptor, handed over once (to libfuse, which closes it).
   int release_fuse_fd();
   int mount_id() const { return mount_id_; }
-  // "major:minor" of the mount's filesystem, from mountinfo; "" when it is not listed.
-  std::string device() const;
+  // "major:minor" of the mount's filesystem, read from mountinfo when it was made; "" when it
+  // was not listed then.
+  const std::string& device() const { return device_; }
 
   // Unmounts this mount wherever it is now, if what is there is this mount; detaching it
   // (MNT_DETACH) when lazy. Calls from several threads take turns.
