@@ -1,5 +1,5 @@
 #!/bin/bash
-# bench_format2.sh GPUCRYPTFS IOBENCH: format 1 against format 2 through the mount, with the
+# format2_backing_io.sh GPUCRYPTFS IOBENCH: format 1 against format 2 through the mount, with the
 # backing folder on ext4 in a loop-mounted image in /dev/shm (disk semantics at memory speed, so
 # O_DIRECT is real and the page cache of the backing filesystem is what it costs). For each vault
 # (v1 buffered, v2 buffered, v2 direct): 1 and T streams of sequential write and read through the
@@ -10,10 +10,10 @@
 #   IMG_MB (size of the ext4 image, default 6144), ENGINE (default cpu), CHUNK (default: init's),
 #   CONFIGS (default "v1_buffered v2_buffered v2_direct"), REPEAT (default 1).
 # Needs root (loop device, drop_caches). Timings on a shared machine are noisy: compare within one
-# run and repeat. On the GPU machine (issue 16's targets: 1 and 8 streams, engine gpu against cpu):
+# run and repeat. On the GPU machine (1 and 8 streams, engine gpu against cpu):
 #   cc -O2 -pthread -o /tmp/iobench shared/bench/iobench.c
 #   for e in cpu gpu; do ENGINE=$e W1=2048 WP=512 T=8 IMG_MB=16384 \
-#     CONFIGS="v1_buffered v2_buffered v2_direct" scripts/bench_format2.sh build/mount/gpucryptfs /tmp/iobench; done
+#     CONFIGS="v1_buffered v2_buffered v2_direct" scripts/bench/format2_backing_io.sh build/mount/gpucryptfs /tmp/iobench; done
 set -u
 BIN=$(readlink -f "$1") IOB=$(readlink -f "$2")
 W1=${W1:-1024} WP=${WP:-256} T=${T:-4} IMG_MB=${IMG_MB:-6144} ENGINE=${ENGINE:-cpu}

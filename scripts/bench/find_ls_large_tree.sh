@@ -4,7 +4,7 @@
 # made through each mount, then every round drops the caches and times `find -ls` over the tree,
 # with the daemon's CPU seconds. One filesystem is mounted at a time; each is removed afterwards.
 #
-#   scripts/bench_tree_scan.sh [N]          (needs root; N defaults to 100000)
+#   scripts/bench/find_ls_large_tree.sh [N]          (needs root; N defaults to 100000)
 #
 # Knobs (environment):
 #   FSLIST  default "gocryptfs gcfs_auto": backing (the folder itself), gocryptfs, securefs,
@@ -14,7 +14,7 @@
 #           /dev/shm/treescan: tmpfs, so that only the filesystems differ); FILE_BYTES per file
 #           (default 64); PER_DIR files per directory (default 1000: more than one READDIR
 #           reply holds, as in real trees' larger directories); GPUCRYPTFS the binary (default build/mount/gpucryptfs);
-#   COUNT=1 one more round under scripts/fuse_request_counts.sh: FUSE requests per file.
+#   COUNT=1 one more round under scripts/bench/fuse_request_counts.sh: FUSE requests per file.
 # Prints one line per round: "FS find_ls | s=SECONDS files=N | daemon_cpu_s=CPU". A benchmark,
 # never a pass/fail test: compare filesystems within one run and repeat before believing small
 # differences.
@@ -26,8 +26,8 @@ ROUNDS=${ROUNDS:-3}
 ROOT=${ROOT:-/dev/shm/treescan}
 FILE_BYTES=${FILE_BYTES:-64}
 PER_DIR=${PER_DIR:-1000}
-GPUCRYPTFS=${GPUCRYPTFS:-$here/../build/mount/gpucryptfs}
-[[ $(id -u) == 0 ]] || { echo "bench_tree_scan: needs root (drops caches, mounts)" >&2; exit 1; }
+GPUCRYPTFS=${GPUCRYPTFS:-$here/../../build/mount/gpucryptfs}
+[[ $(id -u) == 0 ]] || { echo "find_ls_large_tree: needs root (drops caches, mounts)" >&2; exit 1; }
 HZ=$(getconf CLK_TCK)
 mkdir -p "$ROOT"
 pw=$ROOT/pw
@@ -74,7 +74,7 @@ mount_fs() {  # fs c m: mounts, sets pid
       "$bin" init --passfile "$pw" --scrypt-logn 10 "$c" >/dev/null
       # shellcheck disable=SC2086  # extra arguments, comma-separated
       "$bin" mount --passfile "$pw" --engine "$engine" ${extra//,/ } --log "$ROOT/$fs.log" "$c" "$m" ;;
-    *) echo "bench_tree_scan: unknown filesystem $fs" >&2; return 1 ;;
+    *) echo "find_ls_large_tree: unknown filesystem $fs" >&2; return 1 ;;
   esac
   mountpoint -q "$m" || { echo "$fs: mount failed" >&2; return 1; }
   # The daemon serving m: the newest process whose command line names it.
@@ -82,7 +82,7 @@ mount_fs() {  # fs c m: mounts, sets pid
 }
 
 echo "== $(date -u +%FT%TZ) $(nproc) cpus, kernel $(uname -r), N=$N PER_DIR=$PER_DIR FILE_BYTES=$FILE_BYTES ROOT=$ROOT" \
-  "gpucryptfs $(git -C "$here/.." rev-parse --short HEAD 2>/dev/null || echo '?')"
+  "gpucryptfs $(git -C "$here/../.." rev-parse --short HEAD 2>/dev/null || echo '?')"
 for fs in $FSLIST; do
   c=$ROOT/$fs.c m=$ROOT/$fs.m
   rm -rf "$c" "$m"

@@ -1,6 +1,9 @@
 #!/bin/bash
-# compare_tree.sh: the shared compare.sh on the H100 machine with the tree cut to what passthrough_hp
-# can hold open under the descriptor limit (20000 there); table.py's table of it; compare.log into $OUT.
+# The peers table of docs/BENCHMARKS.md on the GPU machine: the shared compare.sh (W1=1024 WP=256
+# T=8 RS=3) with the tree cut to what passthrough_hp can hold open under the descriptor limit (20000
+# there); table.py's table of it; compare.log into $OUT. It runs from the folder that
+# shared/bench/gather_tools.sh fills (compare.sh, table.py, iobench, the peers, a gpucryptfs from
+# scripts/build_for_device.sh): copy it there and carry that folder to the machine.
 D=$(cd "$(dirname "$0")" && pwd); cd $D
 echo 1 > /sys/module/fuse/parameters/enable_uring
 limit=$(ulimit -Hn); entries=$(find /usr/include | wc -l)

@@ -4,16 +4,16 @@
 # files) on plain FUSE, gocryptfs, securefs and gpucryptfs, then bench/table.py's table with
 # gpucryptfs's ratio to the best peer on every row and the daemons' CPU seconds.
 #
-#   scripts/compare_peers.sh [OUTDIR]        (needs root; default OUTDIR: /tmp/gcfs-compare)
+#   scripts/bench/compare_peers.sh [OUTDIR]        (needs root; default OUTDIR: /tmp/gcfs-compare)
 #
 # On the development machine (2 vCPUs) it sizes the run for two cores (T=4, small streams); on a
 # larger one it uses compare.sh's defaults (T=8, 2 GiB and 8 x 512 MiB). Any of compare.sh's knobs
 # (FSLIST, W1, WP, T, RS, ROOT) set in the environment wins. The GPU machine has none of the
-# peers: there, run the folder this script fills (TOOLS) with compare.sh directly, as
-# scripts/gpu_device_run.sh's notes say; GPUCRYPTFS_BIN names a statically linked binary
-# (scripts/build_for_device.sh) to put in it.
+# peers: there, run the folder this script fills (TOOLS) with compare.sh directly, or with
+# scripts/bench/compare_peers_gpu_machine.sh copied into it; GPUCRYPTFS_BIN names a statically
+# linked binary (scripts/build_for_device.sh) to put in it.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 bench=${BENCH_DIR:-$root/../shared/bench}
 out=${1:-/tmp/gcfs-compare}
 bin=${GPUCRYPTFS_BIN:-${BUILD_DIR:-$root/build}/mount/gpucryptfs}

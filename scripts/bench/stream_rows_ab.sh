@@ -1,5 +1,5 @@
 #!/bin/bash
-# bench_streams_ab.sh IOBENCH ROUNDS LABEL:WHAT... : the stream rows of the shared bench/compare.sh
+# stream_rows_ab.sh IOBENCH ROUNDS LABEL:WHAT... : the stream rows of the shared bench/compare.sh
 # (write 1 x W1 MiB, read it back, write T x WP MiB, read them back; every byte checked on read) on
 # several mounts side by side, interleaved: each round mounts every LABEL:WHAT afresh in turn, the
 # order reversed every other round (the position in a round matters on a shared machine). WHAT is a
@@ -10,7 +10,7 @@
 #   ROOT (default /dev/shm/gcfs-streams: tmpfs, as compare.sh), EXTRA (gpucryptfs mount arguments).
 # Example, main's binary against a branch's beside the peers:
 #   cc -O2 -pthread -o /tmp/iobench ../shared/bench/iobench.c
-#   scripts/bench_streams_ab.sh /tmp/iobench 4 main:/tmp/gpucryptfs.main branch:build/mount/gpucryptfs \
+#   scripts/bench/stream_rows_ab.sh /tmp/iobench 4 main:/tmp/gpucryptfs.main branch:build/mount/gpucryptfs \
 #     gocryptfs:gocryptfs securefs:securefs
 # Needs root (drops caches). A benchmark, not a test: numbers move 10-30% between runs here.
 set -u

@@ -1,6 +1,7 @@
 #!/bin/bash
-# read8_long.sh: the 8-stream read with 8 x 1 GiB (compare.sh reads 8 x 256 MiB, about 0.3 s on the
-# H100 machine): gocryptfs, gpucryptfs (defaults) and passthrough_hp over io_uring, alternated three times.
+# The 8-stream read with 8 x 1 GiB (compare.sh reads 8 x 256 MiB, about 0.3 s on the H100 machine,
+# too short a sample): gocryptfs, gpucryptfs (defaults) and passthrough_hp over io_uring, alternated
+# three times. Runs from the folder that shared/bench/gather_tools.sh fills: copy it there.
 D=$(cd "$(dirname "$0")" && pwd); export PATH=$D:$PATH LD_LIBRARY_PATH=$D/lib
 R=/dev/shm/r8l; echo 1 > /sys/module/fuse/parameters/enable_uring
 for round in 1 2 3; do

@@ -3,7 +3,7 @@
 # of this machine (keep other FUSE work quiet meanwhile), from the kernel's fuse_request_send
 # tracepoint in a tracefs instance of our own (other tracing is left alone).
 #
-#   scripts/fuse_request_counts.sh COMMAND [ARGS...]     (needs root; kernel 6.15 or newer)
+#   scripts/bench/fuse_request_counts.sh COMMAND [ARGS...]     (needs root; kernel 6.15 or newer)
 #
 # Prints one line per opcode, most frequent first, then the total; the command's own output goes
 # to stderr. PER=N divides every count by N as well (requests per file, with N files). MNT=DIR

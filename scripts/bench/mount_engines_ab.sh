@@ -1,9 +1,11 @@
 #!/bin/bash
-# mountab.sh: engines and binaries through the mount, interleaved (device experiment): VARIANTS
+# Engines and binaries through the mount, interleaved (GPU machine): VARIANTS
 # "engine:binary[:mount,args[:ENV=value]] ..." (default: cpu, auto of gpucryptfs.old, auto, gpu); 1 and 8 streams and random
 # 128 KiB reads, MB/s (daemon CPU s/GB); RANDOM4K=1 adds random 4 KiB reads and writes with 8
 # threads (MB/s, daemon CPU s); USE=1 prints the hybrid's engine use, SHAPES=1 runs
-# gpu_engine_bench --shapes after.
+# gpu_engine_bench --shapes after. Runs from the folder that shared/bench/gather_tools.sh fills
+# (iobench; gpucryptfs, gpucryptfs.old and gpu_engine_bench from scripts/build_for_device.sh):
+# copy it there and carry that folder to the machine.
 D=$(cd "$(dirname "$0")" && pwd); IOB=$D/iobench
 root=/dev/shm/e7; rm -rf $root; mkdir -p $root; pw=$root/pw; echo pw-1 > $pw
 echo 1 > /sys/module/fuse/parameters/enable_uring

@@ -6,7 +6,7 @@
 # between phases, and the daemon is given a second to take the FORGETs that follow before the
 # next phase's CPU is counted.
 #
-#   scripts/bench_small_files.sh BIN [BIN...]       (needs root)
+#   scripts/bench/small_files_ab.sh BIN [BIN...]       (needs root)
 #
 # Knobs (environment): ROUNDS (default 3), TRANSPORT (uring, the default, or classic), ROOT (default
 # /dev/shm/smallfiles: tmpfs, so that only the filesystems differ), TAR (default /dev/shm/tree.tar,
@@ -15,7 +15,7 @@
 # difference.
 set -u
 (($# >= 1)) || { sed -n 2,14p "$0"; exit 2; }
-[[ $(id -u) == 0 ]] || { echo "bench_small_files: needs root (it drops caches and mounts)" >&2; exit 1; }
+[[ $(id -u) == 0 ]] || { echo "small_files_ab: needs root (it drops caches and mounts)" >&2; exit 1; }
 rounds=${ROUNDS:-3} transport=${TRANSPORT:-uring} root=${ROOT:-/dev/shm/smallfiles} tar=${TAR:-/dev/shm/tree.tar}
 [[ $transport == uring ]] && echo 1 > /sys/module/fuse/parameters/enable_uring
 [[ -f $tar ]] || tar -C /usr -cf "$tar" include 2>/dev/null

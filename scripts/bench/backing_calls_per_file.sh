@@ -13,7 +13,7 @@
 # store (file and descriptor calls; the transport's own /dev/fuse and io_uring calls are left
 # out), and their total. With TRACE=1, also the sequence of those calls for one file's cat.
 #
-#   scripts/backing_calls_per_read.sh BIN        (needs root, strace)
+#   scripts/bench/backing_calls_per_file.sh BIN        (needs root, strace)
 #
 # Knobs (environment): N (files per case, default 50), FORMATS (default "2 1"), SIZES (bytes,
 # default "1024 10240"), TRANSPORTS (default "classic uring"), ROOT (default /dev/shm/backing_calls),
@@ -21,8 +21,8 @@
 # A count, not a timing: the numbers do not depend on the machine's load.
 set -u
 (($# == 1)) || { sed -n 2,22p "$0"; exit 2; }
-[[ $(id -u) == 0 ]] || { echo "backing_calls_per_read: needs root (it drops caches and mounts)" >&2; exit 1; }
-command -v strace >/dev/null || { echo "backing_calls_per_read: needs strace" >&2; exit 1; }
+[[ $(id -u) == 0 ]] || { echo "backing_calls_per_file: needs root (it drops caches and mounts)" >&2; exit 1; }
+command -v strace >/dev/null || { echo "backing_calls_per_file: needs strace" >&2; exit 1; }
 bin=$(realpath "$1")
 n=${N:-50} root=${ROOT:-/dev/shm/backing_calls}
 # System calls that go to the transport (not to the backing store), and the tracer's own noise.

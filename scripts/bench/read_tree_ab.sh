@@ -2,10 +2,10 @@
 # "read every file" (compare.sh's row) for two gpucryptfs binaries on one vault: the tree is
 # untarred once through the first binary, then each pass mounts the same CIPHERDIR with A, then
 # with B, drops the caches and reads every file with cat. Fewer moving parts than a fresh vault
-# per binary (scripts/bench_small_files.sh), so more passes fit in the same time.
+# per binary (scripts/bench/small_files_ab.sh), so more passes fit in the same time.
 # Prints per pass and binary: wall ms and the daemon's CPU ms.
 #
-#   scripts/bench_read_ab.sh BIN_A BIN_B        (needs root)
+#   scripts/bench/read_tree_ab.sh BIN_A BIN_B        (needs root)
 #
 # Knobs (environment): PASSES (default 6), TRANSPORT (uring, the default, or classic), ROOT
 # (default /dev/shm/read_ab: tmpfs, so that only the filesystems differ), TAR (default
@@ -13,7 +13,7 @@
 # include/). A benchmark, never a pass/fail test: compare within one run, and repeat.
 set -u
 (($# == 2)) || { sed -n 2,13p "$0"; exit 2; }
-[[ $(id -u) == 0 ]] || { echo "bench_read_ab: needs root (it drops caches and mounts)" >&2; exit 1; }
+[[ $(id -u) == 0 ]] || { echo "read_tree_ab: needs root (it drops caches and mounts)" >&2; exit 1; }
 a=$1 b=$2 passes=${PASSES:-6} root=${ROOT:-/dev/shm/read_ab} tar=${TAR:-/dev/shm/tree.tar} tr=${TRANSPORT:-uring}
 [[ $tr == uring ]] && echo 1 > /sys/module/fuse/parameters/enable_uring
 [[ -f $tar ]] || tar -C /usr -cf "$tar" include 2>/dev/null
