@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs ON the GPU device machine, from the repository root, with the binaries that
 # scripts/build_for_device.sh left in build-device/carry (carry that folder with the run). One call
-# of under 10 minutes, on one GPU or on several (nvidia-h100-x2: each figure is then taken with GPU
-# 0 alone and with every GPU):
+# of under 10 minutes, on one GPU or on several (two GPUs in one host: each figure is then taken
+# with GPU 0 alone and with every GPU):
 #   1. tests: the GPU tests, the hybrid engine's tests, and the mounted-vault suites with --engine
 #      $TEST_ENGINE (default auto) over /dev/fuse and over io_uring (switched on for the run and put
 #      back after) in parallel with them, before any timing;
