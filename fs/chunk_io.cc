@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "fs/chunk_auth.h"
-#include "fs/content_file.h"
+#include "fs/plain_io.h"
 
 namespace gcfs {
 

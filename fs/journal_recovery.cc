@@ -12,7 +12,7 @@
 #include <map>
 #include <set>
 
-#include "fs/content_file.h"
+#include "fs/plain_io.h"
 #include "fs/file_header.h"
 #include "fs/chunk_auth.h"
 #include "fs/chunk_io.h"

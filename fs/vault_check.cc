@@ -22,7 +22,7 @@
 #include "fs/chunk_auth.h"
 #include "fs/chunk_io.h"
 #include "fs/chunk_journal.h"
-#include "fs/content_file.h"
+#include "fs/plain_io.h"
 #include "fs/dir_chain.h"
 #include "fs/dir_iv.h"
 #include "fs/file_header.h"

@@ -10,7 +10,7 @@
 
 #include "crypto/secret.h"
 #include "fs/chunk_auth.h"
-#include "fs/content_file.h"
+#include "fs/plain_io.h"
 #include "fs/file_header.h"
 
 namespace gcfs {

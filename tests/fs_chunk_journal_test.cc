@@ -20,6 +20,7 @@
 
 #include "fs/chunk_journal.h"
 #include "fs/content_file.h"
+#include "fs/plain_io.h"
 #include "fs/file_lock.h"
 #include "fs/file_header.h"
 #include "fs/journal_recovery.h"

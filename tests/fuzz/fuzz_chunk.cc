@@ -15,6 +15,7 @@
 
 #include "crypto/cpu_engine.h"
 #include "fs/content_file.h"
+#include "fs/plain_io.h"
 #include "fs/log.h"
 #include "tests/fuzz/fuzz_common.h"
 
