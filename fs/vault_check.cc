@@ -22,6 +22,7 @@
 #include "fs/chunk_auth.h"
 #include "fs/chunk_io.h"
 #include "fs/chunk_journal.h"
+#include "fs/content/content_format.h"
 #include "fs/plain_io.h"
 #include "fs/dir_chain.h"
 #include "fs/dir_iv.h"
@@ -667,27 +668,7 @@ class Checker {
   // read (a 1 TiB sparse file is checked in one step). nchunks when only holes follow.
   std::uint64_t next_data_chunk(int fd, std::uint64_t first, std::uint64_t nchunks) const {
     const ChunkLayout& layout = vault_.layout();
-    if (layout.aligned()) {
-      // Format 2: the first chunk whose ciphertext block may hold data. A metadata block holds
-      // data (its entries) whenever its group was written, so data found there counts from the
-      // group's first chunk.
-      if (nchunks <= 1) return first;  // one chunk (perhaps inline, in block 0): just read it
-      const std::uint64_t from = layout.data_offset(first, ~std::uint64_t{0});
-      const off_t at = ::lseek(fd, static_cast<off_t>(from), SEEK_DATA);
-      if (at < 0) return errno == ENXIO ? nchunks : first;
-      const std::uint64_t data = static_cast<std::uint64_t>(at);
-      if (data <= from) return first;
-      const std::uint64_t rel = data - layout.base_offset(), G = layout.group_bytes();
-      const std::uint64_t in_group = rel % G;
-      const std::uint64_t k = rel / G * kV2ChunksPerGroup +
-                              (in_group < kV2BlockBytes ? 0 : (in_group - kV2BlockBytes) / layout.chunk_size());
-      return std::min(nchunks, std::max(first, k));
-    }
-    const off_t at = ::lseek(fd, static_cast<off_t>(layout.disk_offset(first)), SEEK_DATA);
-    if (at < 0) return errno == ENXIO ? nchunks : first;  // ENXIO: no data past this point; else no SEEK_DATA here
-    const std::uint64_t data = static_cast<std::uint64_t>(at);
-    if (data <= layout.disk_offset(first)) return first;
-    return std::min(nchunks, (data - layout.disk_offset(0)) / layout.disk_chunk_size());
+    return layout.content().next_data_chunk(layout, fd, first, nchunks);
   }
 
   void check_content(int fd, std::uint64_t size, int dirfd, const Where& where, bool after_restore = false) {
@@ -730,12 +711,11 @@ class Checker {
     const std::uint64_t C = layout.chunk_size(), D = layout.disk_chunk_size();
     const std::uint64_t nchunks = layout.chunk_count(checkable);
     const std::uint64_t per_batch = std::max<std::uint64_t>(1, kBatchBytes / D);
-    const auto disk_end = [&](std::uint64_t k) {  // where chunk k ends in the file (format 1), or its form does
-      return layout.aligned() ? chunk_forms_bytes(layout, 0, k, checkable)
-                              : layout.disk_offset(k) + layout.chunk_plain_len(k, checkable) + kChunkOverhead;
-    };
+    // Where chunk k's form ends and begins among the forms of the file's chunks back to back: the
+    // bytes read (and, for holes, skipped) are counted in forms, whatever the format.
+    const auto disk_end = [&](std::uint64_t k) { return chunk_forms_bytes(layout, 0, k, checkable); };
     const auto disk_begin = [&](std::uint64_t k) {
-      return layout.aligned() ? (k == 0 ? 0 : chunk_forms_bytes(layout, 0, k - 1, checkable)) : layout.disk_offset(k);
+      return k == 0 ? std::uint64_t{0} : chunk_forms_bytes(layout, 0, k - 1, checkable);
     };
     std::vector<std::uint64_t> bad;
     std::vector<std::uint8_t> ct, pt;
@@ -755,10 +735,8 @@ class Checker {
       const std::uint64_t end = disk_end(last);
       ct.resize(end - begin);
       pt.resize((last - first + 1) * C);
-      // The chunks' forms (nonce | ciphertext | tag): format 1 stores them so; format 2's are
-      // gathered from entries and data blocks (chunk_io.h).
-      ssize_t n = layout.aligned() ? read_chunk_forms(fd, layout, first, last, checkable, ct.data())
-                                   : pread_full(fd, ct.data(), ct.size(), begin);
+      // The chunks' forms (nonce | ciphertext | tag), as the format gathers them (chunk_io.h).
+      ssize_t n = read_chunk_forms(fd, layout, first, last, checkable, ct.data());
       if (n != static_cast<ssize_t>(ct.size())) {
         problem(where.cipher(), where.plain(),
                 std::string("cannot read the ciphertext: ") + (n < 0 ? std::strerror(static_cast<int>(-n)) : "short read"),
@@ -780,12 +758,13 @@ class Checker {
     std::string journal_note;
     if ((size_bad || !bad.empty()) && !after_restore && try_journal(fd, header->id, dirfd, where, &journal_note)) return;
     const bool recoverable = !journal_note.empty();
-    if (size_bad && layout.aligned() && !layout.readable_plain_size(size)) {
-      // Format 2: chunk 0 cut short while it moved out of the header block. Nothing reads.
+    if (size_bad && !layout.readable_plain_size(size)) {
+      // A size no write leaves, whole or cut short (format 2: chunk 0 cut short while it moved out
+      // of the header block). Nothing reads.
       problem(where.cipher(), where.plain(),
-              "ciphertext size " + std::to_string(size) +
-                  " is impossible for format 2 (the first chunk cut short as the file grew out of its header "
-                  "block): the mount reads nothing of it" + journal_note,
+              "ciphertext size " + std::to_string(size) + " is impossible for format " +
+                  std::to_string(layout.format()) + " (" + layout.content().why_size_impossible() +
+                  "): the mount reads nothing of it" + journal_note,
               !recoverable);
       return;
     }
@@ -796,9 +775,7 @@ class Checker {
       // leaves exactly this), so it is not unreadable unless its chunks are.
       problem(where.cipher(), where.plain(),
               "ciphertext size " + std::to_string(size) +
-                  (layout.aligned() ? " ends " + std::to_string(tail) + " bytes into a metadata block whose chunks never came"
-                                    : " ends in an incomplete chunk of " + std::to_string(tail) +
-                                          " bytes (at most its nonce and tag)") +
+                  layout.content().describe_fragment(tail) +
                   ": a write cut short, or a cut; the mount reads the " + std::to_string(nchunks) +
                   " whole chunks before it and drops the fragment at the next write" +
                   (bad.empty() ? std::string() : "; also chunks " + describe_runs(bad) + " fail authentication") +

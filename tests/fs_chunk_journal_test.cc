@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "fs/chunk_journal.h"
-#include "fs/content_file.h"
+#include "fs/content/content_file.h"
 #include "fs/plain_io.h"
 #include "fs/file_lock.h"
 #include "fs/file_header.h"

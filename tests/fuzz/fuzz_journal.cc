@@ -32,7 +32,7 @@
 #include "crypto/aes_gcm.h"
 #include "crypto/cpu_engine.h"
 #include "fs/chunk_journal.h"
-#include "fs/content_file.h"
+#include "fs/content/content_file.h"
 #include "fs/plain_io.h"
 #include "fs/file_header.h"
 #include "fs/journal_recovery.h"
