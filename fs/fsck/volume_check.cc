@@ -1,4 +1,4 @@
-#include "fs/volume_check.h"
+#include "fs/fsck/volume_check.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
