@@ -30,6 +30,12 @@ bool all_zero(const std::uint8_t* p, std::size_t n) {
   return std::all_of(p, p + n, [](std::uint8_t b) { return b == 0; });
 }
 
+bool any_chunk_is_hole(const std::uint8_t* p, std::size_t len, std::uint64_t disk_chunk) {
+  for (std::size_t at = 0; at < len; at += disk_chunk)
+    if (all_zero(p + at, std::min<std::size_t>(disk_chunk, len - at))) return true;
+  return false;
+}
+
 ChunkRunCheck check_chunk_run(ChunkEngine& engine, const ChunkLayout& layout, const ChunkKey& key, const FileId& id,
                               std::uint64_t first, std::uint64_t last, std::uint64_t plain_size,
                               const std::uint8_t* ct, std::vector<std::uint8_t>* scratch,

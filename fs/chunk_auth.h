@@ -20,6 +20,10 @@ std::string describe_chunk_runs(const std::vector<std::uint64_t>& chunks, std::s
 
 // True when all n bytes at p are zero: a hole, by the format's rule, when they are a chunk's.
 bool all_zero(const std::uint8_t* p, std::size_t n);
+// Whether any chunk of a run of chunk forms (each disk_chunk bytes, the last maybe shorter) is all
+// zeros, which is how a hole reads. Ciphertext is random: the scan of a written chunk stops at
+// its first byte.
+bool any_chunk_is_hole(const std::uint8_t* p, std::size_t len, std::uint64_t disk_chunk);
 
 struct ChunkRunCheck {
   std::uint64_t holes = 0;   // chunks whose bytes are all zero: holes, counted and not opened

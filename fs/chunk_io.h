@@ -2,7 +2,8 @@
 // is how format 1 stores it and how the crash journal and fsck handle chunks of either format.
 // In format 2 the nonce and tag lie in the group's metadata block and the ciphertext at an
 // aligned offset (chunk_layout.h); these functions gather and scatter them, so that code that
-// checks or restores chunks needs to know nothing of where they lie.
+// checks or restores chunks needs to know nothing of where they lie. Each format does the
+// gathering its own way (fs/content/format_v*.cc); these calls ask the layout's format.
 //
 // The hole rule of each format holds for forms too: a form that is all zeros is a hole. In
 // format 2 a chunk is a hole when its ciphertext is all zeros, whatever its entry holds (entries

@@ -13,7 +13,7 @@
 #include <stdexcept>
 
 #include "fs/chunk_layout.h"
-#include "fs/content_file.h"
+#include "fs/plain_io.h"
 #include "fs/file_lock.h"
 #include "fs/log.h"
 #include "fs/safe_open.h"

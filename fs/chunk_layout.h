@@ -16,12 +16,18 @@
 //
 // In both formats only the last chunk may be shorter than C, and an empty plaintext file is an
 // empty ciphertext file.
+//
+// ChunkLayout is the arithmetic every format shares (chunks of C bytes, the base offset); what
+// differs by version it asks the vault's ContentFormat (fs/content/content_format.h), which it
+// picks when it is made.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 
 namespace gcfs {
+
+class ContentFormat;
 
 constexpr std::uint64_t kFileHeaderBytes = 24;
 constexpr std::uint64_t kChunkNonceOnDisk = 12;
@@ -59,8 +65,10 @@ class ChunkLayout {
   // of 4096 and a base offset that is one too.
   explicit ChunkLayout(std::uint32_t chunk_size, std::uint64_t base_offset = 0, int format = 1);
 
-  int format() const { return format_; }
-  bool aligned() const { return format_ >= 2; }
+  int format() const;
+  // The vault's content format, which answers everything that differs by version.
+  const ContentFormat& content() const { return *fmt_; }
+  bool aligned() const;
   std::uint64_t chunk_size() const { return c_; }
   std::uint64_t base_offset() const { return base_; }
   // Format 1: the bytes one chunk takes on disk, nonce and tag included (C + 28).
@@ -79,9 +87,7 @@ class ChunkLayout {
   std::uint64_t data_offset(std::uint64_t chunk, std::uint64_t plain_size) const;
   std::uint64_t tag_offset(std::uint64_t chunk, std::uint64_t plain_size) const;
   // Format 2: whether a file of plain_size bytes is stored inline (1..kV2InlineMax bytes).
-  bool is_inline(std::uint64_t plain_size) const {
-    return format_ >= 2 && plain_size > 0 && plain_size <= kV2InlineMax;
-  }
+  bool is_inline(std::uint64_t plain_size) const;
   // Format 2: the group of chunk k, and where a group's metadata block starts (base included).
   std::uint64_t group_of(std::uint64_t chunk) const { return chunk / kV2ChunksPerGroup; }
   std::uint64_t group_bytes() const { return kV2BlockBytes + kV2ChunksPerGroup * c_; }
@@ -108,7 +114,7 @@ class ChunkLayout {
  private:
   std::uint64_t c_;
   std::uint64_t base_ = 0;
-  int format_ = 1;
+  const ContentFormat* fmt_;
 };
 
 }  // namespace gcfs

@@ -12,7 +12,7 @@
 #include "crypto/errors.h"
 #include "fs/safe_open.h"
 #include "fs/unique_fd.h"
-#include "fs/vault.h"
+#include "fs/vault_errors.h"
 
 namespace gcfs {
 namespace {

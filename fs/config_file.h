@@ -19,7 +19,7 @@ namespace gcfs {
 // gigabytes cost seconds and memory before the parser refused it.
 constexpr std::size_t kMaxConfigFileBytes = 16 * 1024;
 
-// Reads CIPHERDIR/gpucryptfs.conf. Throws NotAVault (fs/vault.h) when CIPHERDIR or the config is
+// Reads CIPHERDIR/gpucryptfs.conf. Throws NotAVault (fs/vault_errors.h) when CIPHERDIR or the config is
 // missing or CIPHERDIR is not a directory; CorruptData when the config is a symbolic link, a
 // FIFO, socket, device or directory, larger than kMaxConfigFileBytes, or does not parse;
 // UserError when it cannot be read (permissions, I/O) or is of a newer format. Every message

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "crypto/random.h"
-#include "fs/content_file.h"
+#include "fs/plain_io.h"
 #include "fs/log.h"
 #include "fs/safe_open.h"
 

@@ -12,10 +12,11 @@
 #include <map>
 #include <set>
 
-#include "fs/content_file.h"
+#include "fs/plain_io.h"
 #include "fs/file_header.h"
 #include "fs/chunk_auth.h"
 #include "fs/chunk_io.h"
+#include "fs/content/content_format.h"
 #include "fs/log.h"
 #include "fs/safe_open.h"
 
@@ -48,43 +49,19 @@ bool authentic(const std::uint8_t* src, std::size_t bytes, const ChunkKey& key, 
 
 enum class DiskChunk { Absent, Good, Bad };
 
-// Format 2's disk_chunk: the chunk's form gathered from its entry and data block.
-DiskChunk disk_chunk_v2(int fd, std::uint64_t S, std::uint64_t k, const ChunkLayout& layout, const ChunkKey& key,
-                        const FileId& id, ChunkEngine& engine) {
-  if (S < layout.base_offset() + kFileHeaderBytes) return DiskChunk::Absent;
-  std::uint64_t fragment = 0;
-  const auto readable = layout.readable_plain_size(S - layout.base_offset(), &fragment);
-  if (!readable) return k == 0 ? DiskChunk::Bad : DiskChunk::Absent;  // chunk 0 cut short leaving block 0
-  const std::uint64_t len = layout.chunk_plain_len(k, *readable);
-  if (len == 0) {
-    // Past the whole chunks: absent, unless a torn growing write left part of its data there.
-    return layout.data_offset(k, ~std::uint64_t{0}) < S && !fragment ? DiskChunk::Bad : DiskChunk::Absent;
-  }
-  std::vector<std::uint8_t> form(len + kChunkOverhead);
-  if (read_chunk_forms(fd, layout, k, k, *readable, form.data()) != static_cast<ssize_t>(form.size()))
-    return DiskChunk::Bad;
-  return authentic(form.data(), form.size(), key, id, k, engine) ? DiskChunk::Good : DiskChunk::Bad;
-}
-
-// Chunk k as the mount would read it from a file of ciphertext size S.
+// Chunk k as the mount would read it from a file of ciphertext size S: the format finds its form.
 DiskChunk disk_chunk(int fd, std::uint64_t S, std::uint64_t k, const ChunkLayout& layout, const ChunkKey& key,
                      const FileId& id, ChunkEngine& engine) {
-  if (layout.aligned()) return disk_chunk_v2(fd, S, k, layout, key, id, engine);
-  const std::uint64_t off = layout.disk_offset(k), D = layout.disk_chunk_size();
-  if (S <= off) return DiskChunk::Absent;
-  const auto plain = S >= layout.base_offset() ? layout.plain_size(S - layout.base_offset()) : std::nullopt;
-  std::uint64_t len;
-  if (plain) {
-    len = layout.chunk_plain_len(k, *plain);
-    if (len == 0) return DiskChunk::Absent;
-  } else if (off + D <= S) {
-    len = layout.chunk_size();
-  } else {
-    return DiskChunk::Bad;  // the torn tail of a file whose size is impossible
+  std::vector<std::uint8_t> form;
+  switch (layout.content().stored_chunk(fd, layout, S, k, &form)) {
+    case StoredChunk::Absent:
+      return DiskChunk::Absent;
+    case StoredChunk::Torn:
+      return DiskChunk::Bad;
+    case StoredChunk::Form:
+      break;
   }
-  std::vector<std::uint8_t> ct(len + kChunkOverhead);
-  if (pread_full(fd, ct.data(), ct.size(), off) != static_cast<ssize_t>(ct.size())) return DiskChunk::Bad;
-  return authentic(ct.data(), ct.size(), key, id, k, engine) ? DiskChunk::Good : DiskChunk::Bad;
+  return authentic(form.data(), form.size(), key, id, k, engine) ? DiskChunk::Good : DiskChunk::Bad;
 }
 
 // A path hint as it may go into the log: it came from a file anyone may have written.
@@ -126,14 +103,11 @@ RestorePlan restore_from_records(int fd, const FileId& id, const std::vector<con
     // The file grew past what this write could have made it: the record is stale (its write
     // finished and something later changed the file), so it says nothing about the file now.
     if (S > std::max(r->old_cipher_size, r->new_cipher_size)) continue;
-    // Format 2 puts a pre-image back where the file, at its size before the write, kept that
-    // chunk (chunk 0 of a small file lies in the header block, else at its aligned place).
-    std::optional<std::uint64_t> old_plain;
-    if (layout.aligned()) {
-      if (r->old_cipher_size < layout.base_offset()) continue;
-      old_plain = layout.plain_size(r->old_cipher_size - layout.base_offset());
-      if (!old_plain) continue;  // no write starts from such a size
-    }
+    // A pre-image goes back where the file kept that chunk at its size before the write (format 2:
+    // chunk 0 of a small file lies in the header block, else at its aligned place).
+    const ContentFormat& format = layout.content();
+    const std::optional<std::uint64_t> old_plain = format.restore_size(layout, r->old_cipher_size);
+    if (!old_plain) continue;  // no write starts from such a size
     // Read now, and checked again against the record's digest: the journal may have changed
     // since it was scanned.
     if (r->load_payload(&payload) != 0) continue;
@@ -158,20 +132,18 @@ RestorePlan restore_from_records(int fd, const FileId& id, const std::vector<con
       // version 2 record's SHA-256 anyone can compute.
       if (r->legacy() && all_zero(pre, pre_len)) continue;
       if (!authentic(pre, pre_len, key, id, k, engine)) continue;  // an older record may hold a good one
-      // Format 2: the pre-image must be the chunk as the file held it at its old size.
-      if (old_plain && pre_len != layout.chunk_plain_len(k, *old_plain) + kChunkOverhead) continue;
+      // The pre-image must be the chunk as the file held it at its old size.
+      if (!format.form_fits(layout, k, *old_plain, pre_len)) continue;
       decided.insert(k);
       if (apply) {
-        const int w = old_plain ? write_chunk_forms(fd, layout, k, *old_plain, pre, pre_len)
-                                : static_cast<int>(std::min<ssize_t>(0, pwrite_full(fd, pre, pre_len, layout.disk_offset(k))));
+        const int w = write_chunk_forms(fd, layout, k, *old_plain, pre, pre_len);
         if (w < 0) {
           plan.error = w;
           continue;
         }
       }
       plan.chunks.push_back(k);
-      const std::uint64_t end_on_disk = old_plain ? layout.data_offset(k, *old_plain) + pre_len - kChunkOverhead
-                                                  : layout.disk_offset(k) + pre_len;
+      const std::uint64_t end_on_disk = format.form_end(layout, k, *old_plain, pre_len);
       restored_end = std::max<std::uint64_t>(restored_end, end_on_disk);
       restored_any = true;
     }

@@ -6,16 +6,14 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <cstring>
 #include <deque>
 #include <map>
 
-#include "crypto/aes_gcm.h"
 #include "crypto/errors.h"
 #include "crypto/vault_config.h"
-#include "fs/chunk_layout.h"
+#include "fs/content/content_format.h"
 #include "fs/dir_iv.h"
 #include "fs/file_header.h"
 #include "fs/name_mapping.h"
@@ -51,97 +49,25 @@ std::vector<std::uint32_t> all_chunk_sizes() {
   return out;
 }
 
-// The chunk sizes under which the first chunk of the file at fd opens with keys. *pinned: only
-// one size opens it because the file holds more than one chunk under it. Empty with *usable
-// false: nothing to learn (an empty or header-only file, a hole, a damaged header).
-std::vector<std::uint32_t> sizes_that_open_v2(int fd, std::uint64_t size, const FileHeader& header, const KeyRing& keys,
-                                              bool* usable, bool* pinned);
-
+// The chunk sizes under which the first chunk of the file at fd opens with keys, as the first
+// format that claims the file (newest first) reads it. *pinned: only one size opens it because
+// the file holds more than one chunk under it. Empty with *usable false: nothing to learn (an
+// empty or header-only file, a hole, a damaged header).
 std::vector<std::uint32_t> sizes_that_open(int fd, const KeyRing& keys, bool* usable, bool* pinned, int* format) {
   *usable = false;
   *pinned = false;
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return {};
   const std::uint64_t size = static_cast<std::uint64_t>(st.st_size);
-  {
-    // Format 2 (its header says so): the first chunk's entry and data lie elsewhere.
-    std::array<std::uint8_t, kFileHeaderBytes> raw{};
-    if (size > kV2InlineOffset && ::pread(fd, raw.data(), raw.size(), 0) == static_cast<ssize_t>(raw.size()))
-      if (const auto h2 = FileHeader::decode(raw, 2)) {
-        *format = 2;
-        return sizes_that_open_v2(fd, size, *h2, keys, usable, pinned);
-      }
+  for (const ContentFormat* f : content_formats()) {
+    FirstChunkProbe p = f->probe_first_chunk(fd, size, keys);
+    if (!p.mine) continue;
+    *format = f->version();
+    *usable = p.usable;
+    *pinned = p.pinned;
+    return std::move(p.sizes);
   }
-  *format = 1;
-  if (size <= kFileHeaderBytes + kChunkOverhead) return {};
-  const std::uint64_t rest = size - kFileHeaderBytes;
-  std::vector<std::uint8_t> buf(static_cast<std::size_t>(std::min<std::uint64_t>(size, kFileHeaderBytes + kMaxChunkSize + kChunkOverhead)));
-  std::size_t got = 0;
-  while (got < buf.size()) {
-    const ssize_t n = ::pread(fd, buf.data() + got, buf.size() - got, static_cast<off_t>(got));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<std::size_t>(n);
-  }
-  if (got != buf.size()) return {};
-  const auto header = FileHeader::decode(std::span(buf.data(), kFileHeaderBytes));
-  if (!header) return {};
-  const std::uint8_t* first = buf.data() + kFileHeaderBytes;
-  if (std::all_of(first, first + kChunkOverhead, [](std::uint8_t b) { return b == 0; })) return {};  // a hole
-  *usable = true;
-  const ChunkKey key = keys.content_key(header->id);
-  const auto aad = chunk_aad(header->id, 0);
-  std::vector<std::uint32_t> out;
-  std::vector<std::uint8_t> plain;
-  for (std::uint32_t c : all_chunk_sizes()) {
-    const std::uint64_t record = std::min<std::uint64_t>(rest, c + kChunkOverhead);
-    const std::size_t body = static_cast<std::size_t>(record - kChunkOverhead);
-    plain.resize(body);
-    if (gcm_open(key.bytes, std::span(first, kChunkNonceOnDisk), aad, std::span(first + kChunkNonceOnDisk, body),
-                 std::span(first + kChunkNonceOnDisk + body, kChunkTagOnDisk), plain.data()))
-      out.push_back(c);
-  }
-  secure_wipe(plain.data(), plain.size());
-  *pinned = out.size() == 1 && rest > out.front() + kChunkOverhead;
-  return out;
-}
-
-std::vector<std::uint32_t> sizes_that_open_v2(int fd, std::uint64_t size, const FileHeader& header, const KeyRing& keys,
-                                              bool* usable, bool* pinned) {
-  std::array<std::uint8_t, kChunkOverhead> entry{};
-  if (::pread(fd, entry.data(), entry.size(), static_cast<off_t>(kV2EntriesOffset)) != static_cast<ssize_t>(entry.size()))
-    return {};
-  if (std::all_of(entry.begin(), entry.end(), [](std::uint8_t b) { return b == 0; })) return {};  // a hole
-  // Inline (one block): its only chunk lies at 128 whatever the chunk size; else chunk 0 lies at
-  // 4096 and is C bytes long, or the rest of a file shorter than that.
-  const bool is_inline = size <= kV2BlockBytes;
-  const std::uint64_t at = is_inline ? kV2InlineOffset : kV2BlockBytes;
-  const std::uint64_t rest = size - at;
-  std::vector<std::uint8_t> data(static_cast<std::size_t>(std::min<std::uint64_t>(rest, kMaxChunkSize)));
-  std::size_t got = 0;
-  while (got < data.size()) {
-    const ssize_t n = ::pread(fd, data.data() + got, data.size() - got, static_cast<off_t>(at + got));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<std::size_t>(n);
-  }
-  if (got != data.size()) return {};
-  if (std::all_of(data.begin(), data.end(), [](std::uint8_t b) { return b == 0; })) return {};  // a hole
-  *usable = true;
-  const ChunkKey key = keys.content_key(header.id);
-  const auto aad = chunk_aad(header.id, 0);
-  std::vector<std::uint32_t> out;
-  std::vector<std::uint8_t> plain;
-  for (std::uint32_t c : all_chunk_sizes()) {
-    const std::size_t body = static_cast<std::size_t>(std::min<std::uint64_t>(rest, c));
-    plain.resize(body);
-    if (gcm_open(key.bytes, std::span(entry.data(), kChunkNonceOnDisk), aad, std::span(data.data(), body),
-                 std::span(entry.data() + kChunkNonceOnDisk, kChunkTagOnDisk), plain.data()))
-      out.push_back(c);
-  }
-  secure_wipe(plain.data(), plain.size());
-  *pinned = !is_inline && out.size() == 1 && rest > out.front();
-  return out;
+  return {};
 }
 
 }  // namespace

@@ -13,7 +13,7 @@
 #include "crypto/aes_siv.h"
 #include "crypto/base64url.h"
 #include "crypto/blob_cipher.h"
-#include "fs/content_file.h"
+#include "fs/plain_io.h"
 #include "fs/log.h"
 #include "fs/safe_open.h"
 

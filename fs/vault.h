@@ -16,13 +16,9 @@
 #include "fs/chunk_journal.h"
 #include "fs/chunk_layout.h"
 #include "fs/name_mapping.h"
+#include "fs/vault_errors.h"
 
 namespace gcfs {
-
-// CIPHERDIR has no gpucryptfs.conf (or is not there at all).
-struct NotAVault : UserError {
-  using UserError::UserError;
-};
 
 class Vault {
  public:

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "crypto/errors.h"
-#include "fs/content_file.h"
+#include "fs/plain_io.h"
 #include "fs/file_header.h"
 #include "fs/file_lock.h"
 #include "fs/log.h"

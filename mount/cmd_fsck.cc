@@ -16,7 +16,7 @@
 #include "crypto/errors.h"
 #include "mount/engine_factory.h"
 #include "fs/vault.h"
-#include "fs/vault_check.h"
+#include "fs/fsck/vault_check.h"
 #include "mount/cli_checks.h"
 #include "mount/cli_options.h"
 #include "mount/commands.h"

@@ -13,7 +13,7 @@
 #include "crypto/errors.h"
 #include "crypto/key_ring.h"
 #include "mount/engine_factory.h"
-#include "fs/volume_check.h"
+#include "fs/fsck/volume_check.h"
 #include "fs/volume_container.h"
 #include "mount/byte_size.h"
 #include "mount/cli_checks.h"

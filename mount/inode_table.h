@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "crypto/name_cipher.h"
-#include "fs/content_file.h"
+#include "fs/content/content_file.h"
 #include "fs/name_mapping.h"
 #include "mount/fd_limit.h"
 

@@ -15,7 +15,7 @@
 
 #include "crypto/key_ring.h"
 #include "crypto/secret.h"
-#include "fs/content_file.h"
+#include "fs/content/content_file.h"
 #include "fs/log.h"
 #include "fs/volume_container.h"
 #include "mount/fuse_api.h"

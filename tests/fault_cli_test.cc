@@ -12,7 +12,7 @@
 #include <regex>
 
 #include "crypto/errors.h"
-#include "fs/vault_check.h"
+#include "fs/fsck/vault_check.h"
 #include "mount/byte_size.h"
 #include "mount/commands.h"
 #include "mount/process_hardening.h"

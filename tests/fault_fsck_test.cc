@@ -1,6 +1,6 @@
 // Damage done to a vault's ciphertext on purpose, one kind per test: reads fail with EIO for
 // exactly the damaged part, the rest stays readable, the log names the file, and fsck
-// (fs/vault_check) finds each one with the right ciphertext and plaintext paths. Without FUSE:
+// (fs/fsck/vault_check) finds each one with the right ciphertext and plaintext paths. Without FUSE:
 // files are read through ContentFile as the daemon reads them.
 #include <gtest/gtest.h>
 
@@ -19,7 +19,7 @@
 #include "crypto/base64url.h"
 
 #include "fs/log.h"
-#include "fs/vault_check.h"
+#include "fs/fsck/vault_check.h"
 #include "tests/fault_support.h"
 
 namespace gcfs {

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "crypto/cpu_engine.h"
-#include "fs/content_file.h"
+#include "fs/content/content_file.h"
 #include "fs/dir_iv.h"
 #include "fs/vault.h"
 

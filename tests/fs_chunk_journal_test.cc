@@ -19,12 +19,13 @@
 #include <vector>
 
 #include "fs/chunk_journal.h"
-#include "fs/content_file.h"
+#include "fs/content/content_file.h"
+#include "fs/plain_io.h"
 #include "fs/file_lock.h"
 #include "fs/file_header.h"
 #include "fs/journal_recovery.h"
 #include "fs/log.h"
-#include "fs/vault_check.h"
+#include "fs/fsck/vault_check.h"
 #include "tests/fault_support.h"
 #include "tests/support/legacy_journal_record.h"
 

@@ -33,7 +33,7 @@
 #include "fs/backing_io.h"
 #include "fs/chunk_journal.h"
 #include "fs/chunk_layout.h"
-#include "fs/content_file.h"
+#include "fs/content/content_file.h"
 #include "fs/file_header.h"
 #include "fs/log.h"
 

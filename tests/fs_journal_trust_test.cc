@@ -30,7 +30,8 @@
 #include "fs/file_header.h"
 #include "fs/journal_recovery.h"
 #include "fs/log.h"
-#include "fs/vault_check.h"
+#include "fs/plain_io.h"
+#include "fs/fsck/vault_check.h"
 #include "tests/fault_support.h"
 #include "tests/support/legacy_journal_record.h"
 

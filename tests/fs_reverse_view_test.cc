@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "crypto/cpu_engine.h"
-#include "fs/content_file.h"
+#include "fs/content/content_file.h"
 #include "fs/name_mapping.h"
 #include "fs/reverse_derivation.h"
 #include "fs/reverse_view.h"

@@ -17,7 +17,7 @@
 #include "crypto/cpu_engine.h"
 #include "crypto/errors.h"
 #include "crypto/key_ring.h"
-#include "fs/content_file.h"
+#include "fs/content/content_file.h"
 #include "fs/volume_container.h"
 
 namespace gcfs {

@@ -14,7 +14,8 @@
 #include <vector>
 
 #include "crypto/cpu_engine.h"
-#include "fs/content_file.h"
+#include "fs/content/content_file.h"
+#include "fs/plain_io.h"
 #include "fs/log.h"
 #include "tests/fuzz/fuzz_common.h"
 

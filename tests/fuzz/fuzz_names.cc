@@ -23,7 +23,7 @@
 
 #include "crypto/base64url.h"
 #include "crypto/name_cipher.h"
-#include "fs/content_file.h"
+#include "fs/plain_io.h"
 #include "fs/name_mapping.h"
 #include "tests/fuzz/fuzz_common.h"
 

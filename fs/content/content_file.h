@@ -6,6 +6,13 @@
 // One ContentFile exists per open inode and is shared by all its handles: it holds the locks that
 // keep concurrent requests on one file from corrupting a chunk, and the cached plaintext size.
 // Operations return a byte count or a negative errno, and log the reason for every EIO.
+//
+// What differs between format versions (where a chunk's bytes lie, how a run of them is read,
+// sealed and written) is the vault's ContentFormat's (content_format.h), picked once with the
+// layout; this class keeps what every format shares. Its code is split by job: content_file.cc
+// (sizes and the object), content_header.cc, content_read.cc, content_write.cc,
+// content_resize.cc (truncate, fallocate, punch), content_protect.cc (the crash journal) and
+// direct_io.cc (the O_DIRECT descriptors).
 #pragma once
 
 #include <sys/types.h>
@@ -24,6 +31,7 @@
 #include "fs/backing_io.h"
 #include "fs/chunk_journal.h"
 #include "fs/chunk_layout.h"
+#include "fs/content/content_format.h"
 #include "fs/file_header.h"
 #include "fs/file_label.h"
 #include "fs/range_lock.h"
@@ -100,6 +108,10 @@ class ContentFile {
   std::uint64_t durable_size() const { return durable_size_.load(); }
 
  private:
+  // The format implementations work on the file's state under its locks.
+  friend class ContentFormatV1;
+  friend class ContentFormatV2;
+
   int load_size_locked();
   // Makes header_ and key_ known: read from the file, or, with create and an empty file, a fresh
   // one written there. read_header: the header's kFileHeaderBytes when the caller read them
@@ -115,22 +127,13 @@ class ContentFile {
   // a fresh one (under size_mu_ held exclusively, as every write to an empty file is).
   void forget_header_locked();
   bool header_known() const { return header_ready_.load(std::memory_order_acquire); }
-  // The on-disk bytes of chunks as read, still in this thread's scratch: a rewrite of exactly
-  // those chunks journals them as their pre-image instead of reading them a second time.
-  struct CipherSeen {
-    ChunkRange range{1, 0};  // none
-    const std::uint8_t* data = nullptr;
-    std::size_t len = 0;
-    bool hole = false;  // some chunk of it read as a hole (all zeros: no blocks, or punched)
-    // Format 2: data holds the chunks' ciphertext (chunk i at i * C, len bytes in all), meta
-    // their entries (nonce | tag, 28 bytes each).
-    const std::uint8_t* meta = nullptr;
-  };
   // Opens chunks [first, last] of the current size into out (chunk-aligned, count * C bytes);
   // *seen (optional) says where their ciphertext lies until the next open_chunks_locked.
   // out_room: the bytes out has (0: unknown). Format 2 then reads the ciphertext into out itself
   // and opens it in place, when seen is not asked for and out has room for O_DIRECT's rounding.
-  int open_chunks_locked(ChunkRange r, std::uint8_t* out, CipherSeen* seen = nullptr, std::size_t out_room = 0);
+  int open_chunks_locked(ChunkRange r, std::uint8_t* out, CipherSeen* seen = nullptr, std::size_t out_room = 0) {
+    return format_.open_chunks(*this, r, out, seen, out_room);
+  }
   // Seals plain (chunk-aligned, lens from new_size) for chunks r and writes them in one pwrite.
   // seen: the on-disk bytes of r, when the caller just read them under the same locks.
   int seal_and_write_locked(ChunkRange r, const std::uint8_t* plain, std::uint64_t new_size,
@@ -138,7 +141,9 @@ class ContentFile {
   // The same with each chunk's plaintext where it lies (plains[i] for chunk r.first + i): a write
   // seals the chunks it covers whole straight from the caller's buffer.
   int seal_and_write_locked(ChunkRange r, const std::uint8_t* const* plains, std::uint64_t new_size,
-                            const CipherSeen* seen = nullptr);
+                            const CipherSeen* seen = nullptr) {
+    return format_.seal_and_write(*this, r, plains, new_size, seen);
+  }
   ssize_t write_locked(std::uint64_t off, const std::uint8_t* in, std::size_t len);
   // A write that may change the size, under size_mu_ held exclusively.
   ssize_t write_growing_locked(std::uint64_t off, const std::uint8_t* in, std::size_t len);
@@ -164,28 +169,12 @@ class ContentFile {
   // Opens the chunks of OPS (whose outputs lie in OUT, chunk FIRST_CHUNK at OUT) and logs each
   // that fails authentication; -EIO if any did.
   int open_and_report(std::vector<ChunkOp>& ops, std::uint64_t first_chunk, const std::uint8_t* out);
-  // Format 2's halves of open_chunks_locked and seal_and_write_locked.
-  int open_chunks_v2_locked(ChunkRange r, std::uint8_t* out, CipherSeen* seen, std::size_t out_room);
-  int seal_and_write_v2_locked(ChunkRange r, const std::uint8_t* const* plains, std::uint64_t new_size,
-                               const CipherSeen* seen);
-  // Format 2: reads chunks r of the current size, ciphertext to data (chunk i at i * C; room:
-  // the bytes data has, for O_DIRECT's rounding) and entries to meta (28 bytes each).
-  // room_in_front: data has kV2BlockBytes more in front of it, where a metadata block read in one
-  // call with the data that follows it lands (false: a request's own reply buffer, in front of
-  // which nothing may be written; block and data are then read apart). header (optional): where
-  // the file header goes when the read of group 0's entries can bring it along; *got_header says
-  // whether it did.
-  int read_v2_locked(ChunkRange r, std::uint8_t* data, std::size_t room, bool room_in_front, std::uint8_t* meta,
-                     std::uint8_t* header, bool* got_header);
   // Chunk data to and from the backing file: with O_DIRECT for the whole blocks when the vault
   // uses it and offset and memory are aligned, else (and for a last partial block) buffered.
   ssize_t pread_data(std::uint8_t* buf, std::size_t len, std::size_t room, std::uint64_t off);
   // The O_DIRECT descriptor that pread_data reads these bytes through; -1: it reads them buffered.
   int direct_fd_for_read(const std::uint8_t* buf, std::size_t len, std::size_t room, std::uint64_t off);
   ssize_t pwrite_data(const std::uint8_t* buf, std::size_t len, std::uint64_t off);
-  // Format 2: zeros the entry of chunk k of a file of plain_size bytes when the chunk is a new
-  // hole (is_new) shorter than kV2HoleMinBytes, which reads as a hole only with a zero entry.
-  int zero_short_hole_entry_locked(std::uint64_t chunk, std::uint64_t plain_size, bool is_new);
   // The O_DIRECT descriptor of this file, opened on first use; -1 when there is none.
   int direct_fd();
   // The same for a transfer of `bytes`: opened only for one of at least kDirectOpenMinBytes; a
@@ -215,6 +204,7 @@ class ContentFile {
   std::mutex direct_mu_;
   std::vector<int> direct_fds_;
   const ChunkLayout& layout_;
+  const ContentFormat& format_;  // layout_.content(): picked once, with the vault's layout
   ChunkEngine& engine_;
   const KeyRing& keys_;
   FileLabel label_;
@@ -240,15 +230,5 @@ class ContentFile {
   // header_ and key_ are set: ensure_header_locked's fast path, with no lock.
   std::atomic<bool> header_ready_{false};
 };
-
-// pread/pwrite loops that retry short transfers and EINTR. Return bytes moved or -errno. A read
-// stops early once `enough` bytes are in (a short read past them is the end of the file).
-ssize_t pread_full(int fd, void* buf, std::size_t len, std::uint64_t off, std::size_t enough = SIZE_MAX);
-ssize_t pwrite_full(int fd, const void* buf, std::size_t len, std::uint64_t off);
-// a (len_a bytes) then b (len_b bytes) at off, in one pwritev when it is not cut short (a journal
-// record's header and payload; a new file's header and its first chunks). Returns len_a + len_b
-// or -errno.
-ssize_t pwrite2_full(int fd, const std::uint8_t* a, std::size_t len_a, const std::uint8_t* b, std::size_t len_b,
-                     std::uint64_t off);
 
 }  // namespace gcfs

@@ -1,7 +1,8 @@
 // fsck for directory vaults: reads everything gpucryptfs wrote into a CIPHERDIR (directory IVs,
 // names, long-name files, file headers, every chunk's tag, symlink targets, extended attributes)
 // and lists what does not authenticate, with the ciphertext path always and the plaintext path
-// where the names on the way decrypt. No FUSE here; `gpucryptfs fsck` is the CLI around it.
+// where the names on the way decrypt. No FUSE here; `gpucryptfs fsck` is the CLI around it. Its
+// steps, one file each, are listed in checker.h; a volume's check is volume_check.h.
 //
 // It changes nothing unless asked to repair, and repairing only ever moves items that cannot be
 // read at all into CIPHERDIR/gpucryptfs.lost+found/ (FORMAT.md): it never deletes and never

@@ -1,4 +1,4 @@
-#include "fs/volume_check.h"
+#include "fs/fsck/volume_check.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,7 +10,7 @@
 
 #include "crypto/secret.h"
 #include "fs/chunk_auth.h"
-#include "fs/content_file.h"
+#include "fs/plain_io.h"
 #include "fs/file_header.h"
 
 namespace gcfs {
