@@ -11,7 +11,6 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -22,6 +21,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "crypto/diagnostics.h"
 #include "crypto/errors.h"
 #include "crypto/secret.h"
 #include "crypto/thread_pool.h"
@@ -254,7 +254,7 @@ bool write_combined_upload_is_faster() {
   return best_seconds(wc) < best_seconds(plain);
 }
 
-void report_default(const std::string& m) { std::fprintf(stderr, "gpucryptfs: %s\n", m.c_str()); }
+void report_default(const std::string& m) { diag::error(m); }
 
 std::atomic<std::uint64_t> g_launches{0}, g_pieces{0}, g_requests{0};  // gpu_launch_counters()
 
