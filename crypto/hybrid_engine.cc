@@ -6,6 +6,8 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "crypto/diagnostics.h"
+
 namespace gcfs {
 namespace {
 
@@ -521,7 +523,7 @@ void HybridEngine::report_retired(const std::string& label, const std::string& f
 
 void HybridEngine::report(const std::string& line) const {
   if (options_.log) options_.log(line);
-  else std::fprintf(stderr, "gpucryptfs: %s\n", line.c_str());
+  else diag::error(line);
 }
 
 std::vector<HybridEngine::MemberStats> HybridEngine::stats() const {

@@ -130,7 +130,8 @@ class HybridEngine final : public ChunkEngine {
     // What name() says: "auto" for --engine auto; "gpu" where the members are GPUs alone (the cpu
     // engine only their fallback), as `--engine gpu` over several GPUs builds it.
     std::string name = "auto";
-    // Where a retired member is reported, once. Empty: stderr.
+    // Where a retired member is reported, once. Empty: crypto/diagnostics.h (the daemon's log where
+    // there is one, else stderr).
     std::function<void(const std::string&)> log;
   };
 

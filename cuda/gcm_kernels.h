@@ -1,5 +1,7 @@
-// The CUDA kernels of the gpu engine and how to launch them. Internal to cuda/: includes the CUDA
-// runtime, so nothing outside this folder may include it.
+// The CUDA kernels of the gpu engine and how to launch them: the two-launch path and the variants'
+// task sizes (batch_kernels.cu), the fused launches (fused_kernels.cu), the resident worker
+// (resident_kernel.cu), their setup and the empty kernel (gcm_kernels.cu). Internal to cuda/:
+// includes the CUDA runtime, so nothing outside this folder may include it.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -113,7 +115,12 @@ cudaError_t launch_ctr_only(const BatchView& b, CtrVariant v, std::uint32_t task
 // An empty kernel: the launch-and-return floor the probe measures.
 cudaError_t launch_empty_kernel(cudaStream_t stream);
 
-// Once per device before any launch: raises the shared-memory limit of the kernels.
+// Once per device before any launch: raises the shared-memory limit of the kernels and loads every
+// kernel (gcm_kernels.cu). Its parts, one per kernel file, since a kernel is reachable only from the
+// file that defines it (no relocatable device code).
 cudaError_t configure_kernels();
+cudaError_t configure_batch_kernels();    // batch_kernels.cu
+cudaError_t configure_fused_kernels();    // fused_kernels.cu
+cudaError_t configure_resident_kernel();  // resident_kernel.cu
 
 }  // namespace gcfs::gpu

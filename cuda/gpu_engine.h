@@ -51,7 +51,7 @@ struct GpuOptions {
   // and more gained nothing: there leaders sleep. 0: poll only for a lone caller.
   std::size_t spin_batch_bytes = 256u << 10;
   // Where GPU errors are reported (the batch itself is redone on the fallback engine). Empty:
-  // stderr. The filesystem passes its log.
+  // crypto/diagnostics.h (the daemon's log where there is one, else stderr).
   std::function<void(const std::string&)> on_error;
   // Small batches (under 2 MiB) run CTR and GHASH in one cooperative launch instead of two.
   bool fused = true;

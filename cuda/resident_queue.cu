@@ -12,6 +12,7 @@
 #include <mutex>
 #include <set>
 
+#include "crypto/diagnostics.h"
 #include "cuda/thread_waiter.h"
 
 namespace gcfs::gpu {
@@ -206,12 +207,16 @@ ResidentQueue::~ResidentQueue() {
     registry().queues.erase(this);
   }
   poller_->remove(this);
-  if (trace_ && trace_n_)
-    std::fprintf(stderr, "resident worker, GPU %d: %llu chunks, mean us: round trip %.1f, CTR %.1f, mask %.1f, GHASH %.1f, fence %.1f; %llu starts\n",
-                 device_, static_cast<unsigned long long>(trace_n_), trace_round_trip_ / trace_n_ * 1e6,
-                 trace_ctr_ / trace_n_ * 1e6, trace_mask_ / trace_n_ * 1e6, trace_ghash_ / trace_n_ * 1e6,
-                 trace_fence_ / trace_n_ * 1e6,
-                 static_cast<unsigned long long>(starts_.load()));
+  if (trace_ && trace_n_) {
+    char line[320];
+    std::snprintf(line, sizeof line,
+                  "resident worker, GPU %d: %llu chunks, mean us: round trip %.1f, CTR %.1f, mask %.1f, GHASH %.1f, "
+                  "fence %.1f; %llu starts",
+                  device_, static_cast<unsigned long long>(trace_n_), trace_round_trip_ / trace_n_ * 1e6,
+                  trace_ctr_ / trace_n_ * 1e6, trace_mask_ / trace_n_ * 1e6, trace_ghash_ / trace_n_ * 1e6,
+                  trace_fence_ / trace_n_ * 1e6, static_cast<unsigned long long>(starts_.load()));
+    diag::info(line);
+  }
   std::lock_guard lock(mu_);
   if (running_) stop_kernel();
 }

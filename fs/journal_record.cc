@@ -1,7 +1,5 @@
 #include "fs/journal_record.h"
 
-#include <openssl/core_names.h>
-#include <openssl/crypto.h>
 #include <openssl/evp.h>
 
 #include <algorithm>
@@ -9,6 +7,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "crypto/hmac_sha256.h"
 #include "fs/chunk_layout.h"
 
 namespace gcfs {
@@ -91,21 +90,19 @@ Digest sha256_digest(const std::uint8_t* block, const JournalRecordHeader& h, co
 // HMAC-SHA256 rather than GMAC: it needs no nonce. A GMAC key would have to take a fresh nonce for
 // every record the journal ever writes (one per protected write, for the vault's lifetime), and a
 // repeated one gives away the authentication key; HMAC has no such budget to track.
+// mac is keyed and at the start of a message; the digest goes to out (kJournalDigestBytes).
+void hmac_digest_into(HmacSha256& mac, const std::uint8_t* block, const JournalRecordHeader& h,
+                      const std::uint8_t* payload, std::uint8_t* out) {
+  if (!feed(block, h, payload, [&](const std::uint8_t* p, std::size_t n) { return mac.update(p, n), true; }))
+    throw std::runtime_error("HMAC-SHA256 failed");
+  mac.finish(out);
+}
+
 Digest hmac_digest(const std::uint8_t* block, const JournalRecordHeader& h, const std::uint8_t* payload,
                    const JournalKey& key) {
-  static EVP_MAC* const mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);  // never freed: shared, immutable
-  if (!mac) throw std::runtime_error("OpenSSL has no HMAC");
-  std::unique_ptr<EVP_MAC_CTX, decltype(&EVP_MAC_CTX_free)> ctx(EVP_MAC_CTX_new(mac), EVP_MAC_CTX_free);
-  char digest_name[] = "SHA256";
-  const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest_name, 0),
-                               OSSL_PARAM_construct_end()};
+  HmacSha256 mac({key.data(), key.size()});
   Digest d{};
-  std::size_t len = 0;
-  const bool ok = ctx && EVP_MAC_init(ctx.get(), key.data(), key.size(), params) == 1 &&
-                  feed(block, h, payload,
-                       [&](const std::uint8_t* p, std::size_t n) { return EVP_MAC_update(ctx.get(), p, n) == 1; }) &&
-                  EVP_MAC_final(ctx.get(), d.data(), &len, d.size()) == 1 && len == d.size();
-  if (!ok) throw std::runtime_error("HMAC-SHA256 failed");
+  hmac_digest_into(mac, block, h, payload, d.data());
   return d;
 }
 
@@ -164,7 +161,7 @@ std::optional<JournalRecordHeader> parse_journal_header(const std::uint8_t* b, s
 bool journal_digest_ok(const std::uint8_t* block, const JournalRecordHeader& h, const std::uint8_t* payload,
                        const JournalKey& key) {
   const Digest d = h.legacy() ? sha256_digest(block, h, payload) : hmac_digest(block, h, payload, key);
-  return CRYPTO_memcmp(d.data(), block + kJournalDigestOffset, d.size()) == 0;
+  return tags_equal(d.data(), block + kJournalDigestOffset, d.size());
 }
 
 void encode_journal_header(const JournalRecordHeader& h, const std::uint8_t* payload, const JournalKey& key,
@@ -175,53 +172,30 @@ void encode_journal_header(const JournalRecordHeader& h, const std::uint8_t* pay
 }
 
 struct JournalMac::Ctx {
-  EVP_MAC_CTX* ctx;
+  HmacSha256 mac;
 };
 
 JournalMac::JournalMac(const JournalKey& key, unsigned lanes) {
-  static EVP_MAC* const mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);  // never freed: shared, immutable
-  if (!mac) throw std::runtime_error("OpenSSL has no HMAC");
-  EVP_MAC_CTX* keyed = EVP_MAC_CTX_new(mac);
-  char digest_name[] = "SHA256";
-  const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest_name, 0),
-                               OSSL_PARAM_construct_end()};
-  if (!keyed || EVP_MAC_init(keyed, key.data(), key.size(), params) != 1) {
-    EVP_MAC_CTX_free(keyed);
-    throw std::runtime_error("HMAC-SHA256 failed");
-  }
-  ctxs_.push_back(new Ctx{keyed});
-  for (unsigned i = 1; i < lanes; ++i) {
-    EVP_MAC_CTX* c = EVP_MAC_CTX_dup(keyed);
-    if (!c) {
-      for (Ctx* made : ctxs_) {
-        EVP_MAC_CTX_free(made->ctx);
-        delete made;
-      }
-      throw std::runtime_error("HMAC-SHA256 failed");
-    }
-    ctxs_.push_back(new Ctx{c});
+  ctxs_.push_back(new Ctx{HmacSha256({key.data(), key.size()})});
+  try {
+    for (unsigned i = 1; i < lanes; ++i) ctxs_.push_back(new Ctx{ctxs_.front()->mac.clone()});
+  } catch (...) {
+    for (Ctx* made : ctxs_) delete made;
+    throw;
   }
 }
 
 JournalMac::~JournalMac() {
-  // EVP_MAC_CTX_free cleanses the HMAC state (the key's pads) before freeing it.
-  for (Ctx* c : ctxs_) {
-    EVP_MAC_CTX_free(c->ctx);
-    delete c;
-  }
+  for (Ctx* c : ctxs_) delete c;  // each HmacSha256 cleanses its key's pads
   ctxs_.clear();
 }
 
 void JournalMac::digest(unsigned lane, const std::uint8_t* block, const JournalRecordHeader& h,
                         const std::uint8_t* payload, std::uint8_t* out) const {
   if (lane >= ctxs_.size()) throw std::invalid_argument("journal MAC: no such lane");
-  EVP_MAC_CTX* c = ctxs_[lane]->ctx;
-  std::size_t len = 0;
-  // A null key re-initialises the context with the key it holds (OpenSSL's HMAC provider).
-  const bool ok = EVP_MAC_init(c, nullptr, 0, nullptr) == 1 &&
-                  feed(block, h, payload, [&](const std::uint8_t* p, std::size_t n) { return EVP_MAC_update(c, p, n) == 1; }) &&
-                  EVP_MAC_final(c, out, &len, kJournalDigestBytes) == 1 && len == kJournalDigestBytes;
-  if (!ok) throw std::runtime_error("HMAC-SHA256 failed");
+  HmacSha256& mac = ctxs_[lane]->mac;
+  mac.restart();
+  hmac_digest_into(mac, block, h, payload, out);
 }
 
 void encode_journal_header(const JournalRecordHeader& h, const std::uint8_t* payload, const JournalMac& mac,

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "crypto/diagnostics.h"
 #include "crypto/errors.h"
 
 namespace gcfs::log {
@@ -78,6 +79,20 @@ void emit_locked(Level level, std::string_view message) {
                static_cast<int>(message.size()), message.data());
   std::fflush(out);
 }
+
+// The lower layers' messages (crypto/diagnostics.h) come here, into whichever log is chosen.
+void from_lower_layers(diag::Level level, std::string_view message) {
+  switch (level) {
+    case diag::Level::Debug: return write(Level::Debug, message);
+    case diag::Level::Info: return write(Level::Info, message);
+    case diag::Level::Warning: return write(Level::Warning, message);
+    case diag::Level::Error: return write(Level::Error, message);
+  }
+}
+
+// Installed as the program starts: any binary that has this log sends the lower layers' messages
+// to it, whichever command runs.
+[[maybe_unused]] const bool g_lower_layers_routed = (diag::set_sink(&from_lower_layers), true);
 
 // A log has just been chosen: what was said on stderr before it goes there too, once.
 void replay_early_locked() {

@@ -1,17 +1,14 @@
 #include "fs/reverse_derivation.h"
 
-#include <openssl/core_names.h>
-#include <openssl/evp.h>
-
 #include <algorithm>
 #include <initializer_list>
-#include <memory>
-#include <stdexcept>
+
+#include "crypto/hmac_sha256.h"
 
 namespace gcfs {
 namespace {
 
-using Digest = std::array<std::uint8_t, 32>;
+using Digest = HmacSha256Digest;
 
 std::span<const std::uint8_t> bytes_of(std::string_view s) {
   return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
@@ -19,22 +16,12 @@ std::span<const std::uint8_t> bytes_of(std::string_view s) {
 
 // HMAC-SHA256 of the label, a zero byte, then the parts back to back.
 Digest hmac(const ReverseKey& key, std::string_view label, std::initializer_list<std::span<const std::uint8_t>> parts) {
-  static EVP_MAC* const mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);  // never freed: shared, immutable
-  if (!mac) throw std::runtime_error("OpenSSL has no HMAC");
-  std::unique_ptr<EVP_MAC_CTX, decltype(&EVP_MAC_CTX_free)> ctx(EVP_MAC_CTX_new(mac), EVP_MAC_CTX_free);
-  char digest_name[] = "SHA256";
-  const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest_name, 0),
-                               OSSL_PARAM_construct_end()};
+  HmacSha256 mac(key.bytes);
   const std::uint8_t zero = 0;
-  bool ok = ctx && EVP_MAC_init(ctx.get(), key.bytes.data(), key.bytes.size(), params) == 1 &&
-            EVP_MAC_update(ctx.get(), bytes_of(label).data(), label.size()) == 1 &&
-            EVP_MAC_update(ctx.get(), &zero, 1) == 1;
-  for (auto p : parts) ok = ok && EVP_MAC_update(ctx.get(), p.data(), p.size()) == 1;
-  Digest d{};
-  std::size_t len = 0;
-  ok = ok && EVP_MAC_final(ctx.get(), d.data(), &len, d.size()) == 1 && len == d.size();
-  if (!ok) throw std::runtime_error("HMAC-SHA256 failed");
-  return d;
+  mac.update(bytes_of(label));
+  mac.update(&zero, 1);
+  for (auto p : parts) mac.update(p);
+  return mac.finish();
 }
 
 template <std::size_t N>

@@ -6,6 +6,7 @@
 #include <openssl/kdf.h>
 
 #include <atomic>
+#include <span>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -15,6 +16,7 @@
 #include "crypto/aes_gcm.h"
 #include "crypto/aes_siv.h"
 #include "crypto/cpu_engine.h"
+#include "crypto/hmac_sha256.h"
 #include "crypto/kdf.h"
 
 namespace gcfs {
@@ -476,6 +478,65 @@ TEST(HkdfKat, SaltedHkdfGivesEachThreadTheSameKeysAsOneThread) {
     });
   for (auto& th : threads) th.join();
   EXPECT_EQ(wrong.load(), 0);
+}
+
+// HMAC-SHA256 (crypto/hmac_sha256.h), which authenticates the crash journal and derives reverse
+// mode's IDs and nonces: RFC 4231, test cases 1, 2 and 6 (a key longer than SHA-256's block).
+struct HmacVector {
+  Bytes key;
+  std::string data;
+  const char* tag;
+};
+
+std::vector<HmacVector> rfc4231_vectors() {
+  return {{Bytes(20, 0x0b), "Hi There", "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"},
+          {hex("4a656665"), "what do ya want for nothing?",
+           "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"},
+          {Bytes(131, 0xaa), "Test Using Larger Than Block-Size Key - Hash Key First",
+           "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"}};
+}
+
+std::span<const std::uint8_t> span_of(std::string_view s) {
+  return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
+}
+
+TEST(HmacSha256Kat, Rfc4231OneShotInParts) {
+  for (const auto& v : rfc4231_vectors()) {
+    const std::string_view d = v.data;
+    EXPECT_EQ(to_bytes(hmac_sha256(v.key, {span_of(d)})), hex(v.tag));
+    EXPECT_EQ(to_bytes(hmac_sha256(v.key, {span_of(d.substr(0, 3)), {}, span_of(d.substr(3))})), hex(v.tag));
+  }
+}
+
+// Keyed once, then restarted and cloned: every message gets the tag a fresh key would give.
+TEST(HmacSha256Kat, Rfc4231RestartAndClone) {
+  for (const auto& v : rfc4231_vectors()) {
+    HmacSha256 mac(v.key);
+    mac.update(span_of("a message abandoned halfway"));
+    mac.restart();
+    mac.update(span_of(v.data));
+    EXPECT_EQ(to_bytes(mac.finish()), hex(v.tag));
+    HmacSha256 copy = mac.clone();
+    copy.restart();
+    mac.restart();
+    for (HmacSha256* m : {&mac, &copy}) {
+      m->update(v.data.data(), v.data.size());
+      std::uint8_t out[kHmacSha256Bytes];
+      m->finish(out);
+      EXPECT_EQ(Bytes(out, out + sizeof out), hex(v.tag));
+    }
+  }
+}
+
+TEST(HmacSha256Kat, TagsEqualComparesEveryByte) {
+  const Bytes a = hex(rfc4231_vectors()[0].tag);
+  Bytes b = a;
+  EXPECT_TRUE(tags_equal(a.data(), b.data(), a.size()));
+  for (std::size_t i : {std::size_t{0}, a.size() / 2, a.size() - 1}) {
+    b = a;
+    b[i] ^= 0x01;
+    EXPECT_FALSE(tags_equal(a.data(), b.data(), a.size())) << i;
+  }
 }
 
 }  // namespace
