@@ -101,7 +101,7 @@ class JournalMac {
               std::uint8_t* out) const;
 
  private:
-  struct Ctx;  // an OpenSSL EVP_MAC_CTX, keyed
+  struct Ctx;  // a keyed crypto::HmacSha256
   std::vector<Ctx*> ctxs_;
 };
 
