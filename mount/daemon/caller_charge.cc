@@ -21,12 +21,6 @@ std::atomic<bool> g_on{false};
 // The daemon's own capabilities, as it started, and the same without CAP_SYS_RESOURCE.
 __user_cap_data_struct g_full[2]{}, g_charged[2]{};
 
-// The thread's charge: whose filesystem uid it has now. Unknown until the thread's first switch:
-// a thread inherits the credentials of the one that started it, which may hold a caller's.
-thread_local bool t_known = false;
-thread_local uid_t t_uid = 0;
-thread_local gid_t t_gid = 0;
-
 int set_caps(__user_cap_data_struct* data) {
   __user_cap_header_struct h{_LINUX_CAPABILITY_VERSION_3, 0};
   return static_cast<int>(::syscall(SYS_capset, &h, data));
@@ -98,10 +92,10 @@ bool opcode_allocates(unsigned opcode) {
   }
 }
 
-void charge_thread_to(uid_t uid, gid_t gid) {
+void CallerCharge::charge_to(uid_t uid, gid_t gid) {
   if (!g_on.load(std::memory_order_relaxed)) return;
   if (uid == 0) gid = 0;  // root's requests are the daemon's own charge, whatever its group
-  if (t_known && uid == t_uid && gid == t_gid) return;
+  if (known_ && uid == uid_ && gid == gid_) return;
   if (uid == 0) {
     // Back to the daemon's own: fsuid 0 raises the filesystem capabilities again; CAP_SYS_RESOURCE
     // comes back with the full set.
@@ -110,7 +104,7 @@ void charge_thread_to(uid_t uid, gid_t gid) {
     if (set_caps(g_full) != 0) warn_once("capset");
   } else {
     ::setfsgid(gid);
-    const bool from_root = !t_known || t_uid == 0;
+    const bool from_root = !known_ || uid_ == 0;
     ::setfsuid(uid);
     // Leaving fsuid 0 drops the filesystem capabilities from the effective set: put them back,
     // without CAP_SYS_RESOURCE. Between two callers they stay as they were.
@@ -118,12 +112,12 @@ void charge_thread_to(uid_t uid, gid_t gid) {
   }
   if (static_cast<uid_t>(::setfsuid(static_cast<uid_t>(-1))) != uid) {
     warn_once("setfsuid");
-    t_known = false;
+    known_ = false;
     return;
   }
-  t_known = true;
-  t_uid = uid;
-  t_gid = gid;
+  known_ = true;
+  uid_ = uid;
+  gid_ = gid;
 }
 
 }  // namespace gcfs::mount

@@ -33,8 +33,23 @@ std::string enable_caller_charging(int cipherdir_fd);
 // rename, an extended attribute, a copy, a truncate).
 bool opcode_allocates(unsigned opcode);
 
-// Makes the calling thread's filesystem work count as uid:gid's (root's again for uid 0). Cheap
-// when the thread already has that charge; does nothing while charging is off.
-void charge_thread_to(uid_t uid, gid_t gid);
+// The filesystem uid and gid one serving thread works with now, and the switch to another
+// caller's. setfsuid and capset change only the calling thread, so each serving thread owns one
+// CallerCharge (its transport keeps it beside the thread's requests: mount/transport/
+// request_channel.h) and only that thread uses it. It remembers the thread's charge so that a
+// thread serving one caller after another of the same pays the switch once.
+class CallerCharge {
+ public:
+  // Makes the calling thread's filesystem work count as uid:gid's (root's again for uid 0). Cheap
+  // when the thread already has that charge; does nothing while charging is off.
+  void charge_to(uid_t uid, gid_t gid);
+
+ private:
+  // Unknown until the thread's first switch: a thread inherits the credentials of the one that
+  // started it, which may hold a caller's.
+  bool known_ = false;
+  uid_t uid_ = 0;
+  gid_t gid_ = 0;
+};
 
 }  // namespace gcfs::mount

@@ -293,12 +293,11 @@ void EncryptedFs::create_tmpfile(fuse_req_t req, fuse_ino_t parent, mode_t mode,
 }
 
 void EncryptedFs::read(fuse_req_t req, fuse_ino_t, std::size_t size, off_t off, fuse_file_info* fi) {
-  // Replies straight from the buffer the chunks were opened into: no copy on our side. Over
-  // io_uring that buffer is the ring entry's payload itself, where the chunks fit there.
+  // Replies straight from the buffer the chunks were opened into: no copy on our side. Every READ
+  // but a malformed one is answered by direct_read instead (FuseFilesystem::direct_read), which is
+  // also handed the ring entry's payload to open the chunks into over io_uring.
   const unsigned char* data = nullptr;
-  std::size_t room_bytes = 0;
-  unsigned char* room = reply_room(&room_bytes);
-  const long n = direct_read(this, fi->fh, static_cast<std::uint64_t>(off), size, room, room_bytes, &data);
+  const long n = direct_read(this, fi->fh, static_cast<std::uint64_t>(off), size, nullptr, 0, &data);
   if (n < 0) return (void)fuse_reply_err(req, static_cast<int>(-n));
   fuse_reply_buf(req, reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
 }
@@ -319,7 +318,7 @@ void EncryptedFs::write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::si
   // and on buffered ones since INIT settled FUSE_HANDLE_KILLPRIV_V2 (mount/transport/session_io.h), which
   // ends the GETXATTR of security.capability the kernel sent before every write. Done first, as a
   // local filesystem does; writeback of mapped pages never asks.
-  if (!fi->writepage && write_kills_suidgid()) write_clears_setid(req, *h->inode, ino, h->content->fd());
+  if (!fi->writepage && write_kills_suidgid(fi)) write_clears_setid(req, *h->inode, ino, h->content->fd());
   const long n = direct_write(this, fi->fh, static_cast<std::uint64_t>(off), in, size, fi->writepage != 0);
   if (n < 0) return (void)fuse_reply_err(req, static_cast<int>(-n));
   fuse_reply_write(req, static_cast<std::size_t>(n));

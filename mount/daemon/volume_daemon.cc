@@ -196,20 +196,23 @@ void vol_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   fuse_reply_open(req, fi);
 }
 
-void vol_read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info*) {
-  VolumeState& s = state(req);
-  const std::uint64_t o = static_cast<std::uint64_t>(off);
-  if (o >= s.size || size == 0) {
-    fuse_reply_buf(req, nullptr, 0);
-    return;
-  }
-  const std::size_t len = static_cast<std::size_t>(std::min<std::uint64_t>(size, s.size - o));
+// A READ of the volume, for FuseFilesystem::direct_read (ctx: the VolumeState), which answers
+// every READ but a malformed one without libfuse; over io_uring `room` is the ring entry's
+// payload, and the chunks are opened right where the reply goes.
+long vol_direct_read(void* ctx, std::uint64_t, std::uint64_t off, std::size_t size, unsigned char* room,
+                     std::size_t room_bytes, const unsigned char** data) {
+  VolumeState& s = *static_cast<VolumeState*>(ctx);
+  *data = nullptr;
+  if (off >= s.size || size == 0) return 0;
+  const std::size_t len = static_cast<std::size_t>(std::min<std::uint64_t>(size, s.size - off));
   InFlight counted(s, s.reads);
-  // Replies from the buffer the chunks were opened into (over io_uring: the ring entry's payload).
-  const std::uint8_t* data = nullptr;
-  std::size_t room_bytes = 0;
-  unsigned char* room = reply_room(&room_bytes);
-  ssize_t n = s.content.read_view(o, len, &data, room, room_bytes);
+  // Replies from the buffer the chunks were opened into.
+  return s.content.read_view(off, len, data, room, room_bytes);
+}
+
+void vol_read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info*) {
+  const unsigned char* data = nullptr;
+  const long n = vol_direct_read(&state(req), 0, static_cast<std::uint64_t>(off), size, nullptr, 0, &data);
   if (n < 0) {
     fuse_reply_err(req, static_cast<int>(-n));
     return;
@@ -328,6 +331,7 @@ FuseFilesystem make_volume_filesystem(VolumeMountSetup& setup) {
             std::to_string(s->layout.chunk_size()) + ", " + s->engines.description());
   FuseFilesystem fs;
   fs.ops = &kVolumeOps;
+  fs.direct_read = vol_direct_read;
   fs.userdata = s.get();
   fs.keep_alive = s;
   VolumeState* state = s.get();  // kept alive by keep_alive until after the workers are gone

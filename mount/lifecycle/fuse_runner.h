@@ -62,7 +62,7 @@ struct FuseFilesystem {
   // with EOPNOTSUPP).
   bool tmpfile_as_create = false;
   // The filesystem clears the setid bits itself wherever the kernel's rules call for it (on a
-  // write, when write_kills_suidgid() says so: mount/transport/session_io.h), so INIT may settle
+  // write, when write_kills_suidgid(fi) says so: mount/transport/session_io.h), so INIT may settle
   // FUSE_HANDLE_KILLPRIV_V2, which ends the kernel's GETXATTR of security.capability before every
   // write.
   bool kills_setid_on_write = false;

@@ -2,6 +2,7 @@
 
 #include <linux/fuse.h>
 #include <pthread.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -19,6 +21,7 @@
 
 #include "fs/log.h"
 #include "mount/fuse_api.h"
+#include "mount/transport/request_channel.h"
 #include "mount/transport/session_io.h"
 
 namespace gcfs::mount {
@@ -38,20 +41,60 @@ std::size_t receive_buffer_bytes(std::size_t max_request) {
   return std::max(libfuse_reads, max_request + (64u << 10));
 }
 
+// A worker's channel (mount/transport/request_channel.h): its requests come from /dev/fuse and
+// their replies go back there, from wherever they are.
+class DevFuseChannel final : public RequestChannel {
+ public:
+  explicit DevFuseChannel(int fd) : RequestChannel(true, &charge_), fd_(fd) {}
+  long send_reply(const iovec* iov, int count) override { return ::writev(fd_, iov, count); }
+  unsigned char* reply_room(std::size_t* bytes) override {
+    *bytes = 0;
+    return nullptr;
+  }
+  int fd() const { return fd_; }
+
+ private:
+  CallerCharge charge_;  // the worker thread's
+  int fd_;
+};
+
+// One request from /dev/fuse into mem, read as libfuse's fuse_session_receive_buf reads it, but
+// filling all of mem: libfuse 3.14 would read at most its own 1 MiB and a page, too little for
+// larger requests. Returns its bytes, 0 once the session is over, or -errno (-EINTR: a signal).
+int receive_request(fuse_session* se, int fd, HostBuffer& mem) {
+  for (;;) {
+    const ssize_t res = ::read(fd, mem.data(), mem.size());
+    const int err = errno;
+    if (fuse_session_exited(se)) return 0;
+    if (res < 0) {
+      if (err == ENOENT) continue;  // the request was interrupted: safe to read again
+      if (err == ENODEV) {          // unmounted, or the connection aborted
+        fuse_session_exit(se);
+        return 0;
+      }
+      if (err != EINTR && err != EAGAIN) std::perror("fuse: reading device");
+      return -err;
+    }
+    if (static_cast<std::size_t>(res) < sizeof(fuse_in_header)) {
+      fuse_log(FUSE_LOG_ERR, "short read on fuse device\n");
+      return -EIO;
+    }
+    return static_cast<int>(res);
+  }
+}
+
 // One request from /dev/fuse into mem, answered. 1: served; 2: served, and it was a single
 // FORGET; 0: try again (a signal or an interrupted request); otherwise -errno (-ENODEV: unmounted).
-int serve_one(fuse_session* se, HostBuffer& mem) {
-  set_thread_receive_capacity(mem.size());
-  fuse_buf buf{};
-  buf.mem = mem.data();  // libfuse reads into a buffer it is given instead of allocating one
-  const int res = fuse_session_receive_buf(se, &buf);
+int serve_one(fuse_session* se, HostBuffer& mem, DevFuseChannel& channel) {
+  const int res = receive_request(se, channel.fd(), mem);
   if (res == -EINTR) return 0;  // a signal: the caller looks whether the session goes on
   if (res == 0) return -ENODEV;
   if (res < 0) return res;
-  std::uint32_t opcode = 0;
-  if (static_cast<std::size_t>(res) >= sizeof(fuse_in_header))
-    opcode = static_cast<const fuse_in_header*>(buf.mem)->opcode;
-  dispatch_request(se, buf, nullptr);
+  fuse_buf buf{};
+  buf.mem = mem.data();
+  buf.size = static_cast<std::size_t>(res);
+  const std::uint32_t opcode = static_cast<const fuse_in_header*>(buf.mem)->opcode;
+  dispatch_request(se, buf, channel);
   return opcode == FUSE_FORGET ? 2 : 1;
 }
 
@@ -64,8 +107,9 @@ struct Worker {
 
 int answer_init(fuse_session* se, const RequestLoopOptions& o) {
   HostBuffer mem = HostBuffer::plain(receive_buffer_bytes(o.max_request));
+  DevFuseChannel channel(fuse_session_fd(se));
   while (!fuse_session_exited(se)) {
-    const int res = serve_one(se, mem);
+    const int res = serve_one(se, mem, channel);
     if (res != 0) return res < 0 ? res : 0;
   }
   return -ENODEV;
@@ -112,8 +156,9 @@ int run_request_loop(fuse_session* se, const RequestLoopOptions& o, std::string*
           ++started;
           cv.notify_all();
         }
+        DevFuseChannel channel(fuse_session_fd(se));
         while (!fuse_session_exited(se)) {
-          const int res = serve_one(se, mem);
+          const int res = serve_one(se, mem, channel);
           if (res < 0) {  // -ENODEV: unmounted; anything else is an error
             if (res != -ENODEV) error.store(-res);
             fuse_session_exit(se);

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <vector>
 
@@ -22,18 +23,32 @@ InitOutcome g_init;
 fuse_session* g_session = nullptr;
 int g_fd = -1;  // the session's /dev/fuse descriptor
 
-thread_local RingReplySink* t_sink = nullptr;
-thread_local std::size_t t_receive_capacity = 0;
-// The INIT request being dispatched on this thread (its reply is built there, synchronously).
-thread_local std::uint64_t t_init_unique = 0;
-// The write_flags of the FUSE_WRITE being dispatched on this thread (0 for anything else).
-thread_local std::uint32_t t_write_flags = 0;
+// The unique of the INIT request from its dispatch until its reply, which libfuse builds on the
+// thread that dispatches it. INIT comes once, before any other request: the session's state, not
+// a request's.
+std::atomic<std::uint64_t> g_init_unique{0};
 
-ssize_t read_request(int fd, void* buf, std::size_t len, void*) {
-  // libfuse asks for its own buffer size; the buffer is ours and may be larger.
-  const std::size_t n = t_receive_capacity > len ? t_receive_capacity : len;
-  return ::read(fd, buf, n);
+// While libfuse holds a request whose channel does not reply to /dev/fuse, the request's unique
+// names the channel: this bit, and the channel's address. The kernel's uniques count up from 0,
+// one request at a time, and never reach the bit; a user-space address never has it.
+constexpr std::uint64_t kChannelUnique = std::uint64_t{1} << 63;
+
+std::uint64_t unique_naming(RequestChannel* channel) {
+  return kChannelUnique | static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(channel));
 }
+
+RequestChannel* channel_named_by(std::uint64_t unique) {
+  if (!(unique & kChannelUnique)) return nullptr;
+  return reinterpret_cast<RequestChannel*>(static_cast<std::uintptr_t>(unique & ~kChannelUnique));
+}
+
+void set_unique(void* request, std::uint64_t unique) {
+  std::memcpy(static_cast<unsigned char*>(request) + offsetof(fuse_in_header, unique), &unique, sizeof unique);
+}
+
+// libfuse insists on a read function; it is never called, since both transports read their
+// requests themselves (each into its own buffer, as large as the requests it may get).
+ssize_t read_request(int fd, void* buf, std::size_t len, void*) { return ::read(fd, buf, len); }
 
 // INIT's reply: asks for io_uring and larger requests, and notes what was settled.
 ssize_t write_init_reply(int fd, iovec* iov, int count) {
@@ -63,15 +78,16 @@ ssize_t write_reply(int fd, iovec* iov, int count, void*) {
   if (count >= 1 && iov[0].iov_len >= sizeof(fuse_out_header)) {
     fuse_out_header out;
     std::memcpy(&out, iov[0].iov_base, sizeof out);
-    if (t_sink && out.unique != 0 && out.unique == t_sink->unique()) {
-      RingReplySink* sink = t_sink;
-      t_sink = nullptr;  // one reply per request
-      const long res = sink->take_reply(iov, count);
+    if (RequestChannel* channel = channel_named_by(out.unique)) {
+      // A reply to a request of that channel: it goes there, with the request's own unique.
+      out.unique = channel->dispatched_unique;
+      std::memcpy(iov[0].iov_base, &out, sizeof out);
+      const long res = channel->send_reply(iov, count);
       if (res < 0) errno = EIO;
       return res;
     }
-    if (t_init_unique != 0 && out.unique == t_init_unique) {
-      t_init_unique = 0;
+    if (out.unique != 0 && out.unique == g_init_unique.load(std::memory_order_relaxed)) {
+      g_init_unique.store(0, std::memory_order_relaxed);
       return write_init_reply(fd, iov, count);
     }
   }
@@ -85,6 +101,7 @@ int install_session_io(fuse_session* se, int fd, const SessionIoOptions& options
   g_init = InitOutcome{};
   g_session = se;
   g_fd = fd;
+  g_init_unique.store(0, std::memory_order_relaxed);
   fuse_custom_io io{};
   io.read = read_request;
   io.writev = write_reply;
@@ -92,13 +109,6 @@ int install_session_io(fuse_session* se, int fd, const SessionIoOptions& options
 }
 
 const InitOutcome& init_outcome() { return g_init; }
-
-void set_thread_receive_capacity(std::size_t bytes) { t_receive_capacity = bytes; }
-
-unsigned char* reply_room(std::size_t* bytes) {
-  *bytes = 0;
-  return t_sink ? t_sink->room(bytes) : nullptr;
-}
 
 bool rewrite_tmpfile_as_create(void* request, std::size_t bytes) {
   fuse_in_header in;
@@ -125,43 +135,55 @@ bool rewrite_tmpfile_as_create(void* request, std::size_t bytes) {
   return true;
 }
 
+void mark_write_kills_suidgid(void* request, std::size_t bytes) {
+  fuse_in_header in;
+  constexpr std::size_t kFlagsEnd = offsetof(fuse_write_in, flags) + sizeof(std::uint32_t);
+  if (!request || bytes < sizeof in + kFlagsEnd) return;
+  std::memcpy(&in, request, sizeof in);
+  if (in.opcode != FUSE_WRITE || in.len < sizeof in + kFlagsEnd) return;
+  auto* flags_at = static_cast<unsigned char*>(request) + sizeof in + offsetof(fuse_write_in, flags);
+  std::uint32_t flags;
+  std::memcpy(&flags, flags_at, sizeof flags);
+  flags &= ~kWriteKillsSuidgidMark;
+  if (write_flags_of(request, bytes) & FUSE_WRITE_KILL_SUIDGID) flags |= kWriteKillsSuidgidMark;
+  std::memcpy(flags_at, &flags, sizeof flags);
+}
+
+bool write_kills_suidgid(const fuse_file_info* fi) { return fi && (fi->flags & kWriteKillsSuidgidMark) != 0; }
+
 namespace {
 
 // The reply to a request answered here, the bytes fuse_reply_* would send: result < 0 is an
-// error (-errno, no body), else body follows the header. Through the ring entry the request came
-// on, else /dev/fuse.
-void send_direct_reply(RingReplySink* sink, std::uint64_t unique, long result, const void* body, std::size_t body_len) {
+// error (-errno, no body), else body follows the header. Through the channel the request came on.
+void send_direct_reply(RequestChannel& channel, std::uint64_t unique, long result, const void* body,
+                       std::size_t body_len) {
   if (result < 0) body_len = 0;
   fuse_out_header out{};
   out.unique = unique;
   out.error = result < 0 ? static_cast<std::int32_t>(result) : 0;
   out.len = static_cast<std::uint32_t>(sizeof out + body_len);
   iovec iov[2] = {{&out, sizeof out}, {const_cast<void*>(body), body_len}};
-  const int count = body_len ? 2 : 1;
-  if (sink) {
-    (void)sink->take_reply(iov, count);
-  } else {
-    (void)::writev(g_fd, iov, count);  // ENOENT: the request was interrupted; nothing to do
-  }
+  // /dev/fuse's ENOENT: the request was interrupted; nothing to do.
+  (void)channel.send_reply(iov, body_len ? 2 : 1);
 }
 
 // A READ answered without libfuse: fuse_read_in in, the data out. False: not one to answer here
 // (too short to be a READ), and libfuse takes it.
-bool answer_read_directly(const fuse_in_header& in, const fuse_buf& buf, RingReplySink* sink) {
+bool answer_read_directly(const fuse_in_header& in, const fuse_buf& buf, RequestChannel& channel) {
   fuse_read_in arg;
   if (buf.size < sizeof in + sizeof arg || in.len < sizeof in + sizeof arg) return false;
   std::memcpy(&arg, static_cast<const unsigned char*>(buf.mem) + sizeof in, sizeof arg);
   std::size_t room_bytes = 0;
-  unsigned char* room = sink ? sink->room(&room_bytes) : nullptr;
+  unsigned char* room = channel.reply_room(&room_bytes);
   const unsigned char* data = nullptr;
   const long n = g_options.direct_read(g_options.direct_ctx, arg.fh, arg.offset, arg.size, room, room_bytes, &data);
-  send_direct_reply(sink, in.unique, n, data, n > 0 ? static_cast<std::size_t>(n) : 0);
+  send_direct_reply(channel, in.unique, n, data, n > 0 ? static_cast<std::size_t>(n) : 0);
   return true;
 }
 
 // A WRITE the same way (fuse_write_in and its data in, fuse_write_out out). False for one that
 // asks for the setid bits to go, or whose data is not all there (libfuse takes those).
-bool answer_write_directly(const fuse_in_header& in, const fuse_buf& buf, RingReplySink* sink) {
+bool answer_write_directly(const fuse_in_header& in, const fuse_buf& buf, RequestChannel& channel) {
   fuse_write_in arg;
   if (buf.size < sizeof in + sizeof arg || in.len < sizeof in + sizeof arg) return false;
   const auto* p = static_cast<const unsigned char*>(buf.mem);
@@ -171,41 +193,52 @@ bool answer_write_directly(const fuse_in_header& in, const fuse_buf& buf, RingRe
                                         (arg.write_flags & FUSE_WRITE_CACHE) != 0);
   fuse_write_out wout{};
   wout.size = n > 0 ? static_cast<std::uint32_t>(n) : 0;
-  send_direct_reply(sink, in.unique, n, &wout, sizeof wout);
+  send_direct_reply(channel, in.unique, n, &wout, sizeof wout);
   return true;
+}
+
+// Hands the request to libfuse. Where the channel does not reply to /dev/fuse, the request names
+// the channel in place of its unique while libfuse holds it (write_reply sends the reply there),
+// and has its own back once libfuse is done.
+void process_on(fuse_session* se, const fuse_buf& buf, RequestChannel& channel, std::uint64_t unique) {
+  if (channel.replies_to_dev_fuse()) {
+    fuse_session_process_buf(se, &buf);
+    return;
+  }
+  channel.dispatched_unique = unique;
+  set_unique(buf.mem, unique_naming(&channel));
+  fuse_session_process_buf(se, &buf);
+  set_unique(buf.mem, unique);
 }
 
 }  // namespace
 
-void dispatch_request(fuse_session* se, const fuse_buf& buf, RingReplySink* sink) {
+void dispatch_request(fuse_session* se, const fuse_buf& buf, RequestChannel& channel) {
   // The one place where a request is looked at before libfuse parses it: INIT's offers are noted,
-  // a WRITE's flags kept for its handler (write_kills_suidgid), and FUSE_TMPFILE, which libfuse
-  // 3.14 has no entry for, becomes a marked CREATE.
+  // a WRITE marked for its handler where the setid bits are to go (write_kills_suidgid), and
+  // FUSE_TMPFILE, which libfuse 3.14 has no entry for, becomes a marked CREATE.
   fuse_in_header in;
-  if (buf.mem && buf.size >= sizeof in) {
-    std::memcpy(&in, buf.mem, sizeof in);
-    // Space this request allocates is charged to its caller (mount/daemon/caller_charge.h).
-    if (opcode_allocates(in.opcode)) charge_thread_to(in.uid, in.gid);
-    if (in.opcode == FUSE_READ && g_options.direct_read && answer_read_directly(in, buf, sink)) return;
-    if (in.opcode == FUSE_WRITE && g_options.direct_write && answer_write_directly(in, buf, sink)) return;
-    if (in.opcode == FUSE_WRITE) {
-      t_write_flags = write_flags_of(buf.mem, buf.size);
-    } else if (in.opcode == FUSE_INIT) {
-      g_init.kernel_offered_uring = init_offers_uring(buf.mem, buf.size);
-      g_init.kernel_offered_killpriv_v2 = init_offers_killpriv_v2(buf.mem, buf.size);
-      t_init_unique = in.unique;
-    } else if (g_options.tmpfile_as_create) {
-      rewrite_tmpfile_as_create(buf.mem, buf.size);  // touches FUSE_TMPFILE and CREATE only
-    }
+  if (!buf.mem || buf.size < sizeof in) {  // libfuse says what is wrong with it
+    fuse_session_process_buf(se, &buf);
+    return;
   }
-  t_sink = sink;
-  fuse_session_process_buf(se, &buf);
-  t_sink = nullptr;
-  t_init_unique = 0;
-  t_write_flags = 0;
+  std::memcpy(&in, buf.mem, sizeof in);
+  // Space this request allocates is charged to its caller (mount/daemon/caller_charge.h).
+  if (opcode_allocates(in.opcode)) channel.charge().charge_to(in.uid, in.gid);
+  if (in.opcode == FUSE_READ && g_options.direct_read && answer_read_directly(in, buf, channel)) return;
+  if (in.opcode == FUSE_WRITE && g_options.direct_write && answer_write_directly(in, buf, channel)) return;
+  if (in.opcode == FUSE_WRITE) {
+    mark_write_kills_suidgid(buf.mem, buf.size);
+  } else if (in.opcode == FUSE_INIT) {
+    g_init.kernel_offered_uring = init_offers_uring(buf.mem, buf.size);
+    g_init.kernel_offered_killpriv_v2 = init_offers_killpriv_v2(buf.mem, buf.size);
+    g_init_unique.store(in.unique, std::memory_order_relaxed);
+  } else if (g_options.tmpfile_as_create) {
+    rewrite_tmpfile_as_create(buf.mem, buf.size);  // touches FUSE_TMPFILE and CREATE only
+  }
+  process_on(se, buf, channel, in.unique);
+  if (in.opcode == FUSE_INIT) g_init_unique.store(0, std::memory_order_relaxed);
 }
-
-bool write_kills_suidgid() { return (t_write_flags & FUSE_WRITE_KILL_SUIDGID) != 0; }
 
 void attributes_changed(std::uint64_t ino) {
   // Offset -1: the attributes only, never the page cache (which needs no lock of the inode, so

@@ -25,6 +25,7 @@
 #include "mount/fuse_api.h"
 #include "mount/transport/fuse_uring_abi.h"
 #include "mount/transport/ring_request.h"
+#include "mount/transport/request_channel.h"
 #include "mount/transport/session_io.h"
 
 namespace gcfs::mount {
@@ -68,8 +69,11 @@ void log_malformed(const std::string& what) {
 
 }  // namespace
 
-// One registered entry of one CPU queue.
-struct RingEntry final : RingReplySink {
+// One registered entry of one CPU queue, and the channel its requests come on (mount/transport/
+// request_channel.h): a reply goes into the entry, whose commit sends it.
+struct RingEntry final : RequestChannel {
+  explicit RingEntry(CallerCharge* charge) : RequestChannel(false, charge) {}
+
   unsigned qid = 0;
   std::unique_ptr<abi::ReqHeader> header = std::make_unique<abi::ReqHeader>();
   HostBuffer memory;  // kRingPrefixBytes of room, then the payload
@@ -77,16 +81,14 @@ struct RingEntry final : RingReplySink {
   std::size_t payload_bytes = 0;
   iovec iov[2]{};
   std::uint64_t commit_id = 0;
-  std::uint64_t request_unique = 0;
   bool answered = false;
   bool live = false;  // registered with the kernel, which has not refused it
 
-  std::uint64_t unique() const override { return request_unique; }
-  unsigned char* room(std::size_t* bytes) override {
+  unsigned char* reply_room(std::size_t* bytes) override {
     *bytes = payload_bytes;
     return payload;
   }
-  long take_reply(const iovec* iov_in, int count) override {
+  long send_reply(const iovec* iov_in, int count) override {
     const long res = store_ring_reply(iov_in, count, header.get(), payload, payload_bytes);
     if (res >= 0) answered = true;
     return res;
@@ -101,6 +103,7 @@ struct RingThread {
   std::thread thread;
   std::atomic<bool> stopping{false};
   std::vector<unsigned> cpus;  // the queues (CPU numbers) this thread serves
+  CallerCharge charge;         // the thread's, for the requests of all its entries
   std::vector<std::unique_ptr<RingEntry>> entries;
   // Completions seen while registering that are not refusals (a request fetched by an entry of an
   // earlier round, once the ring is complete): served first when serving starts.
@@ -266,7 +269,7 @@ struct UringTransport::Impl {
     const std::size_t bytes = kRingPrefixBytes + options.payload_bytes;
     for (unsigned cpu : t.cpus) {
       for (unsigned i = 0; i < depth; ++i) {
-        auto e = std::make_unique<RingEntry>();
+        auto e = std::make_unique<RingEntry>(&t.charge);
         e->qid = cpu;
         try {
           e->memory = options.allocate_buffer ? options.allocate_buffer(bytes) : HostBuffer::plain(bytes);
@@ -425,7 +428,6 @@ struct UringTransport::Impl {
   // Answers one fetched request into its entry (on whichever thread runs it).
   void answer_entry(RingEntry& e) {
     RingRequest r = assemble_ring_request(*e.header, e.payload, e.payload_bytes);
-    e.request_unique = r.unique;
     e.answered = false;
     if (!r.start) {
       log_malformed("opcode " + std::to_string(r.opcode) + ": " + r.error);
@@ -434,7 +436,7 @@ struct UringTransport::Impl {
       fuse_buf buf{};
       buf.mem = r.start;
       buf.size = r.bytes;
-      dispatch_request(se, buf, &e);
+      dispatch_request(se, buf, e);
       if (!e.answered) {
         // libfuse let it go unanswered: an answer is still owed, or the caller waits for ever.
         log_malformed("opcode " + std::to_string(r.opcode) + " got no reply");

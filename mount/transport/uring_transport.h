@@ -8,8 +8,9 @@
 // Here each serving thread owns one io_uring with its own entries, for one CPU queue (at least two
 // threads per queue, so one CPU's requests are served concurrently) or, beyond 256 threads, for
 // several, and runs pinned to those CPUs. The kernel hands a request to any free entry of the issuing CPU's queue. Requests are
-// handed to libfuse through dispatch_request (mount/transport/session_io.h), which sends the reply back
-// into the entry, and the commit goes out with the thread's next wait: no locks, no hand-off.
+// handed to libfuse through dispatch_request (mount/transport/session_io.h) with their entry as
+// the channel (mount/transport/request_channel.h), so the reply goes back into the entry, and the
+// commit goes out with the thread's next wait: no locks, no hand-off.
 //
 // Except while a thread serves readahead: a large READ through the page cache, which the reader
 // does not wait for, would have the thread wait for a CPU the reader keeps busy. A thread that
