@@ -80,125 +80,154 @@ std::string describe_gpus(const GpuOptions& o) {
   return text;
 }
 
+// Each GPU as a hybrid member, calibrated, its feeders bound near it.
+void add_gpu_members(const std::vector<std::unique_ptr<ChunkEngine>>& gpus, const std::vector<int>& devices,
+                     std::vector<HybridEngine::Member>& members, std::string* how) {
+  for (std::size_t i = 0; i < gpus.size(); ++i) {
+    const std::string label = "gpu" + std::to_string(devices[i]);
+    const int device = devices[i];
+    members.push_back({gpus[i].get(), label, calibrate(*gpus[i], label, how), [device] { bind_thread_near_gpu(device); }});
+  }
+}
+
 }  // namespace
+
+// What the gpu and auto choices start from: the GPUs there are, and the cpu engine's size.
+struct EngineSet::GpuChoice {
+  GpuOptions options;        // o.gpu, with the engine's error log and cold-key threshold
+  bool any_gpu = false;      // list_gpus found one
+  std::string why;           // why it found none
+  std::vector<int> devices;  // the GPUs to use: o.gpu.devices, or every one found
+  std::size_t cpu_threads = 0;  // the cpu engine's
+};
 
 EngineSet::EngineSet(const EngineOptions& o) {
   if (o.name != "cpu" && o.name != "gpu" && o.name != "auto")
     throw UserError("unknown engine '" + o.name + "': choose cpu, gpu or auto");
   if (o.name == "cpu") {
-    auto cpu = std::make_unique<CpuEngine>(o.cpu_threads);
-    const std::size_t threads = cpu->threads();
-    cpu_ = std::move(cpu);
-    active_ = cpu_.get();
-    description_ = "cpu engine (OpenSSL, " + std::to_string(threads) + " threads)";
+    choose_cpu(o);
     return;
   }
-  GpuOptions gpu_options = o.gpu;
-  if (!gpu_options.on_error) gpu_options.on_error = [](const std::string& m) { log::error(m); };
+  GpuChoice c;
+  c.options = o.gpu;
+  if (!c.options.on_error) c.options.on_error = [](const std::string& m) { log::error(m); };
   // Small batches of keys not prepared on the GPU yet run on the cpu engine (GpuOptions): a key's
   // tables cost more than the AES of a small file.
-  gpu_options.cold_key_cpu_bytes = 256u << 10;
-  std::string why;
-  const auto gpus = list_gpus(&why);
-  std::vector<int> devices = o.gpu.devices;
-  if (devices.empty())
-    for (const auto& g : gpus) devices.push_back(g.index);
+  c.options.cold_key_cpu_bytes = 256u << 10;
+  const auto gpus = list_gpus(&c.why);
+  c.any_gpu = !gpus.empty();
+  c.devices = o.gpu.devices;
+  if (c.devices.empty())
+    for (const auto& g : gpus) c.devices.push_back(g.index);
   // With the hybrid engine, one core per GPU is left to the threads that feed it (see
   // crypto/hybrid_engine.h): the cpu engine's own threads would otherwise take it.
   std::size_t cpu_threads = o.cpu_threads;
-  if (o.name == "auto" && !gpus.empty() && cpu_threads == 0) {
+  if (o.name == "auto" && c.any_gpu && cpu_threads == 0) {
     const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
-    cpu_threads = cores > devices.size() + 1 ? cores - devices.size() : 1;
+    cpu_threads = cores > c.devices.size() + 1 ? cores - c.devices.size() : 1;
   }
   cpu_ = std::make_unique<CpuEngine>(cpu_threads);
-  const std::size_t threads = static_cast<CpuEngine&>(*cpu_).threads();
-  // One gpu engine per GPU, so that each has its own measured rate, feeder threads and share of
-  // the work, and a GPU that fails is retired alone. Throws with the GPU problem named.
-  auto one_engine_per_gpu = [&] {
-    for (int d : devices) {
-      GpuOptions one = gpu_options;
-      one.devices = {d};
-      gpus_.push_back(make_gpu_engine(one, *cpu_));
-    }
-  };
-  // Each GPU as a hybrid member, calibrated, its feeders bound near it.
-  auto add_gpu_members = [&](std::vector<HybridEngine::Member>& members, std::string* how) {
-    for (std::size_t i = 0; i < gpus_.size(); ++i) {
-      const std::string label = "gpu" + std::to_string(devices[i]);
-      const int device = devices[i];
-      members.push_back({gpus_[i].get(), label, calibrate(*gpus_[i], label, how),
-                         [device] { bind_thread_near_gpu(device); }});
-    }
-  };
-  // `--engine gpu` as one gpu engine per GPU behind the hybrid engine: the GPUs take every batch,
-  // the cpu engine (member 0, given nothing while a GPU is left: no inline slot, no small-batch
-  // shortcut) only those of GPUs that fail. Returns what the calibration measured; throws with the
-  // GPU problem named.
-  auto gpus_behind_hybrid = [&](HybridEngine::Options ho) {
-    one_engine_per_gpu();
-    std::string how;
-    std::vector<HybridEngine::Member> members;
-    members.push_back({cpu_.get(), "cpu", {2e-6, 1e-9}});
-    add_gpu_members(members, &how);
-    ho.buffer_member = 1;
-    ho.inline_slots = 0;
-    ho.inline_bytes = 0;
-    ho.log = [](const std::string& m) { log::error(m); };
-    hybrid_ = std::make_unique<HybridEngine>(std::move(members), ho);
-    active_ = hybrid_.get();
-    return how;
-  };
-  if (o.name == "gpu" && !o.gpu_feeders) {
-    if (devices.size() > 1 && o.gpu_engine_per_gpu) {
-      // Several GPUs: one engine each, every batch whole to one of them, chosen by the model.
-      HybridEngine::Options ho;
-      ho.name = "gpu";
-      ho.route_whole_max_bytes = SIZE_MAX;
-      // The rates stay as calibrated at start; the bytes at work on each GPU do the balancing, which
-      // was measured at least as fast as one engine over every GPU on each shape. Learning from
-      // finished calls, as the hybrid did then (an arithmetic mean, since made robust), took a
-      // caller's wait for the CPU (32 callers on 32 cores) for the GPU's speed: with 128 KiB calls
-      // one GPU's rate fell to 0.1 GB/s and the other GPU got nearly every call (two H100s,
-      // 2026-11-26: 8 and 16 callers x 128 KiB at 11 GB/s, one GPU's rate).
-      ho.learn = false;
-      const std::string how = gpus_behind_hybrid(ho);
-      description_ = "gpu engine (" + describe_gpus(o.gpu) + "), one per GPU, each batch whole to the GPU that " +
-                     "finishes it first by its rate measured at start (" + how + ") and the bytes at work there, " +
-                     "cpu engine as fallback";
-    } else {
-      gpus_.push_back(make_gpu_engine(gpu_options, *cpu_));  // throws with the GPU problem named
-      active_ = gpus_.back().get();
-      description_ = "gpu engine (" + describe_gpus(o.gpu) + "), cpu engine as fallback";
-    }
-    if (o.small_batches_on_cpu) {
-      std::string how;
-      const std::size_t crossover = crossover_bytes(*cpu_, *gpus_.front(), &how);
-      const std::size_t small = HybridEngine::Options{}.inline_bytes;  // what auto keeps on the CPU too
-      const std::size_t below = std::max(crossover, small);
-      router_ = std::make_unique<SizeRoutedEngine>(*cpu_, *active_, below);
-      active_ = router_.get();
-      description_ += "; batches under " + std::to_string(below >> 10) + " KiB on the cpu engine (one thread " +
-                      "finishes a lone batch sooner than the GPU's round trip under " + std::to_string(crossover >> 10) +
-                      " KiB, measured at start: " + how + "; under " + std::to_string(small >> 10) +
-                      " KiB, several at once cost the GPU more CPU per GB than the cpu engine)";
-    }
-    return;
+  c.cpu_threads = static_cast<CpuEngine&>(*cpu_).threads();
+  if (o.name == "gpu") choose_gpu(o, c);
+  else choose_auto(o, c);
+}
+
+void EngineSet::choose_cpu(const EngineOptions& o) {
+  auto cpu = std::make_unique<CpuEngine>(o.cpu_threads);
+  const std::size_t threads = cpu->threads();
+  cpu_ = std::move(cpu);
+  active_ = cpu_.get();
+  description_ = "cpu engine (OpenSSL, " + std::to_string(threads) + " threads)";
+}
+
+// One gpu engine per GPU, so that each has its own measured rate, feeder threads and share of the
+// work, and a GPU that fails is retired alone. Throws with the GPU problem named.
+void EngineSet::make_engine_per_gpu(const GpuChoice& c) {
+  for (int d : c.devices) {
+    GpuOptions one = c.options;
+    one.devices = {d};
+    gpus_.push_back(make_gpu_engine(one, *cpu_));
   }
-  if (o.name == "gpu") {
+}
+
+// `--engine gpu` as one gpu engine per GPU behind the hybrid engine: the GPUs take every batch,
+// the cpu engine (member 0, given nothing while a GPU is left: no inline slot, no small-batch
+// shortcut) only those of GPUs that fail. whole_batches: each batch whole to one GPU, chosen by
+// the model; otherwise taken from the hybrid engine's queue by the GPUs' feeder threads. Returns
+// what the calibration measured; throws with the GPU problem named.
+std::string EngineSet::put_gpus_behind_hybrid(const GpuChoice& c, bool whole_batches) {
+  HybridEngine::Options ho;
+  if (whole_batches) {
+    ho.name = "gpu";
+    ho.route_whole_max_bytes = SIZE_MAX;
+    // The rates stay as calibrated at start; the bytes at work on each GPU do the balancing, which
+    // was measured at least as fast as one engine over every GPU on each shape. Learning from
+    // finished calls, as the hybrid did then (an arithmetic mean, since made robust), took a
+    // caller's wait for the CPU (32 callers on 32 cores) for the GPU's speed: with 128 KiB calls
+    // one GPU's rate fell to 0.1 GB/s and the other GPU got nearly every call (two H100s,
+    // 2026-11-26: 8 and 16 callers x 128 KiB at 11 GB/s, one GPU's rate).
+    ho.learn = false;
+  }
+  make_engine_per_gpu(c);
+  std::string how;
+  std::vector<HybridEngine::Member> members;
+  members.push_back({cpu_.get(), "cpu", {2e-6, 1e-9}});
+  add_gpu_members(gpus_, c.devices, members, &how);
+  ho.buffer_member = 1;
+  ho.inline_slots = 0;
+  ho.inline_bytes = 0;
+  ho.log = [](const std::string& m) { log::error(m); };
+  hybrid_ = std::make_unique<HybridEngine>(std::move(members), ho);
+  active_ = hybrid_.get();
+  return how;
+}
+
+void EngineSet::choose_gpu(const EngineOptions& o, const GpuChoice& c) {
+  if (o.gpu_feeders) {
     // The trial variant: every batch taken from the hybrid engine's queue by the GPUs' feeder
     // threads (none runs in the caller).
-    const std::string how = gpus_behind_hybrid(HybridEngine::Options{});
+    const std::string how = put_gpus_behind_hybrid(c, false);
     description_ = "gpu engine (" + describe_gpus(o.gpu) + ") fed from one queue by threads per GPU (measured at start: " +
                    how + "), cpu engine as fallback";
     return;
   }
-  if (gpus.empty()) {
+  if (c.devices.size() > 1 && o.gpu_engine_per_gpu) {
+    // Several GPUs: one engine each, every batch whole to one of them, chosen by the model.
+    const std::string how = put_gpus_behind_hybrid(c, true);
+    description_ = "gpu engine (" + describe_gpus(o.gpu) + "), one per GPU, each batch whole to the GPU that " +
+                   "finishes it first by its rate measured at start (" + how + ") and the bytes at work there, " +
+                   "cpu engine as fallback";
+  } else {
+    gpus_.push_back(make_gpu_engine(c.options, *cpu_));  // throws with the GPU problem named
+    active_ = gpus_.back().get();
+    description_ = "gpu engine (" + describe_gpus(o.gpu) + "), cpu engine as fallback";
+  }
+  if (o.small_batches_on_cpu) choose_gpu_small_batches_on_cpu();
+}
+
+// Batches under the crossover measured at start go to the cpu engine, in front of the GPUs.
+void EngineSet::choose_gpu_small_batches_on_cpu() {
+  std::string how;
+  const std::size_t crossover = crossover_bytes(*cpu_, *gpus_.front(), &how);
+  const std::size_t small = HybridEngine::Options{}.inline_bytes;  // what auto keeps on the CPU too
+  const std::size_t below = std::max(crossover, small);
+  router_ = std::make_unique<SizeRoutedEngine>(*cpu_, *active_, below);
+  active_ = router_.get();
+  description_ += "; batches under " + std::to_string(below >> 10) + " KiB on the cpu engine (one thread " +
+                  "finishes a lone batch sooner than the GPU's round trip under " + std::to_string(crossover >> 10) +
+                  " KiB, measured at start: " + how + "; under " + std::to_string(small >> 10) +
+                  " KiB, several at once cost the GPU more CPU per GB than the cpu engine)";
+}
+
+void EngineSet::choose_auto(const EngineOptions& o, const GpuChoice& c) {
+  if (!c.any_gpu) {
     active_ = cpu_.get();
-    description_ = "auto: no usable GPU (" + why + "), using the cpu engine (" + std::to_string(threads) + " threads)";
+    description_ = "auto: no usable GPU (" + c.why + "), using the cpu engine (" + std::to_string(c.cpu_threads) +
+                   " threads)";
     return;
   }
   try {
-    one_engine_per_gpu();
+    make_engine_per_gpu(c);
   } catch (const UserError& e) {
     gpus_.clear();
     active_ = cpu_.get();
@@ -208,7 +237,7 @@ EngineSet::EngineSet(const EngineOptions& o) {
   std::string how;
   std::vector<HybridEngine::Member> members;
   members.push_back({cpu_.get(), "cpu", calibrate(*cpu_, "cpu", &how)});
-  add_gpu_members(members, &how);
+  add_gpu_members(gpus_, c.devices, members, &how);
   HybridEngine::Options ho;
   ho.buffer_member = 1;  // the first GPU's page-locked memory: the GPUs then skip their staging copies
   // Batches under 256 KiB (HybridEngine::Options::inline_bytes) run on the cpu engine in the
@@ -229,13 +258,14 @@ EngineSet::EngineSet(const EngineOptions& o) {
   ho.log = [](const std::string& m) { log::error(m); };
   hybrid_ = std::make_unique<HybridEngine>(std::move(members), ho);
   active_ = hybrid_.get();
-  description_ = "auto: the cpu engine (" + std::to_string(threads) + " threads) and " +
+  description_ = "auto: the cpu engine (" + std::to_string(c.cpu_threads) + " threads) and " +
                  (gpus_.size() == 1 ? std::string("the gpu engine") : std::to_string(gpus_.size()) + " gpu engines") +
                  " (" + describe_gpus(o.gpu) + ") at once; batches under " + std::to_string(ho.inline_bytes >> 10) +
                  " KiB on the cpu engine, up to " + std::to_string(ho.route_whole_max_bytes >> 20) +
                  " MiB whole on the member that finishes them first, larger ones shared, by measured cost (measured at "
                  "start: " + how + ")";
 }
+
 
 EngineSet::~EngineSet() = default;
 

@@ -53,6 +53,16 @@ class EngineSet {
   std::string usage() const;
 
  private:
+  // The constructor's steps (engine_factory.cc): what it found out about the GPUs, then one step
+  // per --engine choice, and the pieces those share.
+  struct GpuChoice;
+  void choose_cpu(const EngineOptions& o);
+  void choose_gpu(const EngineOptions& o, const GpuChoice& c);
+  void choose_gpu_small_batches_on_cpu();
+  void choose_auto(const EngineOptions& o, const GpuChoice& c);
+  void make_engine_per_gpu(const GpuChoice& c);
+  std::string put_gpus_behind_hybrid(const GpuChoice& c, bool whole_batches);
+
   std::unique_ptr<ChunkEngine> cpu_;
   std::unique_ptr<ChunkEngine> router_;  // "gpu": small batches to cpu_, the rest to the GPU
   std::vector<std::unique_ptr<ChunkEngine>> gpus_;  // gpu: one over every GPU; auto: one per GPU

@@ -238,6 +238,127 @@ void detach_stdio() {
   if (null > STDERR_FILENO) ::close(null);
 }
 
+// Mounts the session on o.mountpoint. Root mounts itself, on the directory the path names now
+// with no symbolic link followed, and hands libfuse the descriptor (/dev/fd/N), which it then
+// neither mounts nor unmounts: libfuse's own mount as root is mount(2) on the path, and its
+// unmount a lazy umount2 of the path looked up again. A user's daemon mounts through libfuse.
+std::optional<Failure> mount_session(fuse_session* se, const MountOptions& o, const std::string& opts,
+                                     UnmountWhenDone& owned, ServedRegistration& served) {
+  if (::geteuid() != 0) {
+    if (fuse_session_mount(se, o.mountpoint.c_str()) == 0) return std::nullopt;
+    return Failure{1, "cannot mount on " + o.mountpoint + " (libfuse's reason is printed above; is /dev/fuse there "
+                      "and fusermount3 installed?)"};
+  }
+  try {
+    owned.mount = OwnedMount::mount(o.mountpoint, kernel_mount_options(opts), cli::kExitBadMountpoint);
+  } catch (const MountFailure& e) {
+    return Failure{e.exit_code, e.what()};
+  } catch (const std::invalid_argument& e) {
+    return Failure{1, "cannot mount on " + o.mountpoint + ": " + e.what()};
+  }
+  served.set_owned(owned.mount.get());
+  const int fd = owned.mount->release_fuse_fd();
+  if (fuse_session_mount(se, ("/dev/fd/" + std::to_string(fd)).c_str()) != 0) {
+    ::close(fd);
+    return Failure{1, "cannot hand the mount's /dev/fuse descriptor to libfuse (its reason is printed above)"};
+  }
+  return std::nullopt;
+}
+
+// The rings, built before INIT: once INIT asks for io_uring, the kernel waits for them. Null, with
+// *why, where they cannot be had.
+std::unique_ptr<UringTransport> prepare_rings(fuse_session* se, const MountOptions& o, const FuseFilesystem& fs,
+                                              std::size_t max_request, std::string* why) {
+  UringOptions u;
+  u.max_threads = o.max_threads;
+  u.payload_bytes = max_request;  // what INIT asks for at most (mount/transport/ring_request.h)
+  u.allocate_buffer = fs.allocate_buffer;
+  u.on_worker_start = fs.on_worker_start;
+  u.refuse_for_test = uring_refusal_for_test();
+  return UringTransport::prepare(se, fuse_session_fd(se), u, why);
+}
+
+// After INIT: the rings serve from here on, or are let go (ring null, *why says why) where INIT
+// did not settle io_uring or they could not be completed. A Failure where the mount cannot serve.
+std::optional<Failure> activate_rings(const MountOptions& o, std::unique_ptr<UringTransport>& ring, std::string* why) {
+  const InitOutcome& init = init_outcome();
+  if (ring && !init.uring_negotiated) {
+    ring.reset();  // nothing was registered
+    *why = "the kernel did not offer io_uring in FUSE_INIT";
+    if (o.transport == Transport::Uring) return Failure{1, "--transport uring: " + *why};
+  }
+  if (!ring) return std::nullopt;
+  const long page = ::sysconf(_SC_PAGESIZE);
+  const std::size_t kernel_payload =
+      std::max({std::size_t{8192}, init.max_write, init.max_pages * static_cast<std::size_t>(page > 0 ? page : 4096)});
+  switch (ring->activate(kernel_payload, why)) {
+    case UringTransport::Activation::Serving:
+      break;
+    case UringTransport::Activation::FellBack:
+      ring.reset();  // its threads have stopped; the kernel sends everything to /dev/fuse
+      if (o.transport == Transport::Uring) return Failure{1, "--transport uring: " + *why};
+      break;
+    case UringTransport::Activation::Failed:
+      // The kernel holds every request for a ring that cannot be completed: unmount.
+      log::error("io_uring: " + *why);
+      return Failure{1, "FUSE over io_uring could not be set up: " + *why + " (mount with --transport classic)"};
+  }
+  return std::nullopt;
+}
+
+// Settles how requests travel: builds the rings where io_uring is wanted (want_uring; uring_off
+// says why it is not), takes over the session's I/O, answers INIT on this thread and activates
+// the rings. Sets up `loop` for the request loop that serves what comes on /dev/fuse: everything,
+// or, beside the rings, only FORGET, INTERRUPT and the like.
+std::optional<Failure> start_transport(fuse_session* se, const MountOptions& o, const FuseFilesystem& fs,
+                                       bool want_uring, const std::string& uring_off, std::size_t max_request,
+                                       rlim_t open_files, std::unique_ptr<UringTransport>& ring,
+                                       RequestLoopOptions& loop) {
+  std::string why = o.transport == Transport::Classic ? "--transport classic" : uring_off;
+  if (want_uring) {
+    ring = prepare_rings(se, o, fs, max_request, &why);
+    if (!ring && o.transport == Transport::Uring) return Failure{1, "--transport uring: " + why};
+  }
+  SessionIoOptions io;
+  io.want_uring = ring != nullptr;
+  io.max_request = max_request;
+  io.tmpfile_as_create = fs.tmpfile_as_create;
+  io.killpriv_v2 = fs.kills_setid_on_write;
+  io.direct_read = fs.direct_read;
+  io.direct_write = fs.direct_write;
+  io.direct_ctx = fs.userdata;
+  if (const int rc = install_session_io(se, fuse_session_fd(se), io); rc != 0)
+    return Failure{1, std::string("cannot take over the FUSE session's I/O: ") + std::strerror(-rc)};
+  // Logged before the parent hears "ok": whoever ran `mount` finds the serving pid in the log
+  // as soon as the command returns.
+  log::info("mounted on " + o.mountpoint);
+  log::info("descriptor limit: " + std::to_string(open_files) + " open files");
+  loop.threads = o.max_threads;
+  loop.allocate_buffer = fs.allocate_buffer;
+  loop.on_worker_start = fs.on_worker_start;
+  loop.max_request = max_request;
+  // INIT first, on this thread: before it is answered the first program to touch the mount
+  // waits and an unmount finds the mount busy, so `mount` returns only after it; and the ring
+  // can only be registered once the kernel has read the reply.
+  if (const int rc = answer_init(se, loop); rc < 0) {
+    if (rc != -ENODEV) log::error(std::string("reading FUSE_INIT from /dev/fuse failed: ") + std::strerror(-rc));
+    return Failure{1, "the kernel's FUSE_INIT was not answered: " +
+                          std::string(rc == -ENODEV ? "the mount ended first" : std::strerror(-rc))};
+  }
+  if (auto f = activate_rings(o, ring, &why)) return f;
+  if (ring) {
+    log::info("transport: io_uring, " + ring->description());
+    loop.threads = 2;  // /dev/fuse now carries only FORGET, INTERRUPT and the like
+    // FORGETs gathered into batches (RequestLoopOptions): rm -rf of a tree sent one read and one
+    // wake-up per removed file. An INTERRUPT waits at most this long behind a FORGET.
+    loop.forget_pause_us = 500;
+  } else {
+    log::info("transport: /dev/fuse, because " + why);
+  }
+  log::info("largest request: " + std::to_string(init_outcome().max_write >> 10) + " KiB");
+  return std::nullopt;
+}
+
 // Mounts and serves. report_fd >= 0: we are the detached child and tell the parent through it.
 // Returns the failure of setup or mount, or nullopt once the mount ran and ended.
 std::optional<Failure> serve(const MountOptions& o, const std::function<FuseFilesystem()>& setup,
@@ -278,107 +399,15 @@ std::optional<Failure> serve(const MountOptions& o, const std::function<FuseFile
   } catch (const std::exception& e) {
     return Failure{1, std::string("cannot install signal handlers: ") + e.what()};
   }
-  if (::geteuid() == 0) {
-    // Root mounts itself, on the directory the path names now with no symbolic link followed, and
-    // hands libfuse the descriptor (/dev/fd/N), which it then neither mounts nor unmounts:
-    // libfuse's own mount as root is mount(2) on the path, and its unmount a lazy umount2 of the
-    // path looked up again.
-    try {
-      owned.mount = OwnedMount::mount(o.mountpoint, kernel_mount_options(opts), cli::kExitBadMountpoint);
-    } catch (const MountFailure& e) {
-      return Failure{e.exit_code, e.what()};
-    } catch (const std::invalid_argument& e) {
-      return Failure{1, "cannot mount on " + o.mountpoint + ": " + e.what()};
-    }
-    served.set_owned(owned.mount.get());
-    const int fd = owned.mount->release_fuse_fd();
-    if (fuse_session_mount(se.get(), ("/dev/fd/" + std::to_string(fd)).c_str()) != 0) {
-      ::close(fd);
-      return Failure{1, "cannot hand the mount's /dev/fuse descriptor to libfuse (its reason is printed above)"};
-    }
-  } else if (fuse_session_mount(se.get(), o.mountpoint.c_str()) != 0) {
-    return Failure{1, "cannot mount on " + o.mountpoint + " (libfuse's reason is printed above; is /dev/fuse there "
-                      "and fusermount3 installed?)"};
-  }
+  if (auto f = mount_session(se.get(), o, opts, owned, served)) return f;
   auto served_at = std::chrono::steady_clock::now();
   long long rings_stop_ms = 0;
   {
     // Released after MountedSession (declared first, destroyed last), before the engine goes.
     std::unique_ptr<UringTransport> ring;
     MountedSession mounted(se.get(), std::move(signals), served, owned.mount != nullptr);
-    const int fuse_fd = fuse_session_fd(se.get());
-    std::string why = o.transport == Transport::Classic ? "--transport classic" : uring_off;
-    // The rings are built before INIT: once INIT asks for io_uring, the kernel waits for them.
-    if (want_uring) {
-      UringOptions u;
-      u.max_threads = o.max_threads;
-      u.payload_bytes = max_request;  // what INIT asks for at most (mount/transport/ring_request.h)
-      u.allocate_buffer = fs.allocate_buffer;
-      u.on_worker_start = fs.on_worker_start;
-      u.refuse_for_test = uring_refusal_for_test();
-      ring = UringTransport::prepare(se.get(), fuse_fd, u, &why);
-      if (!ring && o.transport == Transport::Uring) return Failure{1, "--transport uring: " + why};
-    }
-    SessionIoOptions io;
-    io.want_uring = ring != nullptr;
-    io.max_request = max_request;
-    io.tmpfile_as_create = fs.tmpfile_as_create;
-    io.killpriv_v2 = fs.kills_setid_on_write;
-    io.direct_read = fs.direct_read;
-    io.direct_write = fs.direct_write;
-    io.direct_ctx = fs.userdata;
-    if (const int rc = install_session_io(se.get(), fuse_fd, io); rc != 0)
-      return Failure{1, std::string("cannot take over the FUSE session's I/O: ") + std::strerror(-rc)};
-    // Logged before the parent hears "ok": whoever ran `mount` finds the serving pid in the log
-    // as soon as the command returns.
-    log::info("mounted on " + o.mountpoint);
-    log::info("descriptor limit: " + std::to_string(open_files) + " open files");
     RequestLoopOptions loop;
-    loop.threads = o.max_threads;
-    loop.allocate_buffer = fs.allocate_buffer;
-    loop.on_worker_start = fs.on_worker_start;
-    loop.max_request = max_request;
-    // INIT first, on this thread: before it is answered the first program to touch the mount
-    // waits and an unmount finds the mount busy, so `mount` returns only after it; and the ring
-    // can only be registered once the kernel has read the reply.
-    if (const int rc = answer_init(se.get(), loop); rc < 0) {
-      if (rc != -ENODEV) log::error(std::string("reading FUSE_INIT from /dev/fuse failed: ") + std::strerror(-rc));
-      return Failure{1, "the kernel's FUSE_INIT was not answered: " +
-                            std::string(rc == -ENODEV ? "the mount ended first" : std::strerror(-rc))};
-    }
-    const InitOutcome& init = init_outcome();
-    if (ring && !init.uring_negotiated) {
-      ring.reset();  // nothing was registered
-      why = "the kernel did not offer io_uring in FUSE_INIT";
-      if (o.transport == Transport::Uring) return Failure{1, "--transport uring: " + why};
-    }
-    if (ring) {
-      const long page = ::sysconf(_SC_PAGESIZE);
-      const std::size_t kernel_payload =
-          std::max({std::size_t{8192}, init.max_write, init.max_pages * static_cast<std::size_t>(page > 0 ? page : 4096)});
-      switch (ring->activate(kernel_payload, &why)) {
-        case UringTransport::Activation::Serving:
-          break;
-        case UringTransport::Activation::FellBack:
-          ring.reset();  // its threads have stopped; the kernel sends everything to /dev/fuse
-          if (o.transport == Transport::Uring) return Failure{1, "--transport uring: " + why};
-          break;
-        case UringTransport::Activation::Failed:
-          // The kernel holds every request for a ring that cannot be completed: unmount.
-          log::error("io_uring: " + why);
-          return Failure{1, "FUSE over io_uring could not be set up: " + why + " (mount with --transport classic)"};
-      }
-    }
-    if (ring) {
-      log::info("transport: io_uring, " + ring->description());
-      loop.threads = 2;  // /dev/fuse now carries only FORGET, INTERRUPT and the like
-      // FORGETs gathered into batches (RequestLoopOptions): rm -rf of a tree sent one read and one
-      // wake-up per removed file. An INTERRUPT waits at most this long behind a FORGET.
-      loop.forget_pause_us = 500;
-    } else {
-      log::info("transport: /dev/fuse, because " + why);
-    }
-    log::info("largest request: " + std::to_string(init.max_write >> 10) + " KiB");
+    if (auto f = start_transport(se.get(), o, fs, want_uring, uring_off, max_request, open_files, ring, loop)) return f;
     if (o.read_ahead_kb && owned.mount)  // root only: sysfs is root's
       raise_read_ahead(owned.mount->device(), std::max<unsigned>(o.read_ahead_kb, static_cast<unsigned>(max_request >> 10)));
     // The parent hears "ok" once the request threads serve (with their buffers): where none can
