@@ -4,7 +4,7 @@
 // ask which transport that was. Two implement it:
 //   - the classic loop (mount/transport/request_loop.cc): a channel per worker thread, whose
 //     replies go to /dev/fuse;
-//   - the io_uring queues (mount/transport/uring_transport.cc): a channel per ring entry, whose
+//   - the io_uring queues (mount/transport/uring_rings.h): a channel per ring entry, whose
 //     replies go into the entry the request came in.
 //
 // What belongs to one request travels with it, never in a thread-local: the channel is the

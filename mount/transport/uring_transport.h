@@ -15,7 +15,7 @@
 // Except while a thread serves readahead: a large READ through the page cache, which the reader
 // does not wait for, would have the thread wait for a CPU the reader keeps busy. A thread that
 // gets one lifts its pin, so the scheduler runs it on an idle CPU, and pins itself again when
-// other requests come after the stream (uring_transport.cc, Impl::place).
+// other requests come after the stream (uring_serving.cc, Impl::place).
 //
 // The kernel uses the ring only once every CPU's queue has an entry, and registration only works
 // after INIT was answered with FUSE_OVER_IO_URING. From that INIT reply the kernel holds every
@@ -24,7 +24,7 @@
 // no way back. So everything that can fail on our side is done before INIT (prepare(): rings,
 // buffers, threads; where that fails INIT does not ask for io_uring), and activate() registers
 // after it in an order that keeps the ring incomplete until every other entry is in: a refusal up
-// to that point still falls back to /dev/fuse (uring_transport.cc says how).
+// to that point still falls back to /dev/fuse (uring_rings.h, Command, says how).
 #pragma once
 
 #include <cstddef>
