@@ -1,3 +1,4 @@
+// The bench verb's grid (bench_plan.h): which engines, chunk sizes and request sizes it measures.
 #include "mount/bench/bench_plan.h"
 
 #include <algorithm>

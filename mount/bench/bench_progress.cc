@@ -1,3 +1,4 @@
+// The bench verb's progress bar (bench_progress.h), in place on a terminal, in tenths otherwise.
 #include "mount/bench/bench_progress.h"
 
 #include <unistd.h>

@@ -1,3 +1,4 @@
+// The bench verb's results (bench_report.h): the terminal table, the CSV file and the plots.
 #include "mount/bench/bench_report.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// Byte sizes parsed from the command line and written into messages (byte_size.h).
 #include "mount/cli/byte_size.h"
 
 #include <cctype>

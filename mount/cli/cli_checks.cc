@@ -1,3 +1,4 @@
+// The checks each verb makes before it asks for a password, with their exit codes (cli_checks.h).
 #include "mount/cli/cli_checks.h"
 
 #include <dirent.h>

@@ -1,3 +1,4 @@
+// Command-line parsing shared by every verb (cli_options.h).
 #include "mount/cli/cli_options.h"
 
 #include <sys/ioctl.h>

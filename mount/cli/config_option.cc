@@ -1,3 +1,4 @@
+// --config FILE, a vault's config kept outside CIPHERDIR (config_option.h).
 #include "mount/cli/config_option.h"
 
 #include <fcntl.h>

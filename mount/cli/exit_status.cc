@@ -1,3 +1,4 @@
+// A verb's failure as its one-line message and documented exit code (exit_status.h).
 #include "mount/cli/exit_status.h"
 
 #include <boost/program_options/errors.hpp>

@@ -1,3 +1,4 @@
+// The mount(8) and systemd command line turned into gpucryptfs mount's (fstab_args.h).
 #include "mount/cli/fstab_args.h"
 
 #include <sys/stat.h>

@@ -1,3 +1,4 @@
+// --masterkey: printing the master key for paper and reading it back (master_key_option.h).
 #include "mount/cli/master_key_option.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Where a password comes from: --passfile, --extpass, standard input, the terminal (password.h).
 #include "mount/cli/password.h"
 
 #include <stdio.h>

@@ -1,3 +1,4 @@
+// What every gpucryptfs process does first, before any secret (process_hardening.h).
 #include "mount/cli/process_hardening.h"
 
 #include <sys/prctl.h>

@@ -1,3 +1,4 @@
+// gpucryptfs mount --reverse: unlock and serve the read-only encrypted view (reverse_mount.h).
 #include "mount/cli/reverse_mount.h"
 
 #include <fcntl.h>

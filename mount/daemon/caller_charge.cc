@@ -1,3 +1,4 @@
+// Space a root daemon allocates charged to the caller it is for (caller_charge.h).
 #include "mount/daemon/caller_charge.h"
 
 #include <linux/capability.h>

@@ -1,3 +1,4 @@
+// The credentials of the process behind a request, for the setid rules (caller_creds.h).
 #include "mount/daemon/caller_creds.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// Whether other users can reach CIPHERDIR under --allow-other (cipherdir_exposure.h).
 #include "mount/daemon/cipherdir_exposure.h"
 
 #include <sys/stat.h>

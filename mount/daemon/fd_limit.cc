@@ -1,3 +1,4 @@
+// The descriptor budget of the directory daemon and its caches (fd_limit.h).
 #include "mount/daemon/fd_limit.h"
 
 #include <dirent.h>

@@ -1,3 +1,4 @@
+// --idle: unmount after a while without use, counting requests and open handles (idle_timer.h).
 #include "mount/daemon/idle_timer.h"
 
 

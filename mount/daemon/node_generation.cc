@@ -1,3 +1,4 @@
+// The generation node IDs of this mount are handed out with (node_generation.h).
 #include "mount/daemon/node_generation.h"
 
 #include <sys/random.h>

@@ -1,3 +1,5 @@
+// Open replies with the flags libfuse 3.14 cannot express, and which opens bypass the page cache
+// (open_reply.h).
 #include "mount/daemon/open_reply.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// Reverse mode's read-only filesystem over fs/reverse_view.h (reverse_fs.h).
 #include "mount/daemon/reverse_fs.h"
 
 #include <sys/statvfs.h>

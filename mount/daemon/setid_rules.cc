@@ -1,3 +1,4 @@
+// The setuid and setgid rules of a local Linux filesystem, per request kind (setid_rules.h).
 #include "mount/daemon/setid_rules.h"
 
 #include <sys/stat.h>

@@ -1,3 +1,4 @@
+// Volume mode's filesystem: one file, volume.img, over one ContentFile (volume_daemon.h).
 #include "mount/daemon/volume_daemon.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// --engine and --gpus turned into an EngineSet: cpu, gpu or both at once (engine_factory.h).
 #include "mount/engines/engine_factory.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// The gpu engine's kernel rows for gpucryptfs bench (kernel_bench.h).
 #include "mount/engines/kernel_bench.h"
 
 #include "cuda/gpu_engine.h"

@@ -1,3 +1,4 @@
+// The life of one mount (fuse_runner.h): mount, detach, settle the transport, serve, unmount.
 #include "mount/lifecycle/fuse_runner.h"
 
 #include <dirent.h>

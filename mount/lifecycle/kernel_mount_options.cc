@@ -1,3 +1,4 @@
+// The kernel's share of the -o string, for the mounts a root daemon makes (kernel_mount_options.h).
 #include "mount/lifecycle/kernel_mount_options.h"
 
 #include <sys/mount.h>

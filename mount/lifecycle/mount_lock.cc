@@ -1,3 +1,4 @@
+// One read-write mount per vault, and what mountinfo says of the others (mount_lock.h).
 #include "mount/lifecycle/mount_lock.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// One mount's line of /proc/self/mountinfo, found by its mount ID (mount_table.h).
 #include "mount/lifecycle/mount_table.h"
 
 #include <fstream>

@@ -1,3 +1,4 @@
+// A mount a root daemon made itself, unmounted by its identity (owned_mount.h).
 #include "mount/lifecycle/owned_mount.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SIGHUP, SIGINT and SIGTERM handled on a thread of their own (stop_signals.h).
 #include "mount/lifecycle/stop_signals.h"
 
 #include <fcntl.h>

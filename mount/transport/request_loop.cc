@@ -1,3 +1,4 @@
+// The classic transport (request_loop.h): worker threads that read /dev/fuse and dispatch.
 #include "mount/transport/request_loop.h"
 
 #include <linux/fuse.h>

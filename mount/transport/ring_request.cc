@@ -1,3 +1,4 @@
+// A ring entry's request and reply in the shape of /dev/fuse's, and back (ring_request.h).
 #include "mount/transport/ring_request.h"
 
 #include <fcntl.h>

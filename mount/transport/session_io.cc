@@ -1,3 +1,5 @@
+// The daemon's own I/O under libfuse (session_io.h): the dispatch of every request, INIT's
+// reply, the READs and WRITEs answered without libfuse, and each reply's way back to its channel.
 #include "mount/transport/session_io.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// --transport, and whether this kernel offers FUSE over io_uring (transport.h).
 #include "mount/transport/transport.h"
 
 #include <unistd.h>
