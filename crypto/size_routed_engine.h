@@ -3,7 +3,7 @@
 // 40 us on an H100) is longer than AES-NI takes for a batch of up to about a hundred KiB, and its
 // driver calls cost the daemon more CPU than that AES would: a lone 10 KiB write sent to the GPU is
 // slower and no cheaper. So batches under the crossover, measured at start on the machine at hand
-// (mount/engine_factory.cc), run on the cpu engine in the caller's thread, and the GPU gets the
+// (mount/engines/engine_factory.cc), run on the cpu engine in the caller's thread, and the GPU gets the
 // batches it does faster: streams, large requests, gathered work.
 #pragma once
 

@@ -45,7 +45,7 @@
 namespace gcfs {
 
 constexpr const char* kJournalFileName = "gpucryptfs.journal";
-// A FUSE daemon runs at most 16 worker threads (mount/fuse_runner.h); each write takes at most
+// A FUSE daemon runs at most 16 worker threads (mount/lifecycle/fuse_runner.h); each write takes at most
 // two slots, so 64 never run out; if they do, writers wait for a slot.
 constexpr unsigned kJournalDefaultSlots = 64;
 // The most slots a journal file may hold: no writer uses more, so a file longer than this many

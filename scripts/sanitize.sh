@@ -104,7 +104,7 @@ run_thread() {
   (cd "$build" && no_aslr ctest --output-on-failure --timeout 600 -j2 \
     -R 'ThreadPool|CpuEngine\.(Concurrent|ThreadCount)|RangeLock|ContentFileTest\.Concurrent|FaultMount|Parallel|Concurren|FdCache\.|PosixHandles\.') || rc=$?
   # The same concurrent mounted tests over FUSE's io_uring transport, whose serving threads and
-  # direct READ and WRITE answers (mount/session_io.h) differ from the /dev/fuse loop's.
+  # direct READ and WRITE answers (mount/transport/session_io.h) differ from the /dev/fuse loop's.
   echo "sanitize.sh: concurrent mounted tests over FUSE's io_uring transport under TSan"
   over_uring "$build" no_aslr ctest --output-on-failure --timeout 600 -j2 -L mounted \
     -R 'Parallel|Concurren|FdCache\.|PosixHandles\.' || rc=$?

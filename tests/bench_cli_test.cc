@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "cuda/gpu_engine.h"
-#include "mount/bench_plan.h"
-#include "mount/bench_report.h"
+#include "mount/bench/bench_plan.h"
+#include "mount/bench/bench_report.h"
 
 namespace {
 

@@ -13,9 +13,9 @@
 
 #include "crypto/errors.h"
 #include "fs/fsck/vault_check.h"
-#include "mount/byte_size.h"
-#include "mount/commands.h"
-#include "mount/process_hardening.h"
+#include "mount/cli/byte_size.h"
+#include "mount/cli/commands.h"
+#include "mount/cli/process_hardening.h"
 #include "tests/fault_support.h"
 #include "tests/support/mounted_vault.h"
 

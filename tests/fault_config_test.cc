@@ -19,7 +19,7 @@
 #include <map>
 #include <regex>
 
-#include "mount/commands.h"
+#include "mount/cli/commands.h"
 #include "tests/fault_support.h"
 #include "tests/support/mounted_vault.h"
 #include "tests/support/unix_socket.h"

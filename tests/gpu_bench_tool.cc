@@ -19,7 +19,7 @@
 #include "crypto/hybrid_engine.h"
 #include "cuda/gpu_engine.h"
 #include "fs/engine_bench.h"
-#include "mount/engine_factory.h"
+#include "mount/engines/engine_factory.h"
 
 using namespace gcfs;
 

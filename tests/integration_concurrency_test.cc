@@ -88,7 +88,7 @@ TEST(Concurrency, ConcurrentAppendsKeepEveryLine) {
   EXPECT_EQ(r.output, std::to_string(kThreads * kLines) + "\n0\n200\n200\n200\n200\n") << r.output;
 }
 
-// O_DIRECT opens get parallel direct writes (mount/open_reply.h): the kernel then sends writes
+// O_DIRECT opens get parallel direct writes (mount/daemon/open_reply.h): the kernel then sends writes
 // of one file to the daemon at once, and 4 KiB blocks of different writers share each chunk.
 // Every block must hold its last writer's bytes, before and after a remount.
 TEST(Concurrency, ParallelDirectWritesIntoSharedChunks) {
@@ -159,7 +159,7 @@ TEST(Concurrency, DirectAndCachedHandlesAgree) {
   EXPECT_EQ(read_file(p), std::string(kBlock, 'a') + std::string(kBlock, 'd') + c + std::string(kBlock, 'a'));
 }
 
-// A write-only open writes around the page cache (mount/open_reply.h, where the kernel keeps
+// A write-only open writes around the page cache (mount/daemon/open_reply.h, where the kernel keeps
 // other handles coherent): a handle that read the pages before sees the new bytes, writes of any
 // size and alignment work, and the pages written are not left in the page cache.
 TEST(Concurrency, WriteOnlyHandlesWriteAroundThePageCacheAndReadersSeeTheirBytes) {
@@ -238,7 +238,7 @@ TEST(Concurrency, AStatOfAnOpenFileRacingItsCloseAndRemovalLeavesTheDaemonWhole)
   EXPECT_EQ(read_file(v.path("after")), "still serving");
 }
 
-// READs and WRITEs are answered outside libfuse (mount/session_io.h), which therefore never
+// READs and WRITEs are answered outside libfuse (mount/transport/session_io.h), which therefore never
 // hears of them: an INTERRUPT that the kernel sends for one (its caller got a signal while it
 // waited) finds nothing to interrupt. Signals rain on threads doing buffered reads (the cache
 // dropped first, readahead off: each read waits on a READ it sent itself, interruptibly) and

@@ -91,7 +91,7 @@ TEST_F(Fstab, AnUnknownOptionIsRefusedByNameAndNothingIsMounted) {
 }
 
 // What mount.fuse3 (fuse3 3.14 on Debian 12) runs for a fuse.gpucryptfs line, seen by a script in
-// gpucryptfs's place on its PATH: the form mount/fstab_args.h parses, nofail and _netdev dropped,
+// gpucryptfs's place on its PATH: the form mount/cli/fstab_args.h parses, nofail and _netdev dropped,
 // dev and suid added.
 TEST(MountHelper, MountFuse3RunsGpucryptfsWithSourceMountpointAndDashO) {
   GCFS_REQUIRE_PROGRAM("mount.fuse3");

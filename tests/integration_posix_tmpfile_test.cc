@@ -1,5 +1,5 @@
 // open(O_TMPFILE) in a mount (issue 19, item 5): the kernel's FUSE_TMPFILE, which libfuse 3.14
-// cannot receive, reaches the daemon (mount/session_io.h), which makes an unnamed backing file.
+// cannot receive, reaches the daemon (mount/transport/session_io.h), which makes an unnamed backing file.
 // Each case compares with the filesystem that holds the test's CIPHERDIR where the rule is one of
 // the kernel's (mode, umask, setgid), and the same suite runs over both transports.
 #include <dirent.h>

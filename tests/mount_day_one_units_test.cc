@@ -8,8 +8,8 @@
 
 #include "crypto/errors.h"
 #include "crypto/master_key_text.h"
-#include "mount/fstab_args.h"
-#include "mount/idle_timer.h"
+#include "mount/cli/fstab_args.h"
+#include "mount/daemon/idle_timer.h"
 
 namespace gcfs::cli {
 namespace {

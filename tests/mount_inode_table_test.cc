@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "mount/inode_table.h"
+#include "mount/daemon/inode_table.h"
 
 namespace gcfs::mount {
 namespace {

@@ -7,7 +7,7 @@
 
 #include <stdexcept>
 
-#include "mount/kernel_mount_options.h"
+#include "mount/lifecycle/kernel_mount_options.h"
 
 namespace gcfs::mount {
 namespace {

@@ -1,4 +1,4 @@
-// read_password (mount/password.h) from each source: a password file, an --extpass program,
+// read_password (mount/cli/password.h) from each source: a password file, an --extpass program,
 // standard input when it is a pipe, and the terminal (a pseudo-terminal here, with the two-prompt
 // confirmation and type-ahead), and their error paths.
 // The password comes back as a SecretString; every way out of these paths wipes it.
@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "crypto/errors.h"
-#include "mount/password.h"
+#include "mount/cli/password.h"
 
 namespace gcfs::cli {
 namespace {

@@ -1,8 +1,8 @@
-// The io_uring transport's byte handling without a kernel (mount/ring_request.h,
-// mount/transport.h, mount/uring_transport.h): a fetched entry laid out as a /dev/fuse request,
+// The io_uring transport's byte handling without a kernel (mount/transport/ring_request.h,
+// mount/transport/transport.h, mount/transport/uring_transport.h): a fetched entry laid out as a /dev/fuse request,
 // malformed headers answered with EIO instead of read past their buffers, replies stored into
 // the entry, the INIT reply's flags, the small parsers the transport choice rests on, and the
-// rewrite that hands FUSE_TMPFILE to libfuse as a marked CREATE (mount/session_io.h).
+// rewrite that hands FUSE_TMPFILE to libfuse as a marked CREATE (mount/transport/session_io.h).
 #include <fcntl.h>
 #include <linux/fuse.h>
 #include <sys/stat.h>
@@ -15,11 +15,11 @@
 #include <gtest/gtest.h>
 #include <vector>
 
-#include "mount/fuse_tmpfile_abi.h"
-#include "mount/ring_request.h"
-#include "mount/session_io.h"
-#include "mount/transport.h"
-#include "mount/uring_transport.h"
+#include "mount/transport/fuse_tmpfile_abi.h"
+#include "mount/transport/ring_request.h"
+#include "mount/transport/session_io.h"
+#include "mount/transport/transport.h"
+#include "mount/transport/uring_transport.h"
 
 namespace gcfs::mount {
 namespace {

@@ -1,10 +1,10 @@
 // How serving starts, on both transports, where what it needs cannot be had: what fails comes back
 // as one line, with every thread joined and nothing leaked; it never ends the process, which would
 // leave a dead mount behind.
-//   - the io_uring transport (mount/uring_transport.h): prepare() builds real rings, registering a
+//   - the io_uring transport (mount/transport/uring_transport.h): prepare() builds real rings, registering a
 //     plain descriptor where /dev/fuse would be, so it runs without a mount (no memory for the
 //     entries' buffers, a thread's preparation throwing);
-//   - the classic request loop (mount/request_loop.h), on a session that is never mounted: no
+//   - the classic request loop (mount/transport/request_loop.h), on a session that is never mounted: no
 //     worker can get its buffer, so none serves, and the loop says so instead of reporting ready.
 #include <fcntl.h>
 #include <unistd.h>
@@ -16,8 +16,8 @@
 #include <string>
 
 #include "mount/fuse_api.h"
-#include "mount/request_loop.h"
-#include "mount/uring_transport.h"
+#include "mount/transport/request_loop.h"
+#include "mount/transport/uring_transport.h"
 
 namespace gcfs::mount {
 namespace {

@@ -1,10 +1,10 @@
-// The setid rules on their own (mount/setid_rules.h), one request kind at a time, against what
+// The setid rules on their own (mount/daemon/setid_rules.h), one request kind at a time, against what
 // ext4 does (the same cases run end to end in integration_posix_setid_test).
 #include <sys/stat.h>
 
 #include <gtest/gtest.h>
 
-#include "mount/setid_rules.h"
+#include "mount/daemon/setid_rules.h"
 
 namespace gcfs::mount {
 namespace {

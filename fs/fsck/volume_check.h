@@ -1,6 +1,6 @@
 // volume fsck: authenticates every chunk of a volume's content stream (the chunk code's format,
 // docs/FORMAT.md "Volume mode"), skipping holes, and lists what fails. The header slots are the
-// caller's (mount/cmd_volume_tools.cc), since checking them takes the password.
+// caller's (mount/cli/cmd_volume_tools.cc), since checking them takes the password.
 #pragma once
 
 #include <cstdint>

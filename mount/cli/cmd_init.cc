@@ -1,0 +1,127 @@
+// gpucryptfs init: create a new, empty directory vault.
+#include <boost/program_options.hpp>
+#include <iostream>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+
+#include "crypto/errors.h"
+#include "fs/config_file.h"
+#include "fs/reverse_view.h"
+#include "fs/unique_fd.h"
+#include "fs/vault.h"
+#include "mount/cli/cli_checks.h"
+#include "mount/cli/cli_options.h"
+#include "mount/cli/commands.h"
+#include "mount/cli/config_option.h"
+#include "mount/cli/exit_status.h"
+#include "mount/cli/master_key_option.h"
+#include "mount/cli/password.h"
+
+namespace po = boost::program_options;
+
+namespace gcfs::cli {
+namespace {
+
+// init --reverse: the config goes into the plaintext folder, hidden, beside the data it covers.
+void create_reverse_config(const std::string& plaindir, const PasswordSource& pw_src, std::uint32_t chunk_size,
+                           const ScryptParams& scrypt, SecretBytes* master) {
+  UniqueFd dir(::open(plaindir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir)
+    throw CodedError(kExitBadCipherDir, "PLAINDIR " + plaindir + ": " + std::strerror(errno) +
+                                            (errno == ENOTDIR ? "" : " (reverse mode needs an existing directory)"));
+  struct stat st {};
+  if (::fstatat(dir.get(), kReverseConfigName, &st, AT_SYMLINK_NOFOLLOW) == 0)
+    throw CodedError(kExitBadCipherDir, plaindir + "/" + kReverseConfigName +
+                                            " exists already: this folder has a reverse config (remove it first to "
+                                            "make a new one; backups made with the old one then no longer match)");
+  const SecretString password = read_password(pw_src, "Password for the reverse view: ", true);
+  const VaultConfig cfg = VaultConfig::create(password.view(), chunk_size, scrypt, VaultKind::Directory, master);
+  write_config_file_at(dir.get(), plaindir, cfg, kReverseConfigName);
+}
+
+}  // namespace
+
+int cmd_init(int argc, char** argv) {
+  return run_command("init", [&]() -> int {
+    std::string chunk_text = std::to_string(kDefaultDirectoryChunkSize / 1024) + "K";
+    int scrypt_logn = ScryptParams{}.log_n;
+    PasswordSource pw_src;
+    std::string cipherdir, config_option;
+    bool reverse = false, quiet = false;
+    int format = 0;  // not given: kDefaultDirectoryFormat, or 1 for --reverse
+    po::options_description opts("usage: gpucryptfs init [OPTIONS] CIPHERDIR\n"
+                                 "       gpucryptfs init --reverse [OPTIONS] PLAINDIR\n\n"
+                                 "Creates a vault in CIPHERDIR, which must exist and be empty. With --reverse, writes "
+                                 "the config of\nan encrypted read-only view of the plaintext folder PLAINDIR (hidden "
+                                 "there as\n.gpucryptfs.reverse.conf) for 'gpucryptfs mount --reverse'.\n\noptions");
+    opts.add_options()("help,h", "show this help")(
+        "reverse", po::bool_switch(&reverse), "reverse mode: configure PLAINDIR for an encrypted view (backups)")(
+        "chunk-size", po::value(&chunk_text)->default_value(chunk_text),
+        "plaintext bytes per encrypted chunk: a power of two from 4K (4096) to 1M (1048576)")(
+        "format", po::value(&format),
+        "content format version: 2 (the default: chunk data at 4 KiB-aligned offsets, for O_DIRECT), or 1 "
+        "(the format before; --reverse always shows format 1); docs/FORMAT.md")(
+        "scrypt-logn", po::value(&scrypt_logn)->default_value(scrypt_logn),
+        "scrypt cost: N = 2^logn (10..28); lower is faster to unlock and easier to guess")(
+        "passfile", po::value(&pw_src.passfile), "read the password from the first line of this file")(
+        "extpass", po::value(&pw_src.extpass), "run this shell command and read the password from its output")(
+        "quiet,q", po::bool_switch(&quiet), "print nothing on success: not even the master key (see 'gpucryptfs mount --masterkey')");
+    add_config_option(opts, &config_option);
+    if (!parse_command_line(argc, argv, opts, {{"CIPHERDIR", &cipherdir}})) return kExitOk;
+    const std::uint64_t chunk = parse_size_option("--chunk-size", chunk_text);
+    if (!valid_chunk_size(chunk))
+      throw po::error("--chunk-size must be a power of two from 4K (4096) to 1M (1048576), got " + chunk_text);
+    const auto chunk_size = static_cast<std::uint32_t>(chunk);
+    if (format != 0 && (format < 1 || format > kMaxFormatVersion))
+      throw po::error("--format must be 1 or " + std::to_string(kMaxFormatVersion) + ", got " + std::to_string(format));
+    if (reverse && format > 1) throw po::error("--reverse shows a format 1 view; --format " + std::to_string(format) + " is not for it");
+    if (format == 0) format = reverse ? kFormatVersion : kDefaultDirectoryFormat;
+    if (scrypt_logn < kMinScryptLogN || scrypt_logn > kMaxScryptLogN)  // the range unlocking accepts without an option
+      throw po::error("--scrypt-logn must be from " + std::to_string(kMinScryptLogN) + " to " + std::to_string(kMaxScryptLogN));
+    ScryptParams scrypt;
+    scrypt.log_n = scrypt_logn;
+    SecretBytes master;  // printed once below, then wiped with the block
+    if (reverse) {
+      if (!config_option.empty()) throw po::error("--config is not for --reverse (its config lives in PLAINDIR)");
+      create_reverse_config(cipherdir, pw_src, chunk_size, scrypt, &master);
+      if (quiet) return kExitOk;
+      std::cout << "Wrote the reverse config " << cipherdir << "/" << kReverseConfigName << " (chunk size " << chunk_size
+                << ").\n";
+      print_master_key(std::cout, master);
+      std::cout << "\nShow the encrypted view with: gpucryptfs mount --reverse " << cipherdir << " MOUNTPOINT\n";
+      return kExitOk;
+    }
+    require_empty_directory(cipherdir);  // before the password is asked for, twice
+    const ConfigPlace place = config_place(cipherdir, config_option);
+    if (place.outside) {
+      struct stat st {};
+      if (::lstat(place.path().c_str(), &st) == 0)
+        throw CodedError(kExitBadCipherDir, "--config " + place.path() + " exists already; name a new file");
+      char buf[PATH_MAX];
+      const std::string real = ::realpath(cipherdir.c_str(), buf) ? std::string(buf) : cipherdir;
+      if (place.dir == real || place.dir.starts_with(real + "/"))
+        throw po::error("--config keeps the config outside CIPHERDIR; " + place.path() + " lies inside it");
+    }
+    {
+      const SecretString password = read_password(pw_src, "Password for the new vault: ", true);
+      Vault::create(cipherdir, password.view(), chunk_size, scrypt, &master, place.outside ? place.dir : "", place.name,
+                    format);
+    }  // the password is wiped here, or on the way out when create throws
+    if (quiet) return kExitOk;
+    std::cout << "Created a vault in " << cipherdir << " (format " << format << ", chunk size " << chunk_size << ")"
+              << (place.outside ? ", its config in " + place.path() : std::string()) << ".\n";
+    print_master_key(std::cout, master);
+    std::cout << "\nMount it with: gpucryptfs mount " << (place.outside ? "--config " + place.path() + " " : std::string())
+              << cipherdir << " MOUNTPOINT\n";
+    return kExitOk;
+  });
+}
+
+}  // namespace gcfs::cli
