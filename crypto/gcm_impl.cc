@@ -3,6 +3,7 @@
 #include "crypto/gcm_impl.h"
 
 #include <cstdlib>
+#include <exception>
 #include <stdexcept>
 #include <string_view>
 
@@ -33,7 +34,12 @@ GcmImpl choose() {
     diag::warning("GPUCRYPTFS_CPU_GCM=" + std::string(want) + " is neither openssl nor ipsec-mb: choosing as without it");
   // Without VAES and AVX-512, ipsec-mb's AVX2 path has not been measured against OpenSSL's (which
   // has an AES-NI + AVX2 path of its own there): OpenSSL stays.
-  return gcm_ipsec_mb_compiled() && gcm_ipsec_mb_fast_here() ? GcmImpl::IpsecMb : GcmImpl::OpenSsl;
+  try {
+    return gcm_ipsec_mb_compiled() && gcm_ipsec_mb_fast_here() ? GcmImpl::IpsecMb : GcmImpl::OpenSsl;
+  } catch (const std::exception& e) {  // its manager could not be set up: OpenSSL does the work
+    diag::warning(std::string(e.what()) + ": using OpenSSL");
+    return GcmImpl::OpenSsl;
+  }
 }
 
 }  // namespace
