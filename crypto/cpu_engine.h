@@ -1,5 +1,5 @@
-// The cpu engine: AES-256-GCM through OpenSSL (AES-NI, VAES and PCLMULQDQ where the processor has
-// them), with the chunks of a batch spread over a pool of threads.
+// The cpu engine: AES-256-GCM through intel-ipsec-mb or OpenSSL, whichever is faster here (see
+// crypto/gcm_impl.h), with the chunks of a batch spread over a pool of threads.
 #pragma once
 
 #include <atomic>

@@ -13,6 +13,7 @@
 
 #include "crypto/cpu_engine.h"
 #include "crypto/errors.h"
+#include "crypto/gcm_impl.h"
 #include "cuda/gpu_engine.h"
 #include "fs/engine_bench.h"
 #include "mount/bench/bench_plan.h"
@@ -211,7 +212,9 @@ int run_bench(int argc, char** argv) {
   }
 
   const std::string title = cpu_model() + (e.gpu_name.empty() ? "" : ", " + e.gpu_name) + ", " + utc_now();
-  std::cout << "gpucryptfs bench, " << title << "\n\n";
+  std::cout << "gpucryptfs bench, " << title << "\n";
+  if (e.cpu_one) std::cout << "cpu engine: " << gcm_description() << "\n";
+  std::cout << "\n";
   print_table(std::cout, rows);
   const std::string summary = crossover_summary(rows, kPlotChunk);
   if (!summary.empty()) std::cout << "\n" << summary << "\n";

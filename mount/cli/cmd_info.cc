@@ -2,6 +2,7 @@
 #include <boost/program_options.hpp>
 #include <iostream>
 
+#include "crypto/gcm_impl.h"
 #include "cuda/gpu_engine.h"
 #include "fs/vault.h"
 #include "mount/cli/cli_checks.h"
@@ -59,6 +60,7 @@ int cmd_info(int argc, char** argv) {
       for (const auto& f : c.features) std::cout << " " << f;
       std::cout << "\n";
     }
+    std::cout << "CPU engine:   AES-256-GCM by " << gcm_description() << "\n";
     print_gpus(std::cout);
     return kExitOk;
   });

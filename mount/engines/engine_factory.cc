@@ -8,6 +8,7 @@
 
 #include "crypto/cpu_engine.h"
 #include "crypto/errors.h"
+#include "crypto/gcm_impl.h"
 #include "crypto/hybrid_engine.h"
 #include "crypto/size_routed_engine.h"
 #include "cuda/gpu_engine.h"
@@ -138,7 +139,7 @@ void EngineSet::choose_cpu(const EngineOptions& o) {
   const std::size_t threads = cpu->threads();
   cpu_ = std::move(cpu);
   active_ = cpu_.get();
-  description_ = "cpu engine (OpenSSL, " + std::to_string(threads) + " threads)";
+  description_ = "cpu engine (" + gcm_description() + ", " + std::to_string(threads) + " threads)";
 }
 
 // One gpu engine per GPU, so that each has its own measured rate, feeder threads and share of the
