@@ -74,8 +74,8 @@ struct PendingMove {
 
 // One directory of the walk.
 struct Frame {
-  std::string name;        // its entry in the parent ("" for CIPHERDIR)
-  std::string plain_name;  // its plaintext name, when plain_known
+  // The lengths of the parent's paths (Checker::crel_, plain_), to cut them back to on the way up.
+  std::size_t crel_up = 0, plain_up = 1;
   bool plain_known = true; // every name from CIPHERDIR down to it decrypts
   bool have_iv = false;
   DirIv iv{};
@@ -89,22 +89,16 @@ struct Frame {
   std::set<std::string> long_targets_used;         // those a symlink in it holds and that read
 };
 
-// CIPHERDIR-relative path of the directory at the top of the walk ("" for CIPHERDIR). Built only
-// when a message needs it: keeping it in every level would cost memory quadratic in the depth.
-std::string dir_crel(const std::vector<Frame>& frames);
-// Its plaintext path ("/" for CIPHERDIR), nullopt when a name on the way does not decrypt.
-std::optional<std::string> dir_plain(const std::vector<Frame>& frames);
-
 // An entry of the directory at the top of the walk, for messages.
 struct Where {
-  const std::vector<Frame>& frames;
+  const std::string& dir;        // the directory's CIPHERDIR-relative path ("" for CIPHERDIR)
+  const std::string* plain_dir;  // its plaintext path ("/"), null when a name on the way does not decrypt
   const std::string& name;
   const std::optional<std::string>& pname;  // its plaintext name, when it decrypts
-  std::string cipher() const { return join(dir_crel(frames), name); }
+  std::string cipher() const { return join(dir, name); }
   std::optional<std::string> plain() const {
-    auto dir = dir_plain(frames);
-    if (!dir || !pname) return std::nullopt;
-    return plain_join(*dir, *pname);
+    if (!plain_dir || !pname) return std::nullopt;
+    return plain_join(*plain_dir, *pname);
   }
 };
 
@@ -131,6 +125,19 @@ class Checker {
   // read, each level holding its own listing, so memory grows with the depth and the widest
   // listing on the way, never with the whole tree.
   void walk(DirChain& chain);
+  // The paths of the directory at the top of the walk, for messages (see crel_ and plain_).
+  const std::string& dir_crel() const { return crel_; }
+  const std::string* plain_dir(const std::vector<Frame>& frames) const {
+    return frames.back().plain_known ? &plain_ : nullptr;
+  }
+  std::optional<std::string> dir_plain(const std::vector<Frame>& frames) const {
+    if (!frames.back().plain_known) return std::nullopt;
+    return plain_;
+  }
+  // Adds the directory `name` (plaintext *pname, when it decrypts) beneath the top to the paths,
+  // and takes it off again: each step costs the name's length, never the whole path's.
+  void push_path(Frame& child, const std::string& name, const std::optional<std::string>& pname);
+  void pop_path(const Frame& f);
   // The walk just descended into the directory of frames.back(): read its IV and its listing.
   void enter_dir(DirChain& chain, std::vector<Frame>& frames);
   // The walk cannot get back to the directory at the top (its descriptor was closed and ".." of
@@ -178,6 +185,12 @@ class Checker {
   FsckProgress progress_;
   std::uint64_t calls_ = 0;
   int root_fd_ = -1;  // CIPHERDIR, held by the walk's DirChain for the whole run
+  // The CIPHERDIR-relative ("" for CIPHERDIR) and plaintext ("/") paths of the directory at the
+  // top of the walk, valid (plain_ only while frames.back().plain_known) for messages. One string
+  // each, extended on the way down and cut back on the way up: rebuilding them from the frames
+  // for every message made a deep tree of damaged directories cost time cubic in its depth.
+  std::string crel_;
+  std::string plain_ = "/";
   std::set<std::pair<dev_t, ino_t>> seen_;
   std::vector<JournalRecord> journal_;
   std::map<FileId, std::vector<const JournalRecord*>> journal_by_id_;

@@ -41,7 +41,7 @@ std::optional<std::string> Checker::long_name(int dirfd, const std::string& entr
 }
 
 bool Checker::read_iv(int dirfd, const std::vector<Frame>& frames, DirIv* iv) {
-  auto cpath = [&] { return join(dir_crel(frames), kDirIvFileName); };
+  auto cpath = [&] { return join(dir_crel(), kDirIvFileName); };
   OpenResult r = open_beneath(dirfd, kDirIvFileName, FileType::Regular, O_RDONLY);
   if (!r) {
     problem(cpath(), dir_plain(frames),

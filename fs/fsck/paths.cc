@@ -77,18 +77,20 @@ std::string sha256_base64url(std::string_view s) {
   return base64url_encode({md, len});
 }
 
-std::string dir_crel(const std::vector<Frame>& frames) {
-  std::string out;
-  for (std::size_t i = 1; i < frames.size(); ++i) out = join(out, frames[i].name);
-  return out;
+void Checker::push_path(Frame& child, const std::string& name, const std::optional<std::string>& pname) {
+  child.crel_up = crel_.size();
+  child.plain_up = plain_.size();
+  if (!crel_.empty()) crel_ += '/';
+  crel_ += name;
+  if (!child.plain_known) return;  // plain_ stays as it is, unused below here
+  if (plain_ != "/") plain_ += '/';
+  plain_ += *pname;
 }
 
 
-std::optional<std::string> dir_plain(const std::vector<Frame>& frames) {
-  if (!frames.back().plain_known) return std::nullopt;
-  std::string out = "/";
-  for (std::size_t i = 1; i < frames.size(); ++i) out = plain_join(out, frames[i].plain_name);
-  return out;
+void Checker::pop_path(const Frame& f) {
+  crel_.resize(f.crel_up);
+  plain_.resize(f.plain_up);
 }
 
 }  // namespace gcfs::fsck

@@ -28,6 +28,7 @@ void Checker::walk(DirChain& chain) {
     } else {
       finish_dir(chain.top(), frames.back(), frames);
     }
+    pop_path(frames.back());
     frames.pop_back();
     if (!frames.empty()) chain.ascend();
   }
@@ -40,7 +41,7 @@ void Checker::enter_dir(DirChain& chain, std::vector<Frame>& frames) {
   f.have_iv = read_iv(chain.top(), frames, &f.iv);
   auto listed = list_dir(chain.top());
   if (!listed) {
-    const std::string crel = dir_crel(frames);
+    const std::string crel = dir_crel();
     problem(crel.empty() ? "." : crel, dir_plain(frames), std::string("cannot list the directory: ") + std::strerror(errno),
             false);
     return;
@@ -53,7 +54,7 @@ void Checker::enter_dir(DirChain& chain, std::vector<Frame>& frames) {
 // path would be sure to lead to the same place.
 void Checker::lost_dir(const std::vector<Frame>& frames) {
   const Frame& f = frames.back();
-  const std::string crel = dir_crel(frames);
+  const std::string crel = dir_crel();
   problem(crel.empty() ? "." : crel, dir_plain(frames),
           "fsck lost its way back to this directory (something on the way was moved or replaced while it "
           "ran): the rest of it was not checked",
@@ -67,7 +68,7 @@ void Checker::finish_dir(int dirfd, Frame& f, const std::vector<Frame>& frames) 
   // writing it and making its link), or its link is gone or damaged.
   for (const std::string& name : f.long_target_files) {
     if (f.long_targets_used.count(name)) continue;
-    const std::size_t i = problem(join(dir_crel(frames), name), std::nullopt,
+    const std::size_t i = problem(join(dir_crel(), name), std::nullopt,
                                   "long symlink target file without a readable symlink that holds it (left over, or "
                                   "its symlink was removed or damaged)" + in_dir(dir_plain(frames)),
                                   true);
@@ -93,7 +94,7 @@ void Checker::check_name(DirChain& chain, std::vector<Frame>& frames, const std:
   const int dirfd = chain.top();
   const auto present = [&](const std::string& n) { return std::binary_search(f.names.begin(), f.names.end(), n); };
   const std::optional<std::string> no_name;
-  const Where where{frames, name, no_name};
+  const Where where{dir_crel(), plain_dir(frames), name, no_name};
 
   if (is_long_target_file(name)) {  // checked with the symlinks that hold it (finish_dir)
     f.long_target_files.push_back(name);
@@ -160,7 +161,7 @@ void Checker::check_entry(DirChain& chain, std::vector<Frame>& frames, const std
                  const std::optional<std::string>& pname, std::optional<std::size_t> bad_name, bool with_name_file) {
   Frame& f = frames.back();
   const int dirfd = chain.top();
-  const Where where{frames, name, pname};
+  const Where where{dir_crel(), plain_dir(frames), name, pname};
   struct stat st {};
   if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
     problem(where.cipher(), where.plain(), std::string("cannot stat: ") + std::strerror(errno), false);
@@ -176,10 +177,9 @@ void Checker::check_entry(DirChain& chain, std::vector<Frame>& frames, const std
     }
     if (contents) check_xattrs(chain.top(), where);
     Frame child;
-    child.name = name;
     child.plain_known = f.plain_known && pname.has_value();
-    child.plain_name = pname.value_or("");
     child.moving = f.moving || moving;
+    push_path(child, name, pname);
     frames.push_back(std::move(child));  // f and where are not used past this point
     enter_dir(chain, frames);
   } else if (!contents) {
