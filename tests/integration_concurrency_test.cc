@@ -70,19 +70,26 @@ TEST(Concurrency, ConcurrentAppendsKeepEveryLine) {
   const std::string p = v.path("appended");
   constexpr int kLines = 200;
   std::vector<std::thread> threads;
+  std::vector<std::string> failures(kThreads);  // each thread's first failed call, with its errno
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      if (fd < 0) return;
+      if (fd < 0) {
+        failures[t] = std::string("open: ") + std::strerror(errno);
+        return;
+      }
       for (int i = 0; i < kLines; ++i) {
         std::string line = "thread " + std::to_string(t) + " line " + std::to_string(i) + " " +
                            std::string(static_cast<std::size_t>(i % 50) * 10, '.') + "\n";
-        (void)!::write(fd, line.data(), line.size());
+        const ssize_t n = ::write(fd, line.data(), line.size());
+        if (n != static_cast<ssize_t>(line.size()) && failures[t].empty())
+          failures[t] = "write " + std::to_string(i) + ": " + (n < 0 ? std::strerror(errno) : "short");
       }
-      ::close(fd);
+      if (::close(fd) != 0 && failures[t].empty()) failures[t] = std::string("close: ") + std::strerror(errno);
     });
   }
   for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[t], "") << "thread " << t;
   auto r = v.sh("wc -l < appended; grep -c -v -E '^thread [0-9] line [0-9]+ \\.*$' appended; "
                 "for t in 0 1 2 3; do grep -c \"^thread $t \" appended; done");
   EXPECT_EQ(r.output, std::to_string(kThreads * kLines) + "\n0\n200\n200\n200\n200\n") << r.output;
