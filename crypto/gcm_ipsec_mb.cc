@@ -20,7 +20,7 @@ namespace {
 
 // The manager only serves to pick, once, the functions for this processor: the direct GCM calls
 // take the expanded key and a per-call context and keep no state in it, so every thread may call
-// them. It is never freed (the functions stay in use until the program ends).
+// them. They are code of the library, not memory of the manager, which is freed once they are read.
 struct Functions {
   aes_gcm_pre_t pre = nullptr;
   aes_gcm_enc_dec_t enc = nullptr;
@@ -35,14 +35,17 @@ const Functions& functions() {
     if (!mgr) throw std::runtime_error("cpu engine: intel-ipsec-mb: cannot allocate its manager");
     IMB_ARCH arch = IMB_ARCH_NONE;
     init_mb_mgr_auto(mgr, &arch);
-    if (const int err = imb_get_errno(mgr); err != 0 || arch == IMB_ARCH_NONE)
+    if (const int err = imb_get_errno(mgr); err != 0 || arch == IMB_ARCH_NONE) {
+      free_mb_mgr(mgr);
       throw std::runtime_error(std::string("cpu engine: intel-ipsec-mb: ") + imb_get_strerror(err));
+    }
     Functions r;
     r.pre = mgr->gcm256_pre;
     r.enc = mgr->gcm256_enc;
     r.dec = mgr->gcm256_dec;
     r.arch = mgr->used_arch;
     r.features = mgr->features;
+    free_mb_mgr(mgr);
     return r;
   }();
   return f;
