@@ -29,7 +29,7 @@ dpkg -L gpucryptfs | grep -qx /usr/share/bash-completion/completions/gpucryptfs 
 dpkg-deb -f "$deb" Depends | grep -q 'libfuse3-3' || fail "Depends lacks libfuse3-3"
 # A vault, mounted from a temporary fstab by mount(8) and the installed helper, then unmounted.
 mkdir -m 700 "$work/cipher" "$work/plain"
-echo "package test password" > "$work/pw"
+(umask 077 && echo "package test password" > "$work/pw")  # readable by root alone, as a password file should be
 gpucryptfs init --quiet --scrypt-logn 10 --passfile "$work/pw" "$work/cipher"
 echo "$work/cipher $work/plain fuse.gpucryptfs passfile=$work/pw,engine=cpu,log=$work/log,nofail,_netdev 0 0" > "$work/fstab"
 mount -T "$work/fstab" "$work/plain" || fail "mount -T fstab: $(cat "$work/log" 2>/dev/null)"
