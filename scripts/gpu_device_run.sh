@@ -26,7 +26,11 @@
 #        SKIP_TESTS=1, SKIP_ENGINE=1, SKIP_SMALL=1, ONLY_TESTS=1, EXTRA=1, MOUNT_RUNS (see step 3)
 set -uo pipefail
 BIN=${BIN:-build-device/carry}
-[ -d "$BIN" ] || { echo "no $BIN: build it with scripts/build_for_device.sh and carry it" >&2; exit 2; }
+# Carried packed (build-device/pack/carry.tgz, scripts/build_for_device.sh): unpacked here first.
+if [ ! -d "$BIN" ] && [ -f build-device/pack/carry.tgz ]; then
+  mkdir -p build-device && tar -C build-device -xzf build-device/pack/carry.tgz
+fi
+[ -d "$BIN" ] || { echo "no $BIN: build it with scripts/build_for_device.sh and carry it (or build-device/pack)" >&2; exit 2; }
 BIN=$(cd "$BIN" && pwd)
 OUT=${OUT:-$PWD/gpu-run-out}
 DEADLINE=${DEADLINE:-540}
