@@ -11,9 +11,12 @@
 #include <array>
 #include <climits>
 #include <cstring>
+#include <memory>
+#include <new>
 #include <stdexcept>
 
 #include "crypto/gcm_impl.h"
+#include "crypto/secret.h"
 
 namespace gcfs {
 namespace {
@@ -75,10 +78,39 @@ void check_errno(const char* what) {
     throw std::runtime_error(std::string("cpu engine: intel-ipsec-mb AES-256-GCM ") + what + ": " + imb_get_strerror(err));
 }
 
+// Each thread's ExpandedKey lives in secret memory (crypto/secret.h: locked against swapping,
+// wiped when freed), as every other copy of key material does, and goes with the thread.
+class ExpandedKeySlot {
+ public:
+  ExpandedKeySlot() = default;
+  ExpandedKeySlot(const ExpandedKeySlot&) = delete;
+  ExpandedKeySlot& operator=(const ExpandedKeySlot&) = delete;
+  ~ExpandedKeySlot() {
+    if (!key_) return;
+    key_->~ExpandedKey();
+    free_secret(block_, kBytes);
+  }
+  ExpandedKey& get() {
+    if (!key_) {
+      block_ = allocate_secret(kBytes);
+      void* p = block_;
+      std::size_t space = kBytes;
+      key_ = new (std::align(alignof(ExpandedKey), sizeof(ExpandedKey), p, space)) ExpandedKey();
+    }
+    return *key_;
+  }
+
+ private:
+  static constexpr std::size_t kBytes = sizeof(ExpandedKey) + alignof(ExpandedKey);
+  void* block_ = nullptr;
+  ExpandedKey* key_ = nullptr;
+};
+
 const gcm_key_data& expanded(const ChunkOp& op, const Functions& f) {
   if (!op.key) throw std::invalid_argument("cpu engine: chunk op without a key");
   if (op.len > INT_MAX || op.aad_len > kMaxChunkAadBytes) throw std::invalid_argument("cpu engine: chunk op too large");
-  thread_local ExpandedKey k;
+  thread_local ExpandedKeySlot slot;
+  ExpandedKey& k = slot.get();
   if (!k.keyed || CRYPTO_memcmp(k.key.data(), op.key->data(), kChunkKeyBytes) != 0) {
     k.wipe();
     f.pre(op.key->data(), &k.data);
