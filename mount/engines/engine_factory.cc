@@ -13,7 +13,6 @@
 #include "crypto/size_routed_engine.h"
 #include "cuda/gpu_engine.h"
 #include "fs/engine_bench.h"
-#include "fs/log.h"
 
 namespace gcfs {
 namespace {
@@ -112,7 +111,6 @@ EngineSet::EngineSet(const EngineOptions& o) {
   }
   GpuChoice c;
   c.options = o.gpu;
-  if (!c.options.on_error) c.options.on_error = [](const std::string& m) { log::error(m); };
   // Small batches of keys not prepared on the GPU yet run on the cpu engine (GpuOptions): a key's
   // tables cost more than the AES of a small file.
   c.options.cold_key_cpu_bytes = 256u << 10;
@@ -178,7 +176,6 @@ std::string EngineSet::put_gpus_behind_hybrid(const GpuChoice& c, bool whole_bat
   ho.buffer_member = 1;
   ho.inline_slots = 0;
   ho.inline_bytes = 0;
-  ho.log = [](const std::string& m) { log::error(m); };
   hybrid_ = std::make_unique<HybridEngine>(std::move(members), ho);
   active_ = hybrid_.get();
   return how;
@@ -257,7 +254,6 @@ void EngineSet::choose_auto(const EngineOptions& o, const GpuChoice& c) {
   // the cores and the GPU's feeder threads, and 8.1 GB/s at 0.67 with `--engine gpu` (whole
   // requests, no hand-off). Larger batches (the engine's own callers) are still shared.
   ho.route_whole_max_bytes = 4u << 20;
-  ho.log = [](const std::string& m) { log::error(m); };
   hybrid_ = std::make_unique<HybridEngine>(std::move(members), ho);
   active_ = hybrid_.get();
   description_ = "auto: the cpu engine (" + std::to_string(c.cpu_threads) + " threads) and " +
