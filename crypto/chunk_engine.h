@@ -12,7 +12,6 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
-#include <new>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -68,13 +67,9 @@ class HostBuffer {
   // True when the memory is page-locked by the engine (its copy engines reach it directly).
   bool pinned() const { return pinned_; }
 
-  // Plain heap memory, zero-filled: what the base engine hands out.
+  // Plain memory, zero-filled: what the base engine hands out (crypto/host_buffer.cc).
   // Page-aligned, so that the backing file can read and write it with O_DIRECT (format 2).
-  static HostBuffer plain(std::size_t size) {
-    auto* p = new (std::align_val_t{kPageBytes}) std::uint8_t[size ? size : 1]();
-    return HostBuffer(p, size, [](std::uint8_t* q, std::size_t) { ::operator delete[](q, std::align_val_t{kPageBytes}); },
-                      false);
-  }
+  static HostBuffer plain(std::size_t size);
   static constexpr std::size_t kPageBytes = 4096;
 
  private:
