@@ -8,6 +8,7 @@
 #include "mount/cli/commands.h"
 #include "mount/cli/exit_status.h"
 #include "mount/cli/fstab_args.h"
+#include "mount/cli/malloc_arenas.h"
 #include "mount/cli/process_hardening.h"
 
 namespace {
@@ -40,6 +41,7 @@ void usage(std::ostream& out) {
 
 int main(int argc, char** argv) {
   gcfs::cli::harden_process();  // before any password or key is in memory
+  gcfs::cli::limit_malloc_arenas();  // before any thread starts
   // mount.fuse3 runs `gpucryptfs SOURCE MOUNTPOINT -o OPTIONS`; mount(8) runs a mount.* link to us.
   if (gcfs::cli::is_mount_helper_call(argc, argv)) {
     gcfs::cli::HelperCommand helper;
