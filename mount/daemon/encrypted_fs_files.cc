@@ -18,6 +18,7 @@
 #include "mount/daemon/encrypted_fs_handles.h"
 #include "mount/daemon/node_generation.h"
 #include "mount/daemon/open_reply.h"
+#include "mount/daemon/recycling_allocator.h"
 
 namespace gcfs::mount {
 namespace {
@@ -93,7 +94,7 @@ int EncryptedFs::acquire_content(Inode& in, bool writable, std::shared_ptr<Conte
     int fd = fd_in >= 0 ? fd_in : open_backing(pf, writable, &rw);
     if (fd == -EUCLEAN) return report_not_regular(in, pf.get());
     if (fd < 0) return fd;
-    in.content = std::make_shared<ContentFile>(fd, vault_.layout(), engine_, vault_.keys(), label_of_id(in.id), vault_.journal(),
+    in.content = std::allocate_shared<ContentFile>(RecyclingAllocator<ContentFile>(), fd, vault_.layout(), engine_, vault_.keys(), label_of_id(in.id), vault_.journal(),
                                                &vault_.backing_io());
     if (fd_in >= 0) in.content->assume_new_empty();  // create's file, made with O_EXCL just now
     in.content_fds.push_back(fd);
