@@ -213,15 +213,13 @@ int EncryptedFs::plain_attr(Inode& inode, struct stat* st, int fd, const char* n
       auto stored = target ? NameMapping::read_long_link(fd, *link) : std::nullopt;
       if (!target || !stored) {
         inode.long_link.reset();
-        inode.long_target.clear();
         log::error(label_of(inode) + ": " + (why.empty() ? std::string("long symlink target changed while read") : why));
         st->st_size = 0;
         return -EIO;
       }
-      inode.long_link = std::move(stored);
-      inode.long_target = std::move(*target);
+      inode.long_link = std::make_unique<Inode::LongLink>(Inode::LongLink{std::move(*stored), std::move(*target)});
     }
-    if (inode.long_link && inode.long_link->link == *link) st->st_size = static_cast<off_t>(inode.long_target.size());
+    if (inode.long_link && inode.long_link->link.link == *link) st->st_size = static_cast<off_t>(inode.long_link->target.size());
   }
   return 0;
 }
@@ -687,7 +685,7 @@ void EncryptedFs::readlink(fuse_req_t req, fuse_ino_t ino) {
     std::string target;
     {
       std::lock_guard lk(in.mu);
-      if (in.long_link && in.long_link->link == *link) target = in.long_target;
+      if (in.long_link && in.long_link->link.link == *link) target = in.long_link->target;
     }
     if (target.empty()) {
       log::error(label_of(in) + ": long symlink target is missing, damaged or does not decrypt");

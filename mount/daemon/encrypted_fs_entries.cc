@@ -277,8 +277,8 @@ void EncryptedFs::link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, con
     auto stored = NameMapping::read_link(pf.get(), "");
     std::lock_guard lk(in.mu);
     if (stored && is_long_target_file(*stored)) {
-      if (!in.long_link || in.long_link->link != *stored) return (void)fuse_reply_err(req, EIO);
-      long_link = in.long_link;
+      if (!in.long_link || in.long_link->link.link != *stored) return (void)fuse_reply_err(req, EIO);
+      long_link = in.long_link->link;
     }
   }
   // A new name for an existing node: it keeps its owner.

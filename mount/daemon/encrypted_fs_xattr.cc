@@ -143,7 +143,7 @@ mode_t EncryptedFs::new_entry_mode(fuse_req_t req, Inode& dir, mode_t mode, bool
     if (rc < 0) value.clear();
     if (rc == 0 || rc == -ENODATA) {
       std::lock_guard lk(dir.mu);
-      dir.default_acl = value;
+      dir.default_acl = std::make_unique<std::vector<std::uint8_t>>(value);
     }
   }
   auto inherited = value.empty() ? std::nullopt : PosixAcl::parse(value);

@@ -89,7 +89,9 @@ struct Inode {
   std::optional<DirIv> dir_iv;
   // Directories, where the mount enforces ACLs: the default ACL new entries inherit (empty: none),
   // read on the first create and kept; setting or removing it through the mount updates it.
-  std::optional<std::vector<std::uint8_t>> default_acl;
+  // Null until read; behind a pointer, as everything below that few inodes need, since the table
+  // holds one Inode per file the kernel knows (a million for a million-file tree).
+  std::unique_ptr<std::vector<std::uint8_t>> default_acl;
   // Regular files: whether the backing file holds a security.capability, which every write must
   // remove (with FUSE_HANDLE_KILLPRIV_V2 that is the daemon's job, as file_remove_privs is on
   // ext4). Known for files made by this mount (none) and once the kernel or a write asked; set
@@ -99,8 +101,11 @@ struct Inode {
   // Symlinks with a long target (fs/name_mapping.h): the target as read at the last lookup, with
   // the directory that holds its file. A symlink's target never changes, and readlink and getattr
   // get only the link's own descriptor, not the directory where the target's file is.
-  std::optional<StoredLink> long_link;
-  std::string long_target;
+  struct LongLink {
+    StoredLink link;
+    std::string target;
+  };
+  std::unique_ptr<LongLink> long_link;
   // Regular files while at least one handle is open (or a truncate runs): the one ContentFile
   // shared by all handles, and the descriptors it used (kept open until it goes, since a request
   // may still be using an older one after an upgrade to read-write).
