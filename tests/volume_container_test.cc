@@ -43,7 +43,7 @@ class VolumeContainerTest : public ::testing::Test {
     SecretBytes master;
     VaultConfig c = VaultConfig::create(kPassword, chunk, p, VaultKind::Volume, &master);
     c.volume_size = volume_size_for(size, chunk);
-    c.rewrap(master, kPassword);
+    c.seal(master);  // the size is authenticated by the digest
     VolumeContainer::create(path_, c);
   }
 
@@ -369,7 +369,7 @@ TEST_F(VolumeContainerTest, GrowAfterAFallbackReplacesTheForgedCopy) {
 TEST_F(VolumeContainerTest, ExpensiveKdfIsRefusedBeforeScryptRuns) {
   create(1 << 20);
   // log N = 20 with p = 4: about 20 s and 1 GiB, were it run.
-  forge_slot(1, 2, edited_config([](VaultConfig& c) { c.scrypt = ScryptParams{20, 8, 4}; }));
+  forge_slot(1, 2, edited_config([](VaultConfig& c) { c.slots.at(0).scrypt = ScryptParams{20, 8, 4}; }));
   {
     VolumeContainer vol(path_, false);
     EXPECT_NO_THROW(vol.check_kdf_cost(KdfPolicy::RefuseAboveInit)) << "copy 0 is within what create makes";
@@ -380,14 +380,14 @@ TEST_F(VolumeContainerTest, ExpensiveKdfIsRefusedBeforeScryptRuns) {
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
     EXPECT_NE(log.find("asks for a scrypt cost above"), std::string::npos) << log;
     EXPECT_EQ(vol.header().copies.front().slot, 1);
-    EXPECT_EQ(vol.config().scrypt.p, 1);
+    EXPECT_EQ(vol.config().slots.at(0).scrypt.p, 1);
   }
   // Both copies expensive (p = 2 is cheap to run here, but no create ever wrote it).
   fsys::remove(path_);
   SecretBytes master;
   VaultConfig c = VaultConfig::create(kPassword, 4096, ScryptParams{10, 8, 2}, VaultKind::Volume, &master);
   c.volume_size = 1 << 20;
-  c.rewrap(master, kPassword);
+  c.seal(master);
   VolumeContainer::create(path_, c);
   VolumeContainer vol(path_, true);
   try {

@@ -15,7 +15,8 @@ namespace {
 
 // name=VALUE options and the mount option each becomes.
 const std::map<std::string, std::string> kValueOptions = {
-    {"passfile", "--passfile"}, {"extpass", "--extpass"}, {"engine", "--engine"},   {"idle", "--idle"},
+    {"passfile", "--passfile"}, {"extpass", "--extpass"}, {"keyfile", "--keyfile"},
+    {"engine", "--engine"},     {"idle", "--idle"},
     {"config", "--config"},     {"log", "--log"},         {"cpu-threads", "--cpu-threads"},
     {"gpu-streams", "--gpu-streams"}, {"masterkey-file", "--masterkey-file"},
     // Their values (auto|uring|classic, auto|direct|buffered) are checked by mount, which names

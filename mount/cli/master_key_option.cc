@@ -92,6 +92,15 @@ VaultConfig config_for_master_key(const std::string& cipherdir, const ConfigPlac
     *config_found = true;
     if (!o.chunk_size.empty())
       throw po::error("--chunk-size is for a vault whose config is lost; " + place.path() + " gives it");
+    // A config with key slots carries a digest under the master key: its fields are checked there.
+    if (!cfg.master_key_matches(key)) {
+      if (probe.nothing_to_check())
+        throw CodedError(kExitBadMasterKey, "the master key does not match the digest of " + place.path() +
+                                                " (a mistyped key, another vault's, or an edited config)");
+      throw CodedError(kExitBadConfig, place.path() + " was edited or damaged: its digest does not match the master "
+                                                      "key, which the vault's files accept. Nothing was mounted or "
+                                                      "written; move the config away to mount with the master key alone");
+    }
     refuse_config_the_files_contradict(cfg, place, probe);
     return cfg;
   } catch (const NotAVault&) {
