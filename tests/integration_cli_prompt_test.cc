@@ -362,7 +362,7 @@ TEST(CliPrompt, ReadmeUsageBlockMatchesEachHelp) {
   std::string cmd;
   while (std::getline(lines, line)) {
     std::smatch m;
-    if (std::regex_search(line, m, std::regex("^gpucryptfs (volume [a-z]+|[a-z]+)"))) cmd = m[1];
+    if (std::regex_search(line, m, std::regex("^gpucryptfs ((?:volume )?keyslot [a-z]+|volume [a-z]+|[a-z]+)"))) cmd = m[1];
     else if (!line.starts_with(" ")) cmd.clear();
     if (!cmd.empty()) shown[cmd] += line + "\n";
   }
@@ -377,7 +377,7 @@ TEST(CliPrompt, ReadmeUsageBlockMatchesEachHelp) {
     for (std::sregex_iterator it(text.begin(), text.end(), opt), end; it != end; ++it)
       EXPECT_TRUE(in_help.count((*it)[2])) << "README shows " << (*it)[2] << " for 'gpucryptfs " << c
                                             << "', which its --help does not list";
-    for (const char* pw_option : {"--passfile", "--extpass", "--new-passfile"}) {
+    for (const char* pw_option : {"--passfile", "--extpass", "--new-passfile", "--keyfile", "--new-keyfile"}) {
       if (!in_help.count(pw_option)) continue;
       EXPECT_NE(text.find(pw_option), std::string::npos)
           << "'gpucryptfs " << c << "' takes " << pw_option << ", README's usage block does not show it";

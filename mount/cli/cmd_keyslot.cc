@@ -29,6 +29,25 @@ const char* const kUsage =
     "Each key slot is one way into the vault: a password or a key file, each wrapping the same master key.\n"
     "A vault made before key slots (config version 1) is upgraded by its first 'keyslot add'.\n";
 
+// Each subcommand's --help: its own usage line, so that it lists what that subcommand takes.
+std::string verb_usage(KeySlotVerb verb) {
+  switch (verb) {
+    case KeySlotVerb::List:
+      return "usage: gpucryptfs keyslot list [--config FILE] CIPHERDIR\n\n"
+             "Lists the key slots of the vault in CIPHERDIR: number, kind (password, key file) and scrypt cost.\n"
+             "No password needed; no secret is shown.\n\noptions";
+    case KeySlotVerb::Add:
+      return "usage: gpucryptfs keyslot add [UNLOCK] [--new-passfile F | --new-keyfile F] [--scrypt-logn N] CIPHERDIR\n\n"
+             "Unlocks the vault with any key slot (UNLOCK: --passfile, --extpass, --keyfile or --masterkey) and adds\n"
+             "one that wraps the same master key. A config of version 1 is upgraded first.\n\noptions";
+    case KeySlotVerb::Remove:
+      break;
+  }
+  return "usage: gpucryptfs keyslot remove --slot N [UNLOCK] CIPHERDIR\n\n"
+         "Unlocks the vault with any key slot (UNLOCK: --passfile, --extpass, --keyfile or --masterkey) and removes\n"
+         "slot N. The last slot is never removed.\n\noptions";
+}
+
 struct Unlocked {
   SecretBytes master;
   int slot = -1;
@@ -107,7 +126,7 @@ int cmd_keyslot(int argc, char** argv) {
     a.verb = parse_keyslot_verb(argv[1]);
     MasterKeyOptions mk;
     std::string cipherdir, config_option;
-    po::options_description opts(std::string(kUsage) + "\noptions");
+    po::options_description opts(verb_usage(a.verb));
     opts.add_options()("help,h", "show this help");
     add_keyslot_options(opts, a.verb, &a);
     add_config_option(opts, &config_option);

@@ -26,6 +26,23 @@ const char* const kVolumeUsage =
     "Each key slot is one way into the volume: a password or a key file, each wrapping the same master key.\n"
     "The container must not be mounted. A container made before key slots is upgraded by its first 'add'.\n";
 
+std::string verb_usage(KeySlotVerb verb) {
+  switch (verb) {
+    case KeySlotVerb::List:
+      return "usage: gpucryptfs volume keyslot list CONTAINER\n\n"
+             "Lists the key slots of the volume in CONTAINER: number, kind and scrypt cost. No password needed.\n\noptions";
+    case KeySlotVerb::Add:
+      return "usage: gpucryptfs volume keyslot add [UNLOCK] [--new-passfile F | --new-keyfile F] [--scrypt-logn N] "
+             "CONTAINER\n\nUnlocks the volume with any key slot (UNLOCK: --passfile, --extpass or --keyfile) and adds "
+             "one that wraps\nthe same master key, in both header copies. The volume must not be mounted.\n\noptions";
+    case KeySlotVerb::Remove:
+      break;
+  }
+  return "usage: gpucryptfs volume keyslot remove --slot N [UNLOCK] CONTAINER\n\n"
+         "Unlocks the volume with any key slot (UNLOCK: --passfile, --extpass or --keyfile) and removes slot N\n"
+         "from both header copies. The last slot is never removed. The volume must not be mounted.\n\noptions";
+}
+
 }  // namespace
 
 int volume_keyslot(int argc, char** argv) {
@@ -36,7 +53,7 @@ int volume_keyslot(int argc, char** argv) {
   KeySlotArgs a;
   a.verb = parse_keyslot_verb(argv[1]);
   std::string container;
-  po::options_description opts(std::string(kVolumeUsage) + "\noptions");
+  po::options_description opts(verb_usage(a.verb));
   opts.add_options()("help,h", "show this help");
   add_keyslot_options(opts, a.verb, &a);
   if (!parse_command_line(argc - 1, argv + 1, opts, {{"CONTAINER", &container}})) return kExitOk;
