@@ -201,8 +201,11 @@ void read_key_slots(const json& j, VaultConfig& c) {
   const json& list = j.at("keyslots");
   if (!list.is_array()) throw CorruptData("config field 'keyslots' is not a list");
   if (list.empty())
-    throw CorruptData("the config has no key slot left, so nothing can open it (every slot was removed from the "
-                      "file: it was edited or damaged); the master key that init printed still opens the vault");
+    throw CorruptData(std::string("the config has no key slot left, so no password opens it (every slot was removed "
+                                  "from the file: it was edited or damaged); ") +
+                      (c.kind == VaultKind::Directory
+                           ? "the master key that init printed still opens the vault ('mount --masterkey')"
+                           : "a copy of the container's header from before (its first 64 KiB) still opens the volume"));
   if (list.size() > static_cast<std::size_t>(kMaxKeySlots))
     throw CorruptData("the config has " + std::to_string(list.size()) + " key slots, more than the " +
                       std::to_string(kMaxKeySlots) + " gpucryptfs ever writes: it is damaged or was edited");

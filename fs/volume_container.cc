@@ -114,7 +114,8 @@ std::vector<std::uint8_t> encode_volume_slot(const VaultConfig& c, std::uint64_t
   if (json.size() > kMaxSlotJson)
     throw UserError("the volume's config (" + std::to_string(json.size()) + " bytes with " +
                     std::to_string(c.slots.size()) + " key slots) does not fit its header copy of " +
-                    std::to_string(kMaxSlotJson) + " bytes: remove a key slot first");
+                    std::to_string(kMaxSlotJson) + " bytes: a volume holds 14 key slots or so, not the 32 of a "
+                    "directory vault's config");
   std::vector<std::uint8_t> slot(kVolumeSlotBytes, 0);
   std::memcpy(slot.data(), kVolumeMagic, sizeof(kVolumeMagic));
   put_be(slot.data() + 8, generation, 8);
@@ -390,6 +391,9 @@ void VolumeContainer::change_password(std::string_view password, std::string_vie
                                       KeySlotKind kind, KeySlotKind new_kind) {
   SecretBytes master = unlock(password, policy, kind);  // nothing is acted on before this
   VaultConfig next = config_;
+  if (!next.has_key_slots() && new_kind == KeySlotKind::KeyFile)
+    throw UserError(path_ + " has a config of version 1 (one password, no key slots): a key file needs key slots; "
+                    "'gpucryptfs volume keyslot add --new-keyfile' upgrades it and adds one");
   if (next.has_key_slots()) next.rewrap_slot(opened_slot_, master, new_password, new_kind);
   else next.rewrap(master, new_password);
   // A crash between the two writes leaves one copy under each password: the volume still opens,

@@ -53,7 +53,7 @@ struct VolumeHeader {
 
 // The bytes of one slot holding config at generation (for create, resize, tests and the fuzzer).
 // A config with key slots is stored compact; UserError when it does not fit the slot's 4 KiB
-// (about 16 key slots: docs/FORMAT.md).
+// (14 key slots: docs/FORMAT.md).
 std::vector<std::uint8_t> encode_volume_slot(const VaultConfig& config, std::uint64_t generation);
 
 // Decodes the first kVolumeSlots * kVolumeSlotBytes bytes of a container (a shorter span counts
