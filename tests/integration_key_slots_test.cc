@@ -256,6 +256,35 @@ TEST_F(KeySlotCli, VolumeSlotsOpenAndComeAndGo) {
   EXPECT_EQ(gc("volume fsck --passfile " + q(file("pw2")) + " " + c).status, 0);
 }
 
+// A vault, a volume and a reverse view whose first slot is a key file: no password anywhere.
+TEST_F(KeySlotCli, InitVolumeCreateAndReverseWithAKeyFileOnly) {
+  const std::string kf = " --keyfile " + q(file("kf")) + " ";
+  ASSERT_EQ(gc("init -q --scrypt-logn 10" + kf + q(cipher_)).status, 0);
+  EXPECT_EQ(gc("keyslot list " + q(cipher_)).output, "slot 0: key file, scrypt N=2^10 r=8 p=1\n");
+  EXPECT_EQ(mount_and_read(kf).first, 0);
+  const auto pw = mount_and_read("--passfile " + q(file("pw0")));
+  EXPECT_EQ(pw.first, 12) << pw.second;
+  EXPECT_NE(pw.second.find("no password slot"), std::string::npos) << pw.second;
+
+  const std::string c = q(root_.path() + "/c.gcv");
+  ASSERT_EQ(gc("volume create --size 1M --scrypt-logn 10" + kf + c).status, 0);
+  ASSERT_EQ(gc("volume mount --engine cpu" + transport_arg() + " --log " + q(log_) + kf + c + " " + q(plain_)).status, 0);
+  mounted_ = true;
+  struct stat st {};
+  EXPECT_EQ(::stat((plain_ + "/volume.img").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 1 << 20);
+  unmount();
+
+  const std::string folder = root_.path() + "/folder";
+  ::mkdir(folder.c_str(), 0700);
+  write_file(folder + "/note", "plain\n");
+  ASSERT_EQ(gc("init -q --reverse --scrypt-logn 10" + kf + q(folder)).status, 0);
+  ASSERT_EQ(gc("mount --reverse" + kf + "--log " + q(log_) + " " + q(folder) + " " + q(plain_)).status, 0);
+  mounted_ = true;
+  EXPECT_NE(read_file(plain_ + "/gpucryptfs.conf").find("\"keyfile\""), std::string::npos);
+  unmount();
+}
+
 // tests/data/vault-vN were made before key slots (config version 1, password "stored vault"):
 // they keep opening, and the first `keyslot add` upgrades them in place.
 class StoredVaultKeySlots : public ::testing::TestWithParam<int> {};

@@ -3,6 +3,7 @@
 // and so every file, stays as it is.
 #include <boost/program_options.hpp>
 #include <iostream>
+#include <optional>
 
 #include "crypto/errors.h"
 #include "fs/vault.h"
@@ -78,15 +79,17 @@ Unlocked unlock_for_edit(const VaultConfig& cfg, const KeySlotArgs& a, const Mas
 }
 
 int keyslot_add(VaultConfig cfg, const ConfigPlace& place, const KeySlotArgs& a, const MasterKeyOptions& mk) {
+  // A new secret from a file is read first: a missing or empty one then costs no typed password.
+  std::optional<UnlockSecret> fresh;
+  if (a.fresh.given()) fresh = read_unlock_secret(a.fresh, "New password: ", true);
   const Unlocked u = unlock_for_edit(cfg, a, mk);
   const ScryptParams cost = new_slot_cost(a, cfg, u.slot);
   const bool upgrade = !cfg.has_key_slots();
   if (upgrade) cfg.upgrade_to_key_slots(u.master, u.password.view());
   int number = -1;
-  {
-    const UnlockSecret fresh = read_unlock_secret(a.fresh, "New password: ", true);
-    number = cfg.add_slot(u.master, fresh.text.view(), fresh.kind, cost);
-  }  // the new secret is wiped here, or on the way out
+  if (!fresh) fresh = read_unlock_secret(a.fresh, "New password: ", true);
+  number = cfg.add_slot(u.master, fresh->text.view(), fresh->kind, cost);
+  fresh.reset();  // the new secret is wiped here, or on the way out
   save_vault_config(place, cfg);
   if (upgrade)
     std::cout << "Upgraded " << place.path() << " to config version 2: its password is key slot 0.\n";

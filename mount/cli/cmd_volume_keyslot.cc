@@ -3,6 +3,7 @@
 // removed slot opens neither (fs/volume_container.h, replace_config).
 #include <boost/program_options.hpp>
 #include <iostream>
+#include <optional>
 
 #include "crypto/errors.h"
 #include "fs/volume_container.h"
@@ -75,6 +76,9 @@ int volume_keyslot(int argc, char** argv) {
       throw UserError("key slot " + std::to_string(a.slot) + " is the last one: without it nothing would open the "
                       "volume; add another first");
   }
+  // A new secret from a file is read first: a missing or empty one then costs no typed password.
+  std::optional<UnlockSecret> fresh;
+  if (a.verb == KeySlotVerb::Add && a.fresh.given()) fresh = read_unlock_secret(a.fresh, "New password: ", true);
   SecretBytes master;
   VaultConfig next;
   KeySlotKind opened_kind = KeySlotKind::Password;
@@ -91,11 +95,9 @@ int volume_keyslot(int argc, char** argv) {
   }  // the secret is wiped here, or on the way out
   if (a.verb == KeySlotVerb::Add) {
     const ScryptParams cost = new_slot_cost(a, vol.config(), vol.opened_slot());
-    int number = -1;
-    {
-      const UnlockSecret fresh = read_unlock_secret(a.fresh, "New password: ", true);
-      number = next.add_slot(master, fresh.text.view(), fresh.kind, cost);
-    }
+    if (!fresh) fresh = read_unlock_secret(a.fresh, "New password: ", true);
+    const int number = next.add_slot(master, fresh->text.view(), fresh->kind, cost);
+    fresh.reset();
     vol.replace_config(next);
     std::cout << "Added key slot " << number << " (a " << key_slot_kind_words(next.find_slot(number)->kind)
               << "); the volume has " << next.slots.size() << " key slots (both header copies).\n";
