@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <climits>
 #include <nlohmann/json.hpp>
 
 #include "crypto/aes_gcm.h"
@@ -85,7 +84,6 @@ std::string kdf_cost_beyond_init(const ScryptParams& params, std::uint64_t machi
 bool valid_chunk_size(std::uint64_t n) {
   return n >= kMinChunkSize && n <= kMaxChunkSize && (n & (n - 1)) == 0;
 }
-
 
 VaultConfig VaultConfig::create(std::string_view secret, std::uint32_t chunk_size, const ScryptParams& params,
                                 VaultKind kind, SecretBytes* master_out, int format, KeySlotKind slot_kind) {

@@ -69,10 +69,13 @@ int volume_keyslot(int argc, char** argv) {
   vol.check_kdf_cost(kdf_policy(a.allow_expensive_kdf));  // before asking for a password
   if (a.verb == KeySlotVerb::Remove) {  // what the header says, checked again once it is authenticated
     const VaultConfig& c = vol.config();
+    // Any copy: a removal cut short between the two copies left the slot in the older one only.
+    bool somewhere = false;
+    for (const auto& copy : vol.header().copies) somewhere = somewhere || copy.config.find_slot(a.slot);
     if (!c.has_key_slots()) throw UserError(container + " has a config of version 1: one password, no key slots to remove");
-    if (!c.find_slot(a.slot))
+    if (!somewhere)
       throw UserError("there is no key slot " + std::to_string(a.slot) + " ('gpucryptfs volume keyslot list' shows them)");
-    if (c.slots.size() == 1)
+    if (c.slots.size() == 1 && c.find_slot(a.slot))
       throw UserError("key slot " + std::to_string(a.slot) + " is the last one: without it nothing would open the "
                       "volume; add another first");
   }
@@ -103,7 +106,9 @@ int volume_keyslot(int argc, char** argv) {
               << "); the volume has " << next.slots.size() << " key slots (both header copies).\n";
     return kExitOk;
   }
-  next.remove_slot(a.slot);
+  // Not in the copy that opened: an earlier removal wrote that copy and was cut short before the
+  // other; writing both again finishes it.
+  if (next.find_slot(a.slot)) next.remove_slot(a.slot);
   vol.replace_config(next);
   std::cout << "Removed key slot " << a.slot << " from both header copies; " << next.slots.size() << " left.\n"
             << "Note: a copy of the container's old header (a backup, a snapshot) still opens the volume with that "
