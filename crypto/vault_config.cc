@@ -3,19 +3,22 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <climits>
 #include <nlohmann/json.hpp>
 
 #include "crypto/aes_gcm.h"
 #include "crypto/base64url.h"
 #include "crypto/errors.h"
+#include "crypto/config_fields.h"
 #include "crypto/key_ring.h"
+#include "crypto/key_slot_json.h"
 #include "crypto/random.h"
+#include "crypto/vault_config_json.h"
 
 namespace gcfs {
 namespace {
 
 using json = nlohmann::json;
+namespace cf = config_fields;
 
 const std::vector<std::string> kFeatures = {"dir_iv", "long_names", "hkdf_file_keys", "siv_names", "holes"};
 
@@ -23,62 +26,8 @@ std::span<const std::uint8_t> as_bytes(std::string_view s) {
   return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
 }
 
-json public_fields(const VaultConfig& c) {
-  json j;
-  j["format"] = "gpucryptfs";
-  j["version"] = c.version;
-  j["kind"] = c.kind == VaultKind::Volume ? "volume" : "directory";
-  j["cipher"] = c.cipher;
-  j["chunk_size"] = c.chunk_size;
-  if (c.kind == VaultKind::Volume) j["volume_size"] = c.volume_size;
-  j["kdf"] = {{"name", "scrypt"}, {"log_n", c.scrypt.log_n}, {"r", c.scrypt.r}, {"p", c.scrypt.p},
-              {"salt", base64_encode(c.salt)}};
-  j["features"] = c.features;
-  return j;
-}
-
 SecretBytes wrapping_key(const VaultConfig& c, std::string_view password) {
   return scrypt(password, c.salt, c.scrypt, kGcmKeyBytes);
-}
-
-std::vector<std::uint8_t> decode_field(const json& j, const char* name, std::size_t want_len = 0) {
-  if (!j.contains(name) || !j[name].is_string())
-    throw CorruptData(std::string("config field '") + name + "' is missing or not a string");
-  auto v = base64_decode(j[name].get<std::string>());
-  if (!v || (want_len && v->size() != want_len))
-    throw CorruptData(std::string("config field '") + name + "' is not valid base64 of the right length");
-  return *v;
-}
-
-// Numbers must be JSON integers: get<int>() on 1e300 would convert a double out of range, which
-// is undefined behaviour (the config fuzzer found it).
-std::int64_t integer_field(const json& j, const char* name) {
-  const json& v = j.at(name);
-  if (!v.is_number_integer()) throw CorruptData(std::string("config field '") + name + "' is not an integer");
-  if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
-    throw CorruptData(std::string("config field '") + name + "' is out of range");
-  return v.get<std::int64_t>();
-}
-
-// Typed reads that name the field: nlohmann's own type errors ("type must be string, but is
-// number") do not say which field of the file is wrong.
-const json& object_field(const json& j, const char* name) {
-  const json& v = j.at(name);
-  if (!v.is_object()) throw CorruptData(std::string("config field '") + name + "' is not an object");
-  return v;
-}
-
-std::string string_field(const json& j, const char* name) {
-  const json& v = j.at(name);
-  if (!v.is_string()) throw CorruptData(std::string("config field '") + name + "' is not a string");
-  return v.get<std::string>();
-}
-
-std::vector<std::string> string_list_field(const json& j, const char* name) {
-  const json& v = j.at(name);
-  if (!v.is_array() || !std::all_of(v.begin(), v.end(), [](const json& e) { return e.is_string(); }))
-    throw CorruptData(std::string("config field '") + name + "' is not a list of strings");
-  return v.get<std::vector<std::string>>();
 }
 
 // "384 MiB", "256 GiB": memory sizes for the cost messages.
@@ -89,6 +38,27 @@ std::string memory_text(std::uint64_t bytes) {
 }
 
 }  // namespace
+
+json fixed_fields(const VaultConfig& c) {
+  json j;
+  j["format"] = "gpucryptfs";
+  j["version"] = c.version;
+  if (c.has_key_slots()) j["config_version"] = c.config_version;
+  j["kind"] = c.kind == VaultKind::Volume ? "volume" : "directory";
+  j["cipher"] = c.cipher;
+  j["chunk_size"] = c.chunk_size;
+  j["features"] = c.features;
+  return j;
+}
+
+json public_fields(const VaultConfig& c) {
+  json j = fixed_fields(c);
+  if (c.kind == VaultKind::Volume) j["volume_size"] = c.volume_size;
+  if (!c.has_key_slots())
+    j["kdf"] = {{"name", "scrypt"}, {"log_n", c.scrypt.log_n}, {"r", c.scrypt.r}, {"p", c.scrypt.p},
+                {"salt", base64_encode(c.salt)}};
+  return j;
+}
 
 std::uint64_t machine_memory_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
@@ -115,10 +85,8 @@ bool valid_chunk_size(std::uint64_t n) {
   return n >= kMinChunkSize && n <= kMaxChunkSize && (n & (n - 1)) == 0;
 }
 
-std::string VaultConfig::authenticated_fields() const { return public_fields(*this).dump(); }
-
-VaultConfig VaultConfig::create(std::string_view password, std::uint32_t chunk_size, const ScryptParams& params,
-                                VaultKind kind, SecretBytes* master_out, int format) {
+VaultConfig VaultConfig::create(std::string_view secret, std::uint32_t chunk_size, const ScryptParams& params,
+                                VaultKind kind, SecretBytes* master_out, int format, KeySlotKind slot_kind) {
   if (!valid_chunk_size(chunk_size))
     throw UserError("chunk size must be a power of two from 4096 to 1048576 bytes, got " + std::to_string(chunk_size));
   if (format < 1 || format > kMaxFormatVersion || (kind == VaultKind::Volume && format != 1))
@@ -128,7 +96,7 @@ VaultConfig VaultConfig::create(std::string_view password, std::uint32_t chunk_s
   c.scrypt = params;
   SecretBytes master(kMasterKeyBytes);
   random_bytes(master);
-  c.rewrap(master, password);
+  c.add_slot(master, secret, slot_kind, params);
   if (master_out) *master_out = std::move(master);
   return c;
 }
@@ -139,10 +107,17 @@ VaultConfig VaultConfig::defaults(std::uint32_t chunk_size, VaultKind kind, int 
   c.kind = kind;
   c.chunk_size = chunk_size;
   c.features = kFeatures;
+  c.config_version = kConfigVersionKeySlots;
   return c;
 }
 
 void VaultConfig::rewrap(const SecretBytes& master, std::string_view new_password) {
+  if (has_key_slots()) {
+    if (slots.empty()) add_slot(master, new_password, KeySlotKind::Password, scrypt);
+    else if (slots.size() == 1) rewrap_slot(slots.front().number, master, new_password, KeySlotKind::Password);
+    else throw UserError("the config has " + std::to_string(slots.size()) + " key slots: say which one to change");
+    return;
+  }
   salt.assign(32, 0);
   random_bytes(salt);
   random_bytes(key_nonce);
@@ -154,15 +129,28 @@ void VaultConfig::rewrap(const SecretBytes& master, std::string_view new_passwor
 
 void VaultConfig::check_kdf_cost(KdfPolicy policy) const {
   if (policy == KdfPolicy::AllowExpensive) return;
-  const std::string why = kdf_cost_beyond_init(scrypt, machine_memory_bytes());
-  if (!why.empty())
-    throw ExpensiveKdf("the config asks for " + why +
+  const std::uint64_t memory = machine_memory_bytes();
+  auto refuse = [](const std::string& where, const std::string& why) {
+    throw ExpensiveKdf(where + " asks for " + why +
                        "; refused before running it, since anyone who can write the config can set it "
                        "(pass --allow-expensive-kdf if you made it so)");
+  };
+  if (!has_key_slots()) {
+    if (const std::string why = kdf_cost_beyond_init(scrypt, memory); !why.empty()) refuse("the config", why);
+    return;
+  }
+  for (const KeySlot& s : slots)
+    if (const std::string why = kdf_cost_beyond_init(s.scrypt, memory); !why.empty())
+      refuse("key slot " + std::to_string(s.number) + " of the config", why);
 }
 
-SecretBytes VaultConfig::unlock(std::string_view password, KdfPolicy policy) const {
+SecretBytes VaultConfig::unlock(std::string_view password, KdfPolicy policy, KeySlotKind kind, int* opened_slot) const {
   check_kdf_cost(policy);
+  if (has_key_slots()) return unlock_slots(*this, password, kind, opened_slot);
+  if (opened_slot) *opened_slot = -1;
+  if (kind == KeySlotKind::KeyFile)
+    throw WrongPassword("a key file opens key slots only, and this config (version 1, from before key slots) has a "
+                        "password alone: unlock with the password");
   SecretBytes kek = wrapping_key(*this, password);
   const std::string aad = authenticated_fields();
   SecretBytes master(wrapped_key.size());
@@ -171,13 +159,65 @@ SecretBytes VaultConfig::unlock(std::string_view password, KdfPolicy policy) con
   return master;
 }
 
-std::string VaultConfig::to_json() const {
+std::string VaultConfig::to_json(int indent) const {
   json j = public_fields(*this);
-  j["encrypted_key"] = {{"nonce", base64_encode(key_nonce)},
-                        {"ciphertext", base64_encode(wrapped_key)},
-                        {"tag", base64_encode(key_tag)}};
-  return j.dump(2) + "\n";
+  if (has_key_slots()) {
+    j["keyslots"] = json::array();
+    for (const KeySlot& s : slots) j["keyslots"].push_back(key_slot_to_json(s));
+    j["digest"] = base64_encode(digest);
+  } else {
+    j["encrypted_key"] = {{"nonce", base64_encode(key_nonce)},
+                          {"ciphertext", base64_encode(wrapped_key)},
+                          {"tag", base64_encode(key_tag)}};
+  }
+  return j.dump(indent) + "\n";
 }
+
+namespace {
+
+void read_single_key(const json& j, VaultConfig& c) {
+  const json& kdf = cf::object(j, "kdf");
+  if (cf::string(kdf, "name") != "scrypt") throw CorruptData("config names an unknown KDF");
+  const std::int64_t log_n = cf::integer(kdf, "log_n"), r = cf::integer(kdf, "r"), p = cf::integer(kdf, "p");
+  if (log_n < kMinScryptLogN || log_n > kMaxScryptLogN || r < 1 || r > 64 || p < 1 || p > 16)
+    throw CorruptData("config has out-of-range scrypt parameters");
+  c.scrypt.log_n = static_cast<int>(log_n);
+  c.scrypt.r = static_cast<int>(r);
+  c.scrypt.p = static_cast<int>(p);
+  c.salt = cf::decode_base64(kdf, "salt");
+  if (c.salt.size() < 16) throw CorruptData("config field 'salt' is too short");
+  const json& ek = cf::object(j, "encrypted_key");
+  auto nonce = cf::decode_base64(ek, "nonce", 12);
+  std::copy(nonce.begin(), nonce.end(), c.key_nonce.begin());
+  c.wrapped_key = cf::decode_base64(ek, "ciphertext", kMasterKeyBytes);
+  auto tag = cf::decode_base64(ek, "tag", 16);
+  std::copy(tag.begin(), tag.end(), c.key_tag.begin());
+}
+
+// Bounded before anything is tried: each slot may cost one scrypt at unlock.
+void read_key_slots(const json& j, VaultConfig& c) {
+  const json& list = j.at("keyslots");
+  if (!list.is_array()) throw CorruptData("config field 'keyslots' is not a list");
+  if (list.empty())
+    throw CorruptData(std::string("the config has no key slot left, so no password opens it (every slot was removed "
+                                  "from the file: it was edited or damaged); ") +
+                      (c.kind == VaultKind::Directory
+                           ? "the master key that init printed still opens the vault ('mount --masterkey')"
+                           : "a copy of the container's header from before (its first 64 KiB) still opens the volume"));
+  if (list.size() > static_cast<std::size_t>(kMaxKeySlots))
+    throw CorruptData("the config has " + std::to_string(list.size()) + " key slots, more than the " +
+                      std::to_string(kMaxKeySlots) + " gpucryptfs ever writes: it is damaged or was edited");
+  for (const json& e : list) {
+    KeySlot s = key_slot_from_json(e);
+    if (c.find_slot(s.number)) throw CorruptData("the config has key slot " + std::to_string(s.number) + " twice");
+    c.slots.push_back(std::move(s));
+  }
+  std::sort(c.slots.begin(), c.slots.end(), [](const KeySlot& a, const KeySlot& b) { return a.number < b.number; });
+  const auto d = cf::decode_base64(j, "digest", c.digest.size());
+  std::copy(d.begin(), d.end(), c.digest.begin());
+}
+
+}  // namespace
 
 VaultConfig VaultConfig::from_json(std::string_view text) {
   json j = json::parse(text, nullptr, false);
@@ -185,47 +225,47 @@ VaultConfig VaultConfig::from_json(std::string_view text) {
   VaultConfig c;
   try {
     if (j.value("format", "") != "gpucryptfs") throw CorruptData("the config file is not a gpucryptfs config");
-    const std::int64_t version = integer_field(j, "version");
+    const std::int64_t version = cf::integer(j, "version");
     if (version < 1 || version > kMaxFormatVersion)
       throw UserError("the config has format version " + std::to_string(version) + "; this gpucryptfs reads versions 1 to " +
                       std::to_string(kMaxFormatVersion) + " only (a newer gpucryptfs may be needed)");
     c.version = static_cast<int>(version);
-    const std::string kind = string_field(j, "kind");
+    const std::string kind = cf::string(j, "kind");
     if (kind == "volume") c.kind = VaultKind::Volume;
     else if (kind != "directory") throw CorruptData("config field 'kind' is '" + kind + "'");
     if (c.kind == VaultKind::Volume && c.version != 1)
       throw UserError("the config is a format " + std::to_string(c.version) +
                       " volume; volumes are format 1 only (a newer gpucryptfs may be needed)");
-    c.cipher = string_field(j, "cipher");
+    c.cipher = cf::string(j, "cipher");
     if (c.cipher != "AES-256-GCM") throw CorruptData("unsupported cipher '" + c.cipher + "' in config");
-    const std::int64_t chunk = integer_field(j, "chunk_size");
+    const std::int64_t chunk = cf::integer(j, "chunk_size");
     if (chunk < 0 || !valid_chunk_size(static_cast<std::uint64_t>(chunk))) throw CorruptData("config field 'chunk_size' is " + std::to_string(chunk));
     c.chunk_size = static_cast<std::uint32_t>(chunk);
     if (c.kind == VaultKind::Volume) {
-      const std::int64_t vs = integer_field(j, "volume_size");
+      const std::int64_t vs = cf::integer(j, "volume_size");
       if (vs < 0) throw CorruptData("config field 'volume_size' is negative");
       c.volume_size = static_cast<std::uint64_t>(vs);
     }
-    const json& kdf = object_field(j, "kdf");
-    if (string_field(kdf, "name") != "scrypt") throw CorruptData("config names an unknown KDF");
-    const std::int64_t log_n = integer_field(kdf, "log_n"), r = integer_field(kdf, "r"), p = integer_field(kdf, "p");
-    if (log_n < kMinScryptLogN || log_n > kMaxScryptLogN || r < 1 || r > 64 || p < 1 || p > 16)
-      throw CorruptData("config has out-of-range scrypt parameters");
-    c.scrypt.log_n = static_cast<int>(log_n);
-    c.scrypt.r = static_cast<int>(r);
-    c.scrypt.p = static_cast<int>(p);
-    c.salt = decode_field(kdf, "salt");
-    if (c.salt.size() < 16) throw CorruptData("config field 'salt' is too short");
-    c.features = string_list_field(j, "features");
+    c.features = cf::string_list(j, "features");
     for (const auto& f : c.features)
       if (std::find(kFeatures.begin(), kFeatures.end(), f) == kFeatures.end())
         throw UserError("the config needs feature '" + f + "', which this gpucryptfs does not know");
-    const json& ek = object_field(j, "encrypted_key");
-    auto nonce = decode_field(ek, "nonce", 12);
-    std::copy(nonce.begin(), nonce.end(), c.key_nonce.begin());
-    c.wrapped_key = decode_field(ek, "ciphertext", kMasterKeyBytes);
-    auto tag = decode_field(ek, "tag", 16);
-    std::copy(tag.begin(), tag.end(), c.key_tag.begin());
+    // No "config_version": version 1, as every config before key slots. A config names the way
+    // its key is kept once, never twice: mixed fields are damage, not a choice to guess at.
+    if (!j.contains("config_version")) {
+      if (j.contains("keyslots") || j.contains("digest"))
+        throw CorruptData("the config has key slots but no 'config_version'");
+      c.config_version = kConfigVersionSingleKey;
+      read_single_key(j, c);
+    } else {
+      const std::int64_t cv = cf::integer(j, "config_version");
+      if (cv != kConfigVersionKeySlots)
+        throw UserError("the config has config version " + std::to_string(cv) + "; this gpucryptfs reads config versions 1 (no 'config_version' field) and 2 only (a newer gpucryptfs may be needed)");
+      if (j.contains("kdf") || j.contains("encrypted_key"))
+        throw CorruptData("the config has key slots and also a top-level 'kdf' or 'encrypted_key'");
+      c.config_version = kConfigVersionKeySlots;
+      read_key_slots(j, c);
+    }
   } catch (const json::exception& e) {
     throw CorruptData(std::string("the config file is missing a field or has one of the wrong type (") + e.what() + ")");
   }

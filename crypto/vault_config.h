@@ -13,6 +13,7 @@
 
 #include "crypto/errors.h"
 #include "crypto/kdf.h"
+#include "crypto/key_slot.h"
 #include "crypto/secret.h"
 
 namespace gcfs {
@@ -35,6 +36,14 @@ constexpr std::uint32_t kMaxChunkSize = 1024 * 1024;
 constexpr const char* kConfigFileName = "gpucryptfs.conf";
 
 enum class VaultKind { Directory, Volume };
+
+// Config versions (docs/FORMAT.md), apart from the format version above: how the master key is
+// kept. Version 1: one password wrap (top-level "kdf" and "encrypted_key"), every field its
+// associated data; every config made before key slots existed. Version 2: "keyslots", 1 to
+// kMaxKeySlots ways in (crypto/key_slot.h), and a "digest" that binds the config's fields to the
+// master key. init and volume create make version 2; `keyslot add` upgrades a version 1 config.
+constexpr int kConfigVersionSingleKey = 1;
+constexpr int kConfigVersionKeySlots = 2;
 
 // The scrypt costs `init` and `volume create` choose from: N = 2^10 to 2^28 (--scrypt-logn),
 // always with r = 8 and p = 1.
@@ -63,21 +72,32 @@ std::uint64_t machine_memory_bytes();
 
 struct VaultConfig {
   int version = kFormatVersion;
+  int config_version = kConfigVersionKeySlots;
   VaultKind kind = VaultKind::Directory;
   std::string cipher = "AES-256-GCM";
   std::uint32_t chunk_size = kDefaultChunkSize;
   std::uint64_t volume_size = 0;  // volumes only: the plaintext size of volume.img
+  // Version 1: the wrap's scrypt cost. Version 2: the cost that rewrap() gives a config without
+  // slots (create, passwd --masterkey for a lost config); each slot keeps its own.
   ScryptParams scrypt;
-  std::vector<std::uint8_t> salt;
   std::vector<std::string> features;
+  // Version 1 only: the password's wrap.
+  std::vector<std::uint8_t> salt;
   std::array<std::uint8_t, 12> key_nonce{};
   std::vector<std::uint8_t> wrapped_key;
   std::array<std::uint8_t, 16> key_tag{};
+  // Version 2 only: the slots, by number, and HMAC-SHA256 of authenticated_fields() under a key
+  // derived from the master key.
+  std::vector<KeySlot> slots;
+  std::array<std::uint8_t, 32> digest{};
 
-  // A new config with a fresh random master key, wrapped under password. Returns the master key
-  // too, so the caller can go on without running scrypt a second time.
-  static VaultConfig create(std::string_view password, std::uint32_t chunk_size, const ScryptParams& scrypt,
-                            VaultKind kind, SecretBytes* master_out = nullptr, int format = kFormatVersion);
+  bool has_key_slots() const { return config_version >= kConfigVersionKeySlots; }
+
+  // A new config (version 2) with a fresh random master key in slot 0, under secret. Returns the
+  // master key too, so the caller can go on without running scrypt a second time.
+  static VaultConfig create(std::string_view secret, std::uint32_t chunk_size, const ScryptParams& scrypt,
+                            VaultKind kind, SecretBytes* master_out = nullptr, int format = kFormatVersion,
+                            KeySlotKind slot_kind = KeySlotKind::Password);
 
   // The parameters a new config of this kind and chunk size has (format version, cipher, features,
   // the default scrypt cost), without a key: what a mount with the master key and no config file
@@ -85,22 +105,47 @@ struct VaultConfig {
   // format: the content format version (a lost config's is read from the files' headers).
   static VaultConfig defaults(std::uint32_t chunk_size, VaultKind kind, int format = kFormatVersion);
 
-  // Throws WrongPassword when the wrap does not open, and ExpensiveKdf (before running scrypt)
-  // when the cost is above what init creates and policy does not allow it.
-  SecretBytes unlock(std::string_view password, KdfPolicy policy = KdfPolicy::RefuseAboveInit) const;
-  // The cost check of unlock() alone, for commands that want to refuse before asking for a
-  // password. Throws ExpensiveKdf naming the cost and the option that allows it.
+  // Opens the master key with secret. Version 1: the one wrap (a key file opens nothing there).
+  // Version 2: each slot of `kind` in turn, number order; the first that opens is checked against
+  // the digest. *opened_slot: the slot's number (-1 for version 1).
+  // Throws WrongPassword when nothing opens, ExpensiveKdf (before running scrypt) when a cost is
+  // above what init creates and policy does not allow it, CorruptData when a slot opens but the
+  // digest says the fields were edited.
+  SecretBytes unlock(std::string_view secret, KdfPolicy policy = KdfPolicy::RefuseAboveInit,
+                     KeySlotKind kind = KeySlotKind::Password, int* opened_slot = nullptr) const;
+  // The cost check of unlock() alone (every slot's), for commands that want to refuse before
+  // asking for a password. Throws ExpensiveKdf naming the cost and the option that allows it.
   void check_kdf_cost(KdfPolicy policy) const;
-  // Wraps master again under a new password with a new salt (passwd).
+  // Wraps master again under a new password with a new salt (passwd). Version 2: the only slot
+  // (a config without slots gets slot 0 at `scrypt`'s cost); with several, UserError: say which
+  // with rewrap_slot().
   void rewrap(const SecretBytes& master, std::string_view new_password);
 
-  std::string to_json() const;
+  // Version 2 only. Whether master is the key this config's digest was made with. Version 1: true.
+  bool master_key_matches(const SecretBytes& master) const;
+  // The digest again, after a field changed (a volume's size): needs no slot's secret.
+  void seal(const SecretBytes& master);
+  // A new slot wrapping master under secret at cost, numbered with the lowest free number;
+  // returns it. UserError when kMaxKeySlots are taken.
+  int add_slot(const SecretBytes& master, std::string_view secret, KeySlotKind kind, const ScryptParams& cost);
+  // UserError when there is no such slot, or it is the last one (the vault would open no more).
+  void remove_slot(int number);
+  // Slot `number` wraps master under secret of kind, with a fresh salt and nonce, at its cost.
+  void rewrap_slot(int number, const SecretBytes& master, std::string_view secret, KeySlotKind kind);
+  const KeySlot* find_slot(int number) const;
+  // Version 1 -> 2 in memory: the password's wrap becomes slot 0 (under the same password, at the
+  // same cost, with a fresh salt), and the digest is made. Nothing else changes.
+  void upgrade_to_key_slots(const SecretBytes& master, std::string_view password);
+
+  // indent: nlohmann's (-1 compact, as a volume's header copy stores a config of version 2).
+  std::string to_json(int indent = 2) const;
   // Throws CorruptData with the field that is wrong, UserError for a newer format version.
   static VaultConfig from_json(std::string_view text);
 
   // Reading and writing gpucryptfs.conf is fs/config_file.h's job: crypto/ knows no files.
 
-  // The bytes authenticated along with the wrapped key: every field but the wrap itself.
+  // Version 1: the bytes authenticated along with the wrapped key (every field but the wrap).
+  // Version 2: what the digest authenticates (every field but the slots and the digest).
   std::string authenticated_fields() const;
 };
 

@@ -33,13 +33,18 @@ void require_empty_dir(const std::string& dir) {
 
 }  // namespace
 
+std::string unlocked_by_text(int slot, KeySlotKind kind) {
+  if (slot < 0) return "unlocked with the password (a config of version 1, without key slots)";
+  return "unlocked with key slot " + std::to_string(slot) + " (a " + std::string(key_slot_kind_words(kind)) + ")";
+}
+
 std::string config_path(const std::string& cipherdir) { return cipherdir + "/" + kConfigFileName; }
 
-void Vault::create(const std::string& cipherdir, std::string_view password, std::uint32_t chunk_size,
+void Vault::create(const std::string& cipherdir, std::string_view secret, std::uint32_t chunk_size,
                    const ScryptParams& scrypt, SecretBytes* master_out, const std::string& config_dir,
-                   const std::string& config_name, int format) {
+                   const std::string& config_name, int format, KeySlotKind slot_kind) {
   require_empty_dir(cipherdir);
-  VaultConfig cfg = VaultConfig::create(password, chunk_size, scrypt, VaultKind::Directory, master_out, format);
+  VaultConfig cfg = VaultConfig::create(secret, chunk_size, scrypt, VaultKind::Directory, master_out, format, slot_kind);
   UniqueFd dir(::open(cipherdir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!dir) throw UserError("cannot open " + cipherdir + ": " + std::strerror(errno));
   // The dir IV first: a vault whose config exists is complete.
@@ -69,10 +74,14 @@ std::unique_ptr<Vault> Vault::open_with_master_key(const std::string& cipherdir,
   return std::unique_ptr<Vault>(new Vault(cipherdir, config, master));
 }
 
-std::unique_ptr<Vault> Vault::open(const std::string& cipherdir, const VaultConfig& config, std::string_view password,
-                                   KdfPolicy kdf_policy) {
-  SecretBytes master = config.unlock(password, kdf_policy);
-  return std::unique_ptr<Vault>(new Vault(cipherdir, config, master));
+std::unique_ptr<Vault> Vault::open(const std::string& cipherdir, const VaultConfig& config, std::string_view secret,
+                                   KdfPolicy kdf_policy, KeySlotKind kind) {
+  int slot = -1;
+  SecretBytes master = config.unlock(secret, kdf_policy, kind, &slot);
+  std::unique_ptr<Vault> v(new Vault(cipherdir, config, master));
+  v->opened_slot_ = slot;
+  v->opened_kind_ = kind;
+  return v;
 }
 
 std::string Vault::journal_path() const { return cipherdir_ + "/" + kJournalFileName; }

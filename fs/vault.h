@@ -26,11 +26,12 @@ class Vault {
   // Throws UserError naming the problem.
   // master_out: the new master key, for `init` to print once. config_dir and config_name: where the
   // config goes (init --config FILE); by default CIPHERDIR/gpucryptfs.conf. format: the content
-  // format version (1 or 2; docs/FORMAT.md).
-  static void create(const std::string& cipherdir, std::string_view password, std::uint32_t chunk_size,
+  // format version (1 or 2; docs/FORMAT.md). slot_kind: whether `secret` is a password or a key
+  // file's content (key slot 0 of the new config).
+  static void create(const std::string& cipherdir, std::string_view secret, std::uint32_t chunk_size,
                      const ScryptParams& scrypt, SecretBytes* master_out = nullptr,
                      const std::string& config_dir = "", const std::string& config_name = kConfigFileName,
-                     int format = kDefaultDirectoryFormat);
+                     int format = kDefaultDirectoryFormat, KeySlotKind slot_kind = KeySlotKind::Password);
 
   // Reads cipherdir's config (fs/config_file.h: beneath CIPHERDIR, never through a link, never
   // blocking, at most a few KiB): NotAVault when it is missing, CorruptData when it is damaged or
@@ -39,11 +40,13 @@ class Vault {
   // The same for a config kept outside CIPHERDIR (--config FILE): config_name in config_dir.
   static VaultConfig load_config(const std::string& config_dir, const std::string& config_name);
 
-  // Unlocks config with password: WrongPassword when it does not open, ExpensiveKdf (before any
-  // scrypt) when its cost is above what init creates and kdf_policy does not allow it.
+  // Unlocks config with a password or a key file's content (kind): WrongPassword when it does not
+  // open, ExpensiveKdf (before any scrypt) when a cost is above what init creates and kdf_policy
+  // does not allow it, CorruptData when a slot opens but the config's digest refuses its key.
   static std::unique_ptr<Vault> open(const std::string& cipherdir, const VaultConfig& config,
-                                     std::string_view password,
-                                     KdfPolicy kdf_policy = KdfPolicy::RefuseAboveInit);
+                                     std::string_view secret,
+                                     KdfPolicy kdf_policy = KdfPolicy::RefuseAboveInit,
+                                     KeySlotKind kind = KeySlotKind::Password);
 
   // With the master key itself (mount --masterkey): nothing is checked here; the caller checks
   // the key against the vault's files first (fs/master_key_probe.h). config: the vault's, or
@@ -57,6 +60,10 @@ class Vault {
   const std::string& cipherdir() const { return cipherdir_; }
   const VaultConfig& config() const { return config_; }
   const KeyRing& keys() const { return keys_; }
+  // What opened it, for the log (unlocked_by_text): the key slot (-1: a config of version 1, or
+  // the master key) and its kind.
+  int opened_slot() const { return opened_slot_; }
+  KeySlotKind opened_kind() const { return opened_kind_; }
   const ChunkLayout& layout() const { return layout_; }
   // Whether content files use O_DIRECT (format 2; mount's --backing-io). Buffered until set.
   BackingIo& backing_io() const { return *backing_io_; }
@@ -93,9 +100,14 @@ class Vault {
   ChunkLayout layout_;
   NameMapping names_;
   std::unique_ptr<ChunkJournal> journal_;
+  int opened_slot_ = -1;
+  KeySlotKind opened_kind_ = KeySlotKind::Password;
   std::unique_ptr<BackingIo> backing_io_ = std::make_unique<BackingIo>();
 };
 
 std::string config_path(const std::string& cipherdir);
+// "unlocked with key slot 2 (a key file)": what the log says once a config opened (slot -1: a
+// config of version 1).
+std::string unlocked_by_text(int slot, KeySlotKind kind);
 
 }  // namespace gcfs

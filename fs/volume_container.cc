@@ -110,8 +110,12 @@ VolumeHeader read_header_at(int fd, const std::string& path) {
 }  // namespace
 
 std::vector<std::uint8_t> encode_volume_slot(const VaultConfig& c, std::uint64_t generation) {
-  const std::string json = c.to_json();
-  if (json.size() > kMaxSlotJson) throw std::runtime_error("volume config does not fit its 4 KiB slot");
+  const std::string json = c.to_json(c.has_key_slots() ? -1 : 2);
+  if (json.size() > kMaxSlotJson)
+    throw UserError("the volume's config (" + std::to_string(json.size()) + " bytes with " +
+                    std::to_string(c.slots.size()) + " key slots) does not fit its header copy of " +
+                    std::to_string(kMaxSlotJson) + " bytes: a volume holds 14 key slots or so, not the 32 of a "
+                    "directory vault's config");
   std::vector<std::uint8_t> slot(kVolumeSlotBytes, 0);
   std::memcpy(slot.data(), kVolumeMagic, sizeof(kVolumeMagic));
   put_be(slot.data() + 8, generation, 8);
@@ -255,10 +259,12 @@ void check_kdf_cost(const VolumeHeader& header, KdfPolicy policy) {
 
 void VolumeContainer::check_kdf_cost(KdfPolicy policy) const { gcfs::check_kdf_cost(header_, policy); }
 
-SecretBytes VolumeContainer::unlock(std::string_view password, KdfPolicy policy) {
+SecretBytes VolumeContainer::unlock(std::string_view password, KdfPolicy policy, KeySlotKind kind) {
   std::string passed_over;  // the newer copies not used, and why: for the warning
   bool wrong_password = false;
+  std::string wrong_why;
   std::optional<ExpensiveKdf> refused;
+  std::optional<CorruptData> edited;
   std::vector<std::string> tried;
   for (std::size_t i = 0; i < header_.copies.size(); ++i) {
     const VolumeHeaderCopy& c = header_.copies[i];
@@ -266,17 +272,24 @@ SecretBytes VolumeContainer::unlock(std::string_view password, KdfPolicy policy)
     if (std::find(tried.begin(), tried.end(), json) != tried.end()) continue;  // same wrap: same answer
     tried.push_back(json);
     SecretBytes master;
+    int opened = -1;
     try {
-      master = c.config.unlock(password, policy);
+      master = c.config.unlock(password, policy, kind, &opened);
     } catch (const ExpensiveKdf& e) {
       if (!refused) refused = e;
       passed_over += (passed_over.empty() ? "" : "; ") + copy_name(c) + " asks for a scrypt cost above what " +
                      "'volume create' makes and was not tried";
       continue;
-    } catch (const WrongPassword&) {
+    } catch (const WrongPassword& e) {
       wrong_password = true;
+      if (wrong_why.empty()) wrong_why = e.what();
       passed_over += (passed_over.empty() ? "" : "; ") + copy_name(c) +
-                     " does not open with this password (damaged or forged, or the password is wrong)";
+                     " does not open with this " + std::string(key_slot_kind_words(kind)) +
+                     " (damaged or forged, or the " + std::string(key_slot_kind_words(kind)) + " is wrong)";
+      continue;
+    } catch (const CorruptData& e) {
+      if (!edited) edited = e;
+      passed_over += (passed_over.empty() ? "" : "; ") + copy_name(c) + " does not open: " + e.what();
       continue;
     }
     if (!passed_over.empty())
@@ -285,12 +298,16 @@ SecretBytes VolumeContainer::unlock(std::string_view password, KdfPolicy policy)
     config_ = c.config;
     generation_ = c.generation;
     slot_ = c.slot;
+    opened_slot_ = opened;
     unlocked_ = true;
     clean_ = i == 0 && header_.damage.empty() && header_.empty == 0;
     return master;
   }
+  if (edited && !wrong_password) throw *edited;
   if (wrong_password || !refused) {
-    std::string msg = "wrong password (or the volume header's fields were edited: its authentication failed)";
+    std::string msg = header_.copies.front().config.has_key_slots()
+                          ? wrong_why
+                          : "wrong password (or the volume header's fields were edited: its authentication failed)";
     if (refused) msg += "; " + std::string(refused->what());
     throw WrongPassword(msg);
   }
@@ -347,8 +364,9 @@ void VolumeContainer::write_slot(const VaultConfig& config) {
   clean_ = true;  // the newest copy now, and the other is the authenticated one it replaced
 }
 
-std::uint64_t VolumeContainer::grow(std::uint64_t new_size, std::string_view password, KdfPolicy policy) {
-  SecretBytes master = unlock(password, policy);  // nothing is acted on before this
+std::uint64_t VolumeContainer::grow(std::uint64_t new_size, std::string_view password, KdfPolicy policy,
+                                    KeySlotKind kind) {
+  SecretBytes master = unlock(password, policy, kind);  // nothing is acted on before this
   new_size = volume_size_for(new_size, config_.chunk_size);
   if (new_size < config_.volume_size)
     throw UserError("cannot shrink a volume (from " + std::to_string(config_.volume_size) + " to " +
@@ -359,7 +377,8 @@ std::uint64_t VolumeContainer::grow(std::uint64_t new_size, std::string_view pas
   if (new_size == old_size) return old_size;
   VaultConfig next = config_;
   next.volume_size = new_size;
-  next.rewrap(master, password);
+  if (next.has_key_slots()) next.seal(master);
+  else next.rewrap(master, password);
   const std::uint64_t total = kVolumeConfigBlockBytes + layout().cipher_size(new_size);
   if (::ftruncate(fd_, static_cast<off_t>(total)) != 0)
     throw UserError("cannot grow " + path_ + " to " + std::to_string(total) + " bytes: " + errno_text());
@@ -368,12 +387,24 @@ std::uint64_t VolumeContainer::grow(std::uint64_t new_size, std::string_view pas
   return old_size;
 }
 
-void VolumeContainer::change_password(std::string_view password, std::string_view new_password, KdfPolicy policy) {
-  SecretBytes master = unlock(password, policy);  // nothing is acted on before this
+void VolumeContainer::change_password(std::string_view password, std::string_view new_password, KdfPolicy policy,
+                                      KeySlotKind kind, KeySlotKind new_kind) {
+  SecretBytes master = unlock(password, policy, kind);  // nothing is acted on before this
   VaultConfig next = config_;
-  next.rewrap(master, new_password);
+  if (!next.has_key_slots() && new_kind == KeySlotKind::KeyFile)
+    throw UserError(path_ + " has a config of version 1 (one password, no key slots): a key file needs key slots; "
+                    "'gpucryptfs volume keyslot add --new-keyfile' upgrades it and adds one");
+  if (next.has_key_slots()) next.rewrap_slot(opened_slot_, master, new_password, new_kind);
+  else next.rewrap(master, new_password);
   // A crash between the two writes leaves one copy under each password: the volume still opens,
   // and running passwd again finishes the change.
+  write_slot(next);
+  write_slot(next);
+}
+
+void VolumeContainer::replace_config(const VaultConfig& next) {
+  if (!unlocked_) throw std::logic_error("VolumeContainer::replace_config before unlock");
+  (void)encode_volume_slot(next, generation_ + 1);  // too large: refused before either copy changes
   write_slot(next);
   write_slot(next);
 }

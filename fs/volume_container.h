@@ -52,6 +52,8 @@ struct VolumeHeader {
 };
 
 // The bytes of one slot holding config at generation (for create, resize, tests and the fuzzer).
+// A config with key slots is stored compact; UserError when it does not fit the slot's 4 KiB
+// (14 key slots: docs/FORMAT.md).
 std::vector<std::uint8_t> encode_volume_slot(const VaultConfig& config, std::uint64_t generation);
 
 // Decodes the first kVolumeSlots * kVolumeSlotBytes bytes of a container (a shorter span counts
@@ -103,7 +105,11 @@ class VolumeContainer {
   // first whose key wrap opens with password. When that is not the newest, logs a warning naming
   // the copy passed over and why. Returns the master key. Throws WrongPassword when no copy
   // opens, ExpensiveKdf when every copy's cost was refused.
-  SecretBytes unlock(std::string_view password, KdfPolicy policy = KdfPolicy::RefuseAboveInit);
+  // secret: a password or a key file's content (kind).
+  SecretBytes unlock(std::string_view secret, KdfPolicy policy = KdfPolicy::RefuseAboveInit,
+                     KeySlotKind kind = KeySlotKind::Password);
+  // After unlock(): the key slot that opened it (-1: a config of version 1).
+  int opened_slot() const { return opened_slot_; }
 
   // Checks that the content stream is as long as the config's volume_size says; needs unlock().
   // A longer stream is an interrupted resize: on a writable container whose newest header copy
@@ -119,16 +125,25 @@ class VolumeContainer {
   // Grows the volume to new_size plaintext bytes, rounded up to whole chunks of the
   // authenticated config: unlocks first (WrongPassword, ExpensiveKdf), then the stream grows by
   // holes, then the config, rewrapped under password so volume_size stays authenticated, goes to
-  // the slot not in use. Throws UserError when new_size is smaller. Returns the size before, as
-  // the authenticated copy said.
-  std::uint64_t grow(std::uint64_t new_size, std::string_view password, KdfPolicy policy = KdfPolicy::RefuseAboveInit);
+  // the slot not in use (a config with key slots: its digest made again, no slot rewrapped). Throws
+  // UserError when new_size is smaller. Returns the size before, as the authenticated copy said.
+  std::uint64_t grow(std::uint64_t new_size, std::string_view secret, KdfPolicy policy = KdfPolicy::RefuseAboveInit,
+                     KeySlotKind kind = KeySlotKind::Password);
 
   // Wraps the same master key under new_password (volume passwd): unlocks with password first
   // (WrongPassword, ExpensiveKdf), then writes the rewrapped config to both slots, the one not in
   // use first, each fsynced. Both, because a slot left under the old password would still open
   // the volume with it (unlock falls back to the other copy). Needs a writable container.
+  // With key slots, the slot that opened is the one changed (new_kind: what it then holds).
   void change_password(std::string_view password, std::string_view new_password,
-                       KdfPolicy policy = KdfPolicy::RefuseAboveInit);
+                       KdfPolicy policy = KdfPolicy::RefuseAboveInit, KeySlotKind kind = KeySlotKind::Password,
+                       KeySlotKind new_kind = KeySlotKind::Password);
+
+  // Writes next (the unlocked config with a key slot added or removed, or upgraded to key slots)
+  // to both header copies, the one not in use first, each fsynced: a copy left as it was would
+  // keep a removed slot opening the volume. Needs unlock() and a writable container. UserError
+  // when next does not fit a copy.
+  void replace_config(const VaultConfig& next);
 
  private:
   void write_slot(const VaultConfig& config);
@@ -139,6 +154,7 @@ class VolumeContainer {
   VaultConfig config_;
   std::uint64_t generation_ = 0;
   int slot_ = 0;            // the slot config_ came from
+  int opened_slot_ = -1;    // the key slot that unlocked config_
   bool unlocked_ = false;   // config_ is authenticated
   bool clean_ = false;      // unlocked from the newest copy, and the other slot is whole
 };

@@ -1,5 +1,6 @@
-// The config file: creating and unlocking a vault, and every way an edited, damaged or newer
-// config must be refused, each with the error type the CLI turns into its message.
+// The config file of version 1 (one password wrap, every config made before key slots): unlocking
+// it, and every way an edited, damaged or newer one must be refused, each with the error type the
+// CLI turns into its message. Key slots (version 2): crypto_key_slots_test.cc.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -10,6 +11,7 @@
 #include "crypto/base64url.h"
 #include "crypto/errors.h"
 #include "crypto/vault_config.h"
+#include "support/version1_config.h"
 
 namespace gcfs {
 namespace {
@@ -22,7 +24,7 @@ const ScryptParams kCheap{10, 8, 1};
 class VaultConfigTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    config_ = new VaultConfig(VaultConfig::create("pw-1", 16384, kCheap, VaultKind::Directory, &master_));
+    config_ = new VaultConfig(test::version1_config("pw-1", 16384, kCheap, VaultKind::Directory, &master_));
   }
   static void TearDownTestSuite() {
     delete config_;
@@ -58,7 +60,7 @@ TEST_F(VaultConfigTest, CreateThenUnlockGivesTheMasterKey) {
   EXPECT_EQ(config_->salt.size(), 32u);
   // A second vault gets another master key and salt.
   SecretBytes other;
-  VaultConfig c2 = VaultConfig::create("pw-1", 16384, kCheap, VaultKind::Directory, &other);
+  VaultConfig c2 = test::version1_config("pw-1", 16384, kCheap, VaultKind::Directory, &other);
   EXPECT_NE(other, master_);
   EXPECT_NE(c2.salt, config_->salt);
 }
@@ -240,7 +242,7 @@ TEST_F(VaultConfigTest, CreateRefusesBadChunkSizes) {
 
 TEST_F(VaultConfigTest, VolumeConfigCarriesItsSize) {
   SecretBytes m;
-  VaultConfig v = VaultConfig::create("pw", 4096, kCheap, VaultKind::Volume, &m);
+  VaultConfig v = test::version1_config("pw", 4096, kCheap, VaultKind::Volume, &m);
   v.volume_size = 123 * 4096;
   v.rewrap(m, "pw");  // the size is authenticated, so it is set before wrapping
   VaultConfig back = VaultConfig::from_json(v.to_json());
@@ -286,7 +288,7 @@ TEST(KdfCost, AboveWhatInitCreatesIsNamed) {
 TEST(KdfCost, UnlockRefusesBeforeScryptUnlessAllowed) {
   // p = 2 is cheap at log N = 10, but no init ever wrote it.
   SecretBytes master;
-  const VaultConfig c = VaultConfig::create("pw", 4096, ScryptParams{10, 8, 2}, VaultKind::Directory, &master);
+  const VaultConfig c = test::version1_config("pw", 4096, ScryptParams{10, 8, 2}, VaultKind::Directory, &master);
   try {
     c.unlock("pw");
     FAIL() << "an expensive KDF was run without being allowed";

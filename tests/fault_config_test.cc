@@ -190,7 +190,7 @@ TEST_F(FaultConfig, ForgedExpensiveKdfIsRefusedAtOnceWithTheCostNamed) {
   // info needs no password: it shows the parameters and says what unlocking will refuse.
   const Timed info = run("info " + v.dir());
   EXPECT_EQ(info.r.status, 0) << info.r.output;
-  EXPECT_NE(info.r.output.find("Warning:      scrypt N=2^20, r=8, p=4"), std::string::npos) << info.r.output;
+  EXPECT_NE(info.r.output.find("Warning:      key slot 0: scrypt N=2^20, r=8, p=4"), std::string::npos) << info.r.output;
 }
 
 // A cost above init's made on purpose (here p = 2, cheap at log N = 10) opens with the option,
@@ -209,7 +209,7 @@ TEST_F(FaultConfig, ExpensiveKdfMadeOnPurposeOpensWithTheOption) {
   ASSERT_EQ(passwd.r.status, 0) << passwd.r.output;
   const Timed again = run("fsck --allow-expensive-kdf --passfile " + (tmp / "new-pw") + " " + dir);
   EXPECT_EQ(again.r.status, 0) << again.r.output;
-  EXPECT_EQ(Vault::load_config(dir).scrypt.p, 2) << "passwd keeps the vault's cost";
+  EXPECT_EQ(Vault::load_config(dir).slots.at(0).scrypt.p, 2) << "passwd keeps the slot's cost";
 
   if (::geteuid() != 0 || ::access("/dev/fuse", R_OK | W_OK) != 0) GTEST_SKIP() << "mount needs root and /dev/fuse";
   const Timed m = run("mount --engine cpu --allow-expensive-kdf --passfile " + (tmp / "new-pw") + " " + dir + " " + mnt());

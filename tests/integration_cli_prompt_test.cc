@@ -214,7 +214,8 @@ TEST(CliPrompt, VolumeInfoPasswdAndFsck) {
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("Size:         1 MiB"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("Header copy:  slot 1, generation 1"), std::string::npos) << r.output;
-  EXPECT_EQ(r.output.find("assword"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Key slot 0:   password, scrypt N=2^10"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("Password:"), std::string::npos) << "asked for a password: " << r.output;
   r = run_shell(bin() + " volume fsck" + pw + c);
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("16 chunks (16 holes)"), std::string::npos) << r.output;
@@ -296,7 +297,9 @@ TEST(CliPrompt, GpuMessageTellsNoDriverFromAnOldOne) {
 
 std::vector<std::string> help_commands() {
   return {"init",          "mount",        "passwd",        "info",        "fsck",       "bench",
-          "volume create", "volume mount", "volume resize", "volume info", "volume passwd", "volume fsck"};
+          "keyslot list",  "keyslot add",  "keyslot remove",
+          "volume create", "volume mount", "volume resize", "volume info", "volume passwd", "volume fsck",
+          "volume keyslot add", "volume keyslot remove"};
 }
 
 // Descriptions of --help: each option's text with its continuation lines joined by one space.
@@ -359,7 +362,7 @@ TEST(CliPrompt, ReadmeUsageBlockMatchesEachHelp) {
   std::string cmd;
   while (std::getline(lines, line)) {
     std::smatch m;
-    if (std::regex_search(line, m, std::regex("^gpucryptfs (volume [a-z]+|[a-z]+)"))) cmd = m[1];
+    if (std::regex_search(line, m, std::regex("^gpucryptfs ((?:volume )?keyslot [a-z]+|volume [a-z]+|[a-z]+)"))) cmd = m[1];
     else if (!line.starts_with(" ")) cmd.clear();
     if (!cmd.empty()) shown[cmd] += line + "\n";
   }
@@ -374,7 +377,7 @@ TEST(CliPrompt, ReadmeUsageBlockMatchesEachHelp) {
     for (std::sregex_iterator it(text.begin(), text.end(), opt), end; it != end; ++it)
       EXPECT_TRUE(in_help.count((*it)[2])) << "README shows " << (*it)[2] << " for 'gpucryptfs " << c
                                             << "', which its --help does not list";
-    for (const char* pw_option : {"--passfile", "--extpass", "--new-passfile"}) {
+    for (const char* pw_option : {"--passfile", "--extpass", "--new-passfile", "--keyfile", "--new-keyfile"}) {
       if (!in_help.count(pw_option)) continue;
       EXPECT_NE(text.find(pw_option), std::string::npos)
           << "'gpucryptfs " << c << "' takes " << pw_option << ", README's usage block does not show it";
@@ -398,7 +401,7 @@ TEST(CliPrompt, ManPageDescribesEveryOptionOfEachHelp) {
     if (!current.empty()) sections[current] += line + "\n";
   }
   for (const auto& c : help_commands()) {
-    const std::string section = c.starts_with("volume") ? "volume" : c;
+    const std::string section = c.substr(0, c.find(' '));  // "volume", "keyslot": one section each
     ASSERT_TRUE(sections.count(section)) << "the man page has no section for '" << c << "'";
     const auto help = run_shell("COLUMNS=2000 " + bin() + " " + c + " --help");
     ASSERT_EQ(help.status, 0) << c;

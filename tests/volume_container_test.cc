@@ -19,6 +19,7 @@
 #include "crypto/key_ring.h"
 #include "fs/content/content_file.h"
 #include "fs/volume_container.h"
+#include "support/version1_config.h"
 
 namespace gcfs {
 namespace {
@@ -43,7 +44,7 @@ class VolumeContainerTest : public ::testing::Test {
     SecretBytes master;
     VaultConfig c = VaultConfig::create(kPassword, chunk, p, VaultKind::Volume, &master);
     c.volume_size = volume_size_for(size, chunk);
-    c.rewrap(master, kPassword);
+    c.seal(master);  // the size is authenticated by the digest
     VolumeContainer::create(path_, c);
   }
 
@@ -369,7 +370,7 @@ TEST_F(VolumeContainerTest, GrowAfterAFallbackReplacesTheForgedCopy) {
 TEST_F(VolumeContainerTest, ExpensiveKdfIsRefusedBeforeScryptRuns) {
   create(1 << 20);
   // log N = 20 with p = 4: about 20 s and 1 GiB, were it run.
-  forge_slot(1, 2, edited_config([](VaultConfig& c) { c.scrypt = ScryptParams{20, 8, 4}; }));
+  forge_slot(1, 2, edited_config([](VaultConfig& c) { c.slots.at(0).scrypt = ScryptParams{20, 8, 4}; }));
   {
     VolumeContainer vol(path_, false);
     EXPECT_NO_THROW(vol.check_kdf_cost(KdfPolicy::RefuseAboveInit)) << "copy 0 is within what create makes";
@@ -380,14 +381,14 @@ TEST_F(VolumeContainerTest, ExpensiveKdfIsRefusedBeforeScryptRuns) {
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
     EXPECT_NE(log.find("asks for a scrypt cost above"), std::string::npos) << log;
     EXPECT_EQ(vol.header().copies.front().slot, 1);
-    EXPECT_EQ(vol.config().scrypt.p, 1);
+    EXPECT_EQ(vol.config().slots.at(0).scrypt.p, 1);
   }
   // Both copies expensive (p = 2 is cheap to run here, but no create ever wrote it).
   fsys::remove(path_);
   SecretBytes master;
   VaultConfig c = VaultConfig::create(kPassword, 4096, ScryptParams{10, 8, 2}, VaultKind::Volume, &master);
   c.volume_size = 1 << 20;
-  c.rewrap(master, kPassword);
+  c.seal(master);
   VolumeContainer::create(path_, c);
   VolumeContainer vol(path_, true);
   try {
@@ -459,6 +460,79 @@ TEST(VolumeHeaderDecode, NewestFirstDamageNamedShortBlocksEmpty) {
   EXPECT_EQ(h.copies.size(), 1u);
   EXPECT_EQ(h.empty, 1);
   EXPECT_EQ(decode_volume_header({}).empty, kVolumeSlots);
+}
+
+// Key slots in a container: a header of config version 1 (every volume made before key slots)
+// keeps opening and growing under its password, and is upgraded by writing the new config to
+// both header copies; a slot removed there opens neither copy.
+TEST_F(VolumeContainerTest, VersionOneHeaderOpensGrowsAndTakesKeySlotsInBothCopies) {
+  const ScryptParams cheap{10, 8, 1};
+  const std::string key_file = std::string("\0key file\n", 10);
+  SecretBytes master;
+  VolumeContainer::create(path_, test::version1_config(kPassword, 65536, cheap, VaultKind::Volume, &master,
+                                                       kFormatVersion, 1 << 20));
+  {
+    VolumeContainer vol(path_, true);
+    EXPECT_EQ(vol.unlock(kPassword), master);
+    EXPECT_EQ(vol.opened_slot(), -1);
+    EXPECT_EQ(vol.grow(2 << 20, kPassword), 1u << 20);
+    EXPECT_EQ(vol.config().config_version, kConfigVersionSingleKey) << "a grow keeps the config version";
+  }
+  {
+    VolumeContainer vol(path_, true);
+    EXPECT_EQ(vol.unlock(kPassword), master);
+    EXPECT_EQ(vol.config().volume_size, 2u << 20);
+    VaultConfig next = vol.config();
+    next.upgrade_to_key_slots(master, kPassword);
+    EXPECT_EQ(next.add_slot(master, key_file, KeySlotKind::KeyFile, cheap), 1);
+    vol.replace_config(next);
+  }
+  const VolumeHeader h = VolumeContainer::read_header(path_);
+  ASSERT_EQ(h.copies.size(), 2u);
+  for (const auto& copy : h.copies) {
+    EXPECT_EQ(copy.config.config_version, kConfigVersionKeySlots) << "copy " << copy.slot;
+    EXPECT_EQ(copy.config.slots.size(), 2u) << "copy " << copy.slot;
+    EXPECT_EQ(copy.config.volume_size, 2u << 20) << "copy " << copy.slot;
+  }
+  {
+    VolumeContainer vol(path_, true);
+    EXPECT_EQ(vol.unlock(key_file, KdfPolicy::RefuseAboveInit, KeySlotKind::KeyFile), master);
+    EXPECT_EQ(vol.opened_slot(), 1);
+    // A grow with key slots makes the digest again and touches no slot.
+    EXPECT_EQ(vol.grow(4 << 20, key_file, KdfPolicy::RefuseAboveInit, KeySlotKind::KeyFile), 2u << 20);
+    vol.check_stream_size();
+  }
+  {
+    VolumeContainer vol(path_, true);
+    EXPECT_EQ(vol.unlock(kPassword), master);
+    EXPECT_EQ(vol.opened_slot(), 0);
+    EXPECT_EQ(vol.config().volume_size, 4u << 20);
+    VaultConfig next = vol.config();
+    next.remove_slot(0);
+    vol.replace_config(next);
+  }
+  VolumeContainer vol(path_, true);
+  EXPECT_THROW(vol.unlock(kPassword), WrongPassword) << "a removed slot must open neither header copy";
+  EXPECT_EQ(vol.unlock(key_file, KdfPolicy::RefuseAboveInit, KeySlotKind::KeyFile), master);
+}
+
+// More slots than a 4 KiB header copy holds are refused before either copy is written.
+TEST_F(VolumeContainerTest, KeySlotsBeyondTheHeaderCopyAreRefusedAndNothingIsWritten) {
+  create(1 << 20);
+  VolumeContainer vol(path_, true);
+  const SecretBytes master = vol.unlock(kPassword);
+  VaultConfig next = vol.config();
+  int fitted = 1;
+  for (;; ++fitted) {
+    next.add_slot(master, "pw " + std::to_string(fitted), KeySlotKind::Password, ScryptParams{10, 8, 1});
+    if (next.to_json(-1).size() > kVolumeSlotBytes - 52) break;
+  }
+  EXPECT_GE(fitted, 13) << "docs/FORMAT.md says 14 fit";
+  const auto before = header_bytes();
+  EXPECT_THROW(vol.replace_config(next), UserError);
+  EXPECT_EQ(header_bytes(), before);
+  next.remove_slot(fitted);
+  EXPECT_NO_THROW(vol.replace_config(next));
 }
 
 }  // namespace

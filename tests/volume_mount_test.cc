@@ -631,7 +631,7 @@ TEST_F(VolumeMountTest, ExpensiveKdfIsRefusedAtOnceAndOpensWithTheOption) {
   const std::string password = "volume test password";
   gcfs::VaultConfig c = gcfs::VaultConfig::create(password, 65536, gcfs::ScryptParams{10, 8, 2}, gcfs::VaultKind::Volume, &master);
   c.volume_size = 16 << 20;
-  c.rewrap(master, password);
+  c.seal(master);
   gcfs::VolumeContainer::create(container_, c);
   for (const std::string& cmd : {kBinary + " volume mount --passfile " + q(passfile_) + " " + q(container_) + " " + q(mnt_),
                                  kBinary + " volume resize --size 32M --passfile " + q(passfile_) + " " + q(container_)}) {

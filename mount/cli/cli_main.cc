@@ -22,10 +22,11 @@ struct Entry {
 const Entry kCommands[] = {
     {"init", gcfs::cli::cmd_init, "create a new encrypted directory vault"},
     {"mount", gcfs::cli::cmd_mount, "mount a vault (plaintext view) on a directory"},
-    {"passwd", gcfs::cli::cmd_passwd, "change a vault's password"},
+    {"passwd", gcfs::cli::cmd_passwd, "change a vault's password (the key slot that opened it)"},
+    {"keyslot", gcfs::cli::cmd_keyslot, "list, add or remove a vault's key slots (passwords, key files)"},
     {"info", gcfs::cli::cmd_info, "show a vault's parameters and the GPUs this build sees"},
     {"fsck", gcfs::cli::cmd_fsck, "check every header, chunk and name of a vault"},
-    {"volume", gcfs::cli::cmd_volume, "encrypted block volumes: create, mount, resize, info, passwd, fsck"},
+    {"volume", gcfs::cli::cmd_volume, "encrypted block volumes: create, mount, resize, info, passwd, fsck, keyslot"},
     {"bench", gcfs::cli::cmd_bench, "measure engines, chunk sizes and request sizes"},
 };
 

@@ -88,9 +88,11 @@ int cmd_fsck(int argc, char** argv) {
         "killed daemon from the crash journal; nothing is deleted; never while the vault is mounted")(
         "force", po::bool_switch(&force),
         "check a vault that is mounted: files its daemon is writing may show as damaged; never with --repair");
+    add_keyfile_option(opts, &pw_src.keyfile);
     add_config_option(opts, &config_option);
     add_allow_expensive_kdf_option(opts, &allow_expensive_kdf);
     if (!parse_command_line(argc, argv, opts, {{"CIPHERDIR", &cipherdir}})) return static_cast<int>(kExitOk);
+    require_one_secret_source(pw_src);
     while (cipherdir.size() > 1 && cipherdir.back() == '/') cipherdir.pop_back();
 
     // Every path and option value is checked before the password is asked for.
@@ -124,8 +126,8 @@ int cmd_fsck(int argc, char** argv) {
     }
     std::unique_ptr<Vault> vault;
     {
-      const SecretString password = read_password(pw_src, "Password: ");
-      vault = Vault::open(cipherdir, cfg, password.view(), kdf_policy(allow_expensive_kdf));
+      const UnlockSecret secret = read_unlock_secret(pw_src, "Password: ");
+      vault = Vault::open(cipherdir, cfg, secret.text.view(), kdf_policy(allow_expensive_kdf), secret.kind);
     }  // the password is wiped here, or on the way out when open throws
     if (repair && !repair_lock) repair_lock = take_vault_write_lock(cipherdir, "fsck --repair", true);
 

@@ -10,6 +10,7 @@
 #include "mount/cli/commands.h"
 #include "mount/cli/config_option.h"
 #include "mount/cli/exit_status.h"
+#include "mount/cli/key_slot_text.h"
 
 namespace po = boost::program_options;
 
@@ -51,11 +52,9 @@ int cmd_info(int argc, char** argv) {
                 << (place.outside ? "Config:       " + place.path() + "\n" : std::string())
                 << "Format:       gpucryptfs version " << c.version
                 << (c.version >= 2 ? " (chunk data 4 KiB-aligned: O_DIRECT)" : "") << ", directory\n"
-                << "Cipher:       " << c.cipher << ", chunk size " << c.chunk_size << " bytes\n"
-                << "Key from:     scrypt N=2^" << c.scrypt.log_n << " r=" << c.scrypt.r << " p=" << c.scrypt.p << "\n";
+                << "Cipher:       " << c.cipher << ", chunk size " << c.chunk_size << " bytes\n";
       // Nothing in the config is authenticated without the password: say what unlocking will refuse.
-      if (const std::string why = kdf_cost_beyond_init(c.scrypt, machine_memory_bytes()); !why.empty())
-        std::cout << "Warning:      " << why << ": mount, passwd and fsck refuse it unless given --allow-expensive-kdf\n";
+      print_key_slots(std::cout, c);
       std::cout << "Features:    ";
       for (const auto& f : c.features) std::cout << " " << f;
       std::cout << "\n";

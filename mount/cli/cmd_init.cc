@@ -41,8 +41,9 @@ void create_reverse_config(const std::string& plaindir, const PasswordSource& pw
     throw CodedError(kExitBadCipherDir, plaindir + "/" + kReverseConfigName +
                                             " exists already: this folder has a reverse config (remove it first to "
                                             "make a new one; backups made with the old one then no longer match)");
-  const SecretString password = read_password(pw_src, "Password for the reverse view: ", true);
-  const VaultConfig cfg = VaultConfig::create(password.view(), chunk_size, scrypt, VaultKind::Directory, master);
+  const UnlockSecret secret = read_unlock_secret(pw_src, "Password for the reverse view: ", true);
+  const VaultConfig cfg = VaultConfig::create(secret.text.view(), chunk_size, scrypt, VaultKind::Directory, master,
+                                              kFormatVersion, secret.kind);
   write_config_file_at(dir.get(), plaindir, cfg, kReverseConfigName);
 }
 
@@ -72,9 +73,12 @@ int cmd_init(int argc, char** argv) {
         "scrypt cost: N = 2^logn (10..28); lower is faster to unlock and easier to guess")(
         "passfile", po::value(&pw_src.passfile), "read the password from the first line of this file")(
         "extpass", po::value(&pw_src.extpass), "run this shell command and read the password from its output")(
+        "keyfile", po::value(&pw_src.keyfile),
+        "make key slot 0 a key file instead of a password: the file's whole content (any bytes, up to 8 MiB)")(
         "quiet,q", po::bool_switch(&quiet), "print nothing on success: not even the master key (see 'gpucryptfs mount --masterkey')");
     add_config_option(opts, &config_option);
     if (!parse_command_line(argc, argv, opts, {{"CIPHERDIR", &cipherdir}})) return kExitOk;
+    require_one_secret_source(pw_src);
     const std::uint64_t chunk = parse_size_option("--chunk-size", chunk_text);
     if (!valid_chunk_size(chunk))
       throw po::error("--chunk-size must be a power of two from 4K (4096) to 1M (1048576), got " + chunk_text);
@@ -110,9 +114,9 @@ int cmd_init(int argc, char** argv) {
         throw po::error("--config keeps the config outside CIPHERDIR; " + place.path() + " lies inside it");
     }
     {
-      const SecretString password = read_password(pw_src, "Password for the new vault: ", true);
-      Vault::create(cipherdir, password.view(), chunk_size, scrypt, &master, place.outside ? place.dir : "", place.name,
-                    format);
+      const UnlockSecret secret = read_unlock_secret(pw_src, "Password for the new vault: ", true);
+      Vault::create(cipherdir, secret.text.view(), chunk_size, scrypt, &master, place.outside ? place.dir : "",
+                    place.name, format, secret.kind);
     }  // the password is wiped here, or on the way out when create throws
     if (quiet) return kExitOk;
     std::cout << "Created a vault in " << cipherdir << " (format " << format << ", chunk size " << chunk_size << ")"

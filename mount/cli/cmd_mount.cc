@@ -115,7 +115,7 @@ struct Unlocking {
   std::vector<std::string> notes;
   // The parent of a detached mount keeps its copy until it returns: SecretString and
   // SecretBytes wipe them on every way out.
-  SecretString password;
+  UnlockSecret secret;  // a password or a key file's content
   SecretBytes master;
 };
 
@@ -131,6 +131,8 @@ bool parse_mount_args(int argc, char** argv, MountArgs& a) {
   opts.add_options()("help,h", "show this help")("passfile", po::value(&a.pw_src.passfile),
                                                  "read the password from the first line of this file")(
       "extpass", po::value(&a.pw_src.extpass), "run this shell command and read the password from its output")(
+      "keyfile", po::value(&a.pw_src.keyfile),
+      "unlock with this key file instead of a password: its whole content (any bytes, up to 8 MiB) is the secret")(
       "engine", po::value(&a.engine.name)->default_value("auto"),
       "cipher engine: cpu, gpu, or auto (the CPU and every usable GPU at once, sharing the work by measured rate)")(
       "foreground,f", po::bool_switch(&a.mo.foreground), "stay in the foreground and log to stderr")(
@@ -179,8 +181,9 @@ bool parse_mount_args(int argc, char** argv, MountArgs& a) {
   a.mo.fsname = a.cipherdir;
   if (!a.log_file.empty()) a.log_file = absolute_file(a.log_file);
   if (!a.idle_text.empty()) a.idle = mount::parse_duration("--idle", a.idle_text);
-  if (a.master_key.given() && (!a.pw_src.passfile.empty() || !a.pw_src.extpass.empty()))
-    throw po::error("--masterkey replaces the password: give no --passfile or --extpass with it");
+  require_one_secret_source(a.pw_src);
+  if (a.master_key.given() && a.pw_src.given())
+    throw po::error("--masterkey replaces the password: give no --passfile, --extpass or --keyfile with it");
   if (!a.master_key.file.empty()) a.master_key.use = true;
   if (!a.master_key.chunk_size.empty() && !a.master_key.use) throw po::error("--chunk-size is for --masterkey");
   if (a.reverse && (!a.config_option.empty() || a.master_key.use || a.idle.count() || a.nonempty))
@@ -230,7 +233,7 @@ void check_and_read_secrets(const MountArgs& a, Unlocking& u) {
                         "--masterkey " + cipherdir + "'");
     require_backing_io_fits(u.config);
   } else {
-    u.password = read_password(a.pw_src, "Password: ");
+    u.secret = read_unlock_secret(a.pw_src, "Password: ");
   }
 }
 
@@ -246,8 +249,11 @@ mount::FuseFilesystem open_vault_filesystem(const MountArgs& a, Unlocking& u) {
   for (const auto& n : u.notes) (a.master_key.use ? log::warning(n) : log::info(n));
   auto rv = std::make_shared<RunningVault>();
   if (a.master_key.use) rv->vault = Vault::open_with_master_key(cipherdir, u.config, u.master);
-  else rv->vault = Vault::open(cipherdir, u.config, u.password.view(), kdf_policy(a.allow_expensive_kdf));
-  u.password.clear();
+  else
+    rv->vault = Vault::open(cipherdir, u.config, u.secret.text.view(), kdf_policy(a.allow_expensive_kdf), u.secret.kind);
+  u.secret.text.clear();
+  log::info(a.master_key.use ? std::string("unlocked with the master key")
+                             : unlocked_by_text(rv->vault->opened_slot(), rv->vault->opened_kind()));
   secure_wipe(u.master.data(), u.master.size());
   rv->vault->set_backing_io(a.backing_mode);  // before any content file exists
   int root_fd = ::open(cipherdir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);

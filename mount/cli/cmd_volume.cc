@@ -23,6 +23,7 @@ int cmd_volume_mount(int argc, char** argv);  // cmd_volume_mount.cc
 int volume_info(int argc, char** argv);       // cmd_volume_tools.cc
 int volume_passwd(int argc, char** argv);
 int volume_fsck(int argc, char** argv);
+int volume_keyslot(int argc, char** argv);   // cmd_keyslot.cc
 
 namespace {
 
@@ -39,20 +40,25 @@ std::uint64_t size_option(const char* option, const std::string& text, std::uint
 }
 
 void volume_usage(std::ostream& out) {
-  out << "usage: gpucryptfs volume create --size SIZE [--chunk-size N] [--scrypt-logn N] [--passfile F] [--extpass CMD]\n"
-         "                               CONTAINER\n"
-         "       gpucryptfs volume mount [--passfile F] [--extpass CMD] [--engine auto|cpu|gpu] [-f] [--read-only]\n"
+  out << "usage: gpucryptfs volume create --size SIZE [--chunk-size N] [--scrypt-logn N] [--passfile F | --extpass CMD |\n"
+         "                               --keyfile F] CONTAINER\n"
+         "       gpucryptfs volume mount [UNLOCK] [--engine auto|cpu|gpu] [-f] [--read-only]\n"
          "                               [--log FILE] [--allow-expensive-kdf] CONTAINER MOUNTDIR\n"
-         "       gpucryptfs volume resize --size SIZE [--passfile F] [--extpass CMD] [--allow-expensive-kdf] CONTAINER\n"
+         "       gpucryptfs volume resize --size SIZE [UNLOCK] [--allow-expensive-kdf] CONTAINER\n"
          "       gpucryptfs volume info CONTAINER\n"
-         "       gpucryptfs volume passwd [--passfile F] [--extpass CMD] [--new-passfile F] CONTAINER\n"
-         "       gpucryptfs volume fsck [--passfile F] [--extpass CMD] [--engine auto|cpu|gpu] CONTAINER\n"
+         "       gpucryptfs volume passwd [UNLOCK] [--new-passfile F | --new-keyfile F] CONTAINER\n"
+         "       gpucryptfs volume fsck [UNLOCK] [--engine auto|cpu|gpu] CONTAINER\n"
+         "       gpucryptfs volume keyslot list CONTAINER\n"
+         "       gpucryptfs volume keyslot add [UNLOCK] [--new-passfile F | --new-keyfile F] CONTAINER\n"
+         "       gpucryptfs volume keyslot remove --slot N [UNLOCK] CONTAINER\n"
+         "UNLOCK: --passfile F, --extpass CMD or --keyfile F (else the password is asked for).\n"
          "\nA volume is an encrypted block device in one sparse file; mounted, it is MOUNTDIR/volume.img.\n"
          "SIZE takes the suffixes K, M, G, T (binary). 'gpucryptfs volume SUBCOMMAND --help' lists the options.\n";
 }
 
 int volume_create(int argc, char** argv) {
-  std::string size_text, chunk_text = std::to_string(kDefaultChunkSize / 1024) + "K", container, passfile, extpass;
+  std::string size_text, chunk_text = std::to_string(kDefaultChunkSize / 1024) + "K", container;
+  PasswordSource src;
   int logn = ScryptParams{}.log_n;
   po::options_description desc(
       "usage: gpucryptfs volume create --size SIZE [--chunk-size N] [--scrypt-logn N] [--passfile F] [--extpass CMD]\n"
@@ -62,10 +68,12 @@ int volume_create(int argc, char** argv) {
       ("size", po::value(&size_text)->required(), "plaintext size of the volume (K, M, G, T suffixes)")
       ("chunk-size", po::value(&chunk_text)->default_value(chunk_text), "bytes per chunk: a power of two, 4K..1M")
       ("scrypt-logn", po::value(&logn)->default_value(logn), "scrypt cost N = 2^logn (10..28)")
-      ("passfile", po::value(&passfile), "read the password from the first line of this file")
-      ("extpass", po::value(&extpass), "run this command and read the password from its output");
+      ("passfile", po::value(&src.passfile), "read the password from the first line of this file")
+      ("extpass", po::value(&src.extpass), "run this command and read the password from its output")
+      ("keyfile", po::value(&src.keyfile), "make key slot 0 a key file: its whole content (any bytes, up to 8 MiB)");
   if (!parse_command_line(argc, argv, desc, {{"CONTAINER", &container}}))
     return kExitOk;
+  require_one_secret_source(src);
   if (logn < kMinScryptLogN || logn > kMaxScryptLogN)  // the range unlocking accepts without an option
     throw po::error("--scrypt-logn must be from " + std::to_string(kMinScryptLogN) + " to " + std::to_string(kMaxScryptLogN));
   const std::uint64_t chunk = size_option("--chunk-size", chunk_text);
@@ -75,15 +83,16 @@ int volume_create(int argc, char** argv) {
   const std::uint64_t size = size_option("--size", size_text, chunk_size);
   require_new_container(container);  // before the password is asked for, twice
 
-  SecretString password = read_password({passfile, extpass}, "New volume password: ", true);
+  UnlockSecret secret = read_unlock_secret(src, "New volume password: ", true);
   ScryptParams params;
   params.log_n = logn;
   SecretBytes master;
-  VaultConfig config = VaultConfig::create(password.view(), chunk_size, params, VaultKind::Volume, &master);
-  // volume_size is one of the authenticated fields: wrap the key again now that it is set.
+  VaultConfig config =
+      VaultConfig::create(secret.text.view(), chunk_size, params, VaultKind::Volume, &master, kFormatVersion, secret.kind);
+  secret.text.clear();  // and wiped on the way out should create throw
+  // volume_size is authenticated by the digest under the master key: made again now that it is set.
   config.volume_size = size;
-  config.rewrap(master, password.view());
-  password.clear();  // and wiped on the way out should create or rewrap throw
+  config.seal(master);
   VolumeContainer::create(container, config);
   std::cout << "Created volume " << container << ": " << format_byte_size(size) << " (" << size << " bytes), chunk size "
             << chunk_size << ", sparse: unwritten chunks take no space.\n"
@@ -92,17 +101,20 @@ int volume_create(int argc, char** argv) {
 }
 
 int volume_resize(int argc, char** argv) {
-  std::string size_text, container, passfile, extpass;
+  std::string size_text, container;
+  PasswordSource src;
   bool allow_expensive_kdf = false;
   po::options_description desc("usage: gpucryptfs volume resize --size SIZE [--passfile F] [--extpass CMD] CONTAINER\n\n"
                                "Grows the unmounted volume in CONTAINER.\n\noptions");
   desc.add_options()("help,h", "this help")
       ("size", po::value(&size_text)->required(), "new plaintext size (K, M, G, T suffixes); only growing is supported")
-      ("passfile", po::value(&passfile), "read the password from the first line of this file")
-      ("extpass", po::value(&extpass), "run this command and read the password from its output");
+      ("passfile", po::value(&src.passfile), "read the password from the first line of this file")
+      ("extpass", po::value(&src.extpass), "run this command and read the password from its output");
+  add_keyfile_option(desc, &src.keyfile);
   add_allow_expensive_kdf_option(desc, &allow_expensive_kdf);
   if (!parse_command_line(argc, argv, desc, {{"CONTAINER", &container}}))
     return kExitOk;
+  require_one_secret_source(src);
   require_volume_container(container, "");
   VolumeContainer vol(container, true);  // exclusive lock: refuses a mounted volume
   vol.check_kdf_cost(kdf_policy(allow_expensive_kdf));  // before asking for a password
@@ -116,8 +128,8 @@ int volume_resize(int argc, char** argv) {
                     format_byte_size(size) + ": only growing is supported (the filesystem inside may use the end)");
   std::uint64_t old_size = 0;
   {
-    const SecretString password = read_password({passfile, extpass}, "Password: ");
-    old_size = vol.grow(size, password.view(), kdf_policy(allow_expensive_kdf));
+    const UnlockSecret secret = read_unlock_secret(src, "Password: ");
+    old_size = vol.grow(size, secret.text.view(), kdf_policy(allow_expensive_kdf), secret.kind);
   }  // the password is wiped here, or on the way out when grow throws
   if (vol.config().volume_size == old_size) {
     std::cout << container << " already has " << format_byte_size(size) << "; nothing changed.\n";
@@ -142,6 +154,7 @@ int cmd_volume(int argc, char** argv) {
   if (sub == "info") return run_command("volume info", [&] { return volume_info(argc - 1, argv + 1); });
   if (sub == "passwd") return run_command("volume passwd", [&] { return volume_passwd(argc - 1, argv + 1); });
   if (sub == "fsck") return run_command("volume fsck", [&] { return volume_fsck(argc - 1, argv + 1); });
+  if (sub == "keyslot") return run_command("volume keyslot", [&] { return volume_keyslot(argc - 1, argv + 1); });
   // One line, as every other failure: the subcommands are one --help away.
   std::cerr << "gpucryptfs volume: unknown subcommand '" << sub << "' (see 'gpucryptfs volume --help')\n";
   return kExitUsage;

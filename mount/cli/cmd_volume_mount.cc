@@ -21,7 +21,8 @@ namespace po = boost::program_options;
 namespace gcfs::cli {
 
 int cmd_volume_mount(int argc, char** argv) {
-  std::string container, mountdir, passfile, extpass, engine = "auto", log_file;
+  std::string container, mountdir, engine = "auto", log_file;
+  PasswordSource src;
   bool foreground = false, read_only = false, allow_expensive_kdf = false;
   unsigned threads = 16;
   std::string gpus, transport = "auto";
@@ -29,8 +30,9 @@ int cmd_volume_mount(int argc, char** argv) {
   po::options_description desc("usage: gpucryptfs volume mount [OPTIONS] CONTAINER MOUNTDIR\n\n"
                                "Mounts the volume in CONTAINER; its plaintext is MOUNTDIR/volume.img.\n\noptions");
   desc.add_options()("help,h", "this help")
-      ("passfile", po::value(&passfile), "read the password from the first line of this file")
-      ("extpass", po::value(&extpass), "run this command and read the password from its output")
+      ("passfile", po::value(&src.passfile), "read the password from the first line of this file")
+      ("extpass", po::value(&src.extpass), "run this command and read the password from its output")
+      ("keyfile", po::value(&src.keyfile), "unlock with this key file (its whole content) instead of a password")
       ("engine", po::value(&engine)->default_value(engine), "cipher engine: auto, cpu or gpu")
       ("foreground,f", po::bool_switch(&foreground), "stay in the foreground, log to stderr")
       ("read-only", po::bool_switch(&read_only), "mount read-only")
@@ -44,6 +46,7 @@ int cmd_volume_mount(int argc, char** argv) {
   add_allow_expensive_kdf_option(desc, &allow_expensive_kdf);
   if (!parse_command_line(argc, argv, desc, {{"CONTAINER", &container}, {"MOUNTDIR", &mountdir}}))
     return kExitOk;
+  require_one_secret_source(src);
   require_engine_name(engine);
   if (threads < 1 || threads > 256) throw po::error("--threads must be from 1 to 256");
   const std::vector<int> gpu_list = parse_gpu_list(gpus);
@@ -69,7 +72,9 @@ int cmd_volume_mount(int argc, char** argv) {
   setup.engine.gpu.streams_per_gpu = gpu_streams;
   setup.read_only = read_only;
   setup.kdf_policy = kdf_policy(allow_expensive_kdf);
-  setup.password = read_password({passfile, extpass}, "Password: ");
+  UnlockSecret secret = read_unlock_secret(src, "Password: ");
+  setup.password = std::move(secret.text);
+  setup.password_kind = secret.kind;
 
   mount::MountOptions mo;
   // Canonical, as the kernel lists it in /proc/self/mountinfo (where the daemon finds its device).

@@ -20,6 +20,7 @@
 #include "mount/cli/cli_options.h"
 #include "mount/cli/commands.h"
 #include "mount/cli/exit_status.h"
+#include "mount/cli/key_slot_text.h"
 #include "mount/cli/password.h"
 
 namespace po = boost::program_options;
@@ -73,9 +74,9 @@ int volume_info(int argc, char** argv) {
             << "Size:         " << format_byte_size(c.volume_size) << " (" << c.volume_size
             << " bytes, as the newest header copy says: authenticated only at unlock)\n"
             << "Cipher:       " << c.cipher << ", chunk size " << c.chunk_size << " bytes\n"
-            << "Key from:     scrypt N=2^" << c.scrypt.log_n << " r=" << c.scrypt.r << " p=" << c.scrypt.p << "\n"
             << "On disk:      " << format_byte_size(static_cast<std::uint64_t>(st.st_blocks) * 512) << " of "
             << format_byte_size(static_cast<std::uint64_t>(st.st_size)) << " (sparse: unwritten chunks take no space)\n";
+  print_key_slots(std::cout, c);
   for (const auto& copy : h.copies)
     std::cout << "Header copy:  slot " << copy.slot << ", generation " << copy.generation << ", volume size "
               << format_byte_size(copy.config.volume_size) << "\n";
@@ -98,18 +99,25 @@ int volume_passwd(int argc, char** argv) {
   desc.add_options()("help,h", "this help")
       ("passfile", po::value(&old_src.passfile), "read the current password from this file")
       ("extpass", po::value(&old_src.extpass), "run this command for the current password")
-      ("new-passfile", po::value(&new_src.passfile), "read the new password from this file");
+      ("keyfile", po::value(&old_src.keyfile), "unlock with this key file instead of the current password")
+      ("new-passfile", po::value(&new_src.passfile), "read the new password from this file")
+      ("new-keyfile", po::value(&new_src.keyfile), "make the slot that opened a key file slot, of this file");
   add_allow_expensive_kdf_option(desc, &allow_expensive_kdf);
   if (!parse_command_line(argc, argv, desc, {{"CONTAINER", &container}})) return kExitOk;
+  require_one_secret_source(old_src);
+  require_new_secret_source(new_src);
   require_volume_container(container, "passwd");
   VolumeContainer vol(container, true);  // exclusive lock: refuses a mounted volume
   vol.check_kdf_cost(kdf_policy(allow_expensive_kdf));  // before asking for a password
   {
-    const SecretString old_pw = read_password(old_src, "Current password: ");
-    const SecretString new_pw = read_password(new_src, "New password: ", true);
-    vol.change_password(old_pw.view(), new_pw.view(), kdf_policy(allow_expensive_kdf));
-  }  // both passwords are wiped here, or on the way out when unlocking throws
-  std::cout << "Password changed (both header copies).\n"
+    const UnlockSecret old_pw = read_unlock_secret(old_src, "Current password: ");
+    const UnlockSecret new_pw = read_unlock_secret(new_src, "New password: ", true);
+    vol.change_password(old_pw.text.view(), new_pw.text.view(), kdf_policy(allow_expensive_kdf), old_pw.kind,
+                        new_pw.kind);
+  }  // both secrets are wiped here, or on the way out when unlocking throws
+  if (vol.opened_slot() >= 0) std::cout << "Key slot " << vol.opened_slot() << " changed (both header copies).\n";
+  else std::cout << "Password changed (both header copies).\n";
+  std::cout
             << "Note: a copy of the container's old header (a backup of the file, a snapshot) still opens the volume "
                "with the old password: the master key is the same; see docs/SECURITY.md.\n";
   return kExitOk;
@@ -126,9 +134,11 @@ int volume_fsck(int argc, char** argv) {
   desc.add_options()("help,h", "this help")
       ("passfile", po::value(&pw_src.passfile), "read the password from the first line of this file")
       ("extpass", po::value(&pw_src.extpass), "run this command and read the password from its output")
+      ("keyfile", po::value(&pw_src.keyfile), "unlock with this key file (its whole content) instead of a password")
       ("engine", po::value(&engine)->default_value(engine), "cipher engine: auto, cpu or gpu");
   add_allow_expensive_kdf_option(desc, &allow_expensive_kdf);
   if (!parse_command_line(argc, argv, desc, {{"CONTAINER", &container}})) return kExitOk;
+  require_one_secret_source(pw_src);
   require_engine_name(engine);
   require_volume_container(container, "fsck");
   // A mounted volume holds the container's lock, so there is no --force: said with the mountpoint.
@@ -141,13 +151,14 @@ int volume_fsck(int argc, char** argv) {
   std::vector<std::string> problems;
   SecretBytes master;
   {
-    const SecretString password = read_password(pw_src, "Password: ");
-    master = vol.unlock(password.view(), policy);  // WrongPassword (12) when no copy opens
+    const UnlockSecret secret = read_unlock_secret(pw_src, "Password: ");
+    const std::string_view password = secret.text.view();
+    master = vol.unlock(password, policy, secret.kind);  // WrongPassword (12) when no copy opens
     // Every copy, not only the one in use: a copy that does not open is one damaged slot away
     // from a volume that cannot be unlocked, or a planted header.
     for (const auto& copy : vol.header().copies) {
       try {
-        (void)copy.config.unlock(password.view(), policy);
+        (void)copy.config.unlock(password, policy, secret.kind);
       } catch (const UserError& e) {
         problems.push_back("header copy in slot " + std::to_string(copy.slot) + " (generation " +
                            std::to_string(copy.generation) + ") does not open with this password (" + e.what() +

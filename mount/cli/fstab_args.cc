@@ -15,7 +15,8 @@ namespace {
 
 // name=VALUE options and the mount option each becomes.
 const std::map<std::string, std::string> kValueOptions = {
-    {"passfile", "--passfile"}, {"extpass", "--extpass"}, {"engine", "--engine"},   {"idle", "--idle"},
+    {"passfile", "--passfile"}, {"extpass", "--extpass"}, {"keyfile", "--keyfile"},
+    {"engine", "--engine"},     {"idle", "--idle"},
     {"config", "--config"},     {"log", "--log"},         {"cpu-threads", "--cpu-threads"},
     {"gpu-streams", "--gpu-streams"}, {"masterkey-file", "--masterkey-file"},
     // Their values (auto|uring|classic, auto|direct|buffered) are checked by mount, which names
@@ -71,7 +72,7 @@ bool is_mount_helper_call(int argc, char** argv) {
   if (base.starts_with("mount.")) return true;
   if (argc < 3 || argv[1][0] == '-') return false;
   // A subcommand is never a path, whatever the working directory holds (a folder named "mount").
-  for (const char* command : {"init", "mount", "passwd", "info", "fsck", "volume", "bench", "help", "version"})
+  for (const char* command : {"init", "mount", "passwd", "keyslot", "info", "fsck", "volume", "bench", "help", "version"})
     if (std::strcmp(argv[1], command) == 0) return false;
   struct stat st {};
   return std::strchr(argv[1], '/') != nullptr || (::stat(argv[1], &st) == 0 && S_ISDIR(st.st_mode));

@@ -50,8 +50,8 @@ SecretBytes read_master_key(const MasterKeyOptions& o) {
 
 namespace {
 
-// The master key cannot authenticate the config's clear fields (their tag is the password's
-// wrap), and a master-key unlock is what a user reaches for exactly when the password "fails",
+// A config of version 1 cannot be authenticated with the master key (its tag is the password's
+// wrap; version 2's digest can, and is checked too), and a master-key unlock is what a user reaches for exactly when the password "fails",
 // which an edited config also makes it do. So every field the mount would take from the config
 // is checked against what the vault's authenticated files say: a chunk size or content format
 // that they contradict would have new writes sealed in the wrong shape, destroying what is there
@@ -92,7 +92,16 @@ VaultConfig config_for_master_key(const std::string& cipherdir, const ConfigPlac
     *config_found = true;
     if (!o.chunk_size.empty())
       throw po::error("--chunk-size is for a vault whose config is lost; " + place.path() + " gives it");
-    refuse_config_the_files_contradict(cfg, place, probe);
+    refuse_config_the_files_contradict(cfg, place, probe);  // first: it names the field
+    // A config with key slots carries a digest under the master key: its fields are checked there.
+    if (!cfg.master_key_matches(key)) {
+      if (probe.nothing_to_check())
+        throw CodedError(kExitBadMasterKey, "the master key does not match the digest of " + place.path() +
+                                                " (a mistyped key, another vault's, or an edited config)");
+      throw CodedError(kExitBadConfig, place.path() + " was edited or damaged: its digest does not match the master "
+                                                      "key, which the vault's files accept. Nothing was mounted or "
+                                                      "written; move the config away to mount with the master key alone");
+    }
     return cfg;
   } catch (const NotAVault&) {
   } catch (const CorruptData& e) {

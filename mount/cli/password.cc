@@ -181,6 +181,48 @@ SecretString read_password(const PasswordSource& src, const std::string& prompt,
   return pw;
 }
 
+void add_keyfile_option(boost::program_options::options_description& opts, std::string* keyfile) {
+  opts.add_options()("keyfile", boost::program_options::value(keyfile),
+                     "unlock with this key file instead of a password: its whole content (any bytes, up to 8 MiB) "
+                     "is the secret of a key-file slot");
+}
+
+void require_one_secret_source(const PasswordSource& src) {
+  const int given = !src.passfile.empty() + !src.extpass.empty() + !src.keyfile.empty();
+  if (given > 1) throw boost::program_options::error("give one of --passfile, --extpass and --keyfile, not several");
+}
+
+void require_new_secret_source(const PasswordSource& src) {
+  if (!src.passfile.empty() && !src.keyfile.empty())
+    throw boost::program_options::error("give one of --new-passfile and --new-keyfile, not both");
+}
+
+SecretString read_key_file(const std::string& path, const char* what) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) throw UserError("cannot read the " + std::string(what) + " " + path + ": " + std::strerror(errno));
+  warn_if_others_can_read(fd.get(), path, what);
+  // One byte past the limit tells a file that is too large from one that fills it exactly.
+  SecretBytes buf(kMaxKeyFileBytes + 1);
+  std::size_t len = 0;
+  while (len < buf.size()) {
+    ssize_t n = ::read(fd.get(), buf.data() + len, buf.size() - len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw UserError("cannot read the " + std::string(what) + " " + path + ": " + std::strerror(errno));
+    if (n == 0) break;
+    len += static_cast<std::size_t>(n);
+  }
+  if (len == 0) throw CodedError(kExitEmptyPassword, "the " + std::string(what) + " " + path + " is empty; refusing");
+  if (len > kMaxKeyFileBytes)
+    throw UserError("the " + std::string(what) + " " + path + " is larger than " +
+                    std::to_string(kMaxKeyFileBytes >> 20) + " MiB, the most a key file may hold");
+  return SecretString(std::string_view(reinterpret_cast<const char*>(buf.data()), len));
+}
+
+UnlockSecret read_unlock_secret(const PasswordSource& src, const std::string& prompt, bool confirm) {
+  if (!src.keyfile.empty()) return {read_key_file(src.keyfile), KeySlotKind::KeyFile};
+  return {read_password(src, prompt, confirm), KeySlotKind::Password};
+}
+
 SecretString read_master_key_text(const std::string& file) {
   SecretString text;
   if (!file.empty()) text = from_file(file, "master key file");

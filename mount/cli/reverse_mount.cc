@@ -62,14 +62,15 @@ int mount_reverse(const std::string& plaindir, mount::MountOptions mo, const Eng
   mo.read_only = true;
   mo.fsname = plaindir;
   mo.subtype = "gpucryptfs-reverse";
-  SecretString password = read_password(pw_src, "Password: ");
+  UnlockSecret secret = read_unlock_secret(pw_src, "Password: ");
 
   auto setup = [&]() -> mount::FuseFilesystem {
     if (!log_file.empty()) log::to_file(log_file);
     else if (!mo.foreground) mount::announce_detached_log(log::to_syslog_or_state_file());
     auto rv = std::make_shared<RunningReverse>();
-    rv->vault = Vault::open(plaindir, config, password.view(), kdf_policy(allow_expensive_kdf));
-    password.clear();
+    rv->vault = Vault::open(plaindir, config, secret.text.view(), kdf_policy(allow_expensive_kdf), secret.kind);
+    secret.text.clear();
+    log::info(unlocked_by_text(rv->vault->opened_slot(), rv->vault->opened_kind()));
     const int root_fd = ::open(plaindir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (root_fd < 0) throw UserError("cannot open " + plaindir + ": " + std::strerror(errno));
     rv->engines = std::make_unique<EngineSet>(engine);

@@ -18,6 +18,7 @@
 #include "crypto/secret.h"
 #include "fs/content/content_file.h"
 #include "fs/log.h"
+#include "fs/vault.h"
 #include "fs/volume_container.h"
 #include "mount/fuse_api.h"
 #include "mount/transport/request_loop.h"
@@ -320,7 +321,8 @@ FuseFilesystem make_volume_filesystem(VolumeMountSetup& setup) {
   VolumeContainer container(setup.container, !setup.read_only);
   // Authenticate, then act: the header is only believed (and the stream only cut back to its
   // size) once a copy of it has opened with the password.
-  SecretBytes master = container.unlock(setup.password.view(), setup.kdf_policy);  // throws WrongPassword
+  SecretBytes master = container.unlock(setup.password.view(), setup.kdf_policy, setup.password_kind);  // throws WrongPassword
+  log::info(setup.container + ": " + unlocked_by_text(container.opened_slot(), setup.password_kind));
   setup.password.clear();
   container.check_stream_size();
   container.check_content_header();  // damaged, it would turn every read into EIO

@@ -18,7 +18,8 @@ constexpr const char* kVolumeImageName = "volume.img";
 
 struct VolumeMountSetup {
   std::string container;
-  SecretString password;
+  SecretString password;  // or a key file's content, as password_kind says
+  KeySlotKind password_kind = KeySlotKind::Password;
   EngineOptions engine;
   bool read_only = false;
   KdfPolicy kdf_policy = KdfPolicy::RefuseAboveInit;  // --allow-expensive-kdf

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "crypto/key_ring.h"
+#include "crypto/vault_config.h"
 
 namespace gcfs::fuzz {
 
@@ -49,6 +50,29 @@ inline void write_seed(const std::string& name, std::span<const std::uint8_t> by
 
 inline void write_seed(const std::string& name, const std::string& text) {
   write_seed(name, std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
+}
+
+// A config that parsed holds key wraps of a master key's length: one for config version 1, one
+// per slot, 1 to kMaxKeySlots of them numbered once each in range, for version 2. Empty when so,
+// else what is wrong.
+inline std::string key_wraps_wrong(const VaultConfig& c) {
+  if (!c.has_key_slots()) return c.wrapped_key.size() == kMasterKeyBytes ? "" : "a wrapped key of the wrong length";
+  if (c.slots.empty() || c.slots.size() > static_cast<std::size_t>(kMaxKeySlots)) return "a key slot count out of range";
+  for (std::size_t i = 0; i < c.slots.size(); ++i) {
+    const KeySlot& s = c.slots[i];
+    if (s.wrapped_key.size() != kMasterKeyBytes) return "a key slot's wrapped key of the wrong length";
+    if (s.number < 0 || s.number >= kMaxKeySlots || (i > 0 && c.slots[i - 1].number >= s.number))
+      return "key slot numbers out of range, repeated or out of order";
+  }
+  return "";
+}
+
+// The scrypt costs unlocking would run: version 1's one, or each slot's.
+inline std::vector<ScryptParams> kdf_costs(const VaultConfig& c) {
+  if (!c.has_key_slots()) return {c.scrypt};
+  std::vector<ScryptParams> out;
+  for (const KeySlot& s : c.slots) out.push_back(s.scrypt);
+  return out;
 }
 
 }  // namespace gcfs::fuzz

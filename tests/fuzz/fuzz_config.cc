@@ -19,7 +19,18 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   auto vol = VaultConfig::create("password", 4096, fast, VaultKind::Volume);
   vol.volume_size = 1 << 30;
   fuzz::write_seed("volume.json", vol.to_json());
-  fuzz::write_seed("compact.json", VaultConfig::create("x", 1 << 20, fast, VaultKind::Directory).authenticated_fields());
+  fuzz::write_seed("compact.json", VaultConfig::create("x", 1 << 20, fast, VaultKind::Directory).to_json(-1));
+  // Three key slots (two passwords, a key file), and a config of version 1 (one password wrap).
+  SecretBytes master;
+  auto slotted = VaultConfig::create("password", 4096, fast, VaultKind::Directory, &master, 2);
+  slotted.add_slot(master, "second", KeySlotKind::Password, fast);
+  slotted.add_slot(master, std::string("\0key\nfile", 9), KeySlotKind::KeyFile, fast);
+  fuzz::write_seed("three-slots.json", slotted.to_json());
+  auto v1 = VaultConfig::defaults(65536, VaultKind::Directory, 1);
+  v1.config_version = kConfigVersionSingleKey;
+  v1.scrypt = fast;
+  v1.rewrap(master, "password");
+  fuzz::write_seed("version1.json", v1.to_json());
   return 0;
 }
 
@@ -32,7 +43,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return 0;  // refused with a message: the expected outcome for almost every input
   }
   if (!valid_chunk_size(c.chunk_size)) fuzz::fail("accepted chunk size " + std::to_string(c.chunk_size));
-  if (c.wrapped_key.size() != kMasterKeyBytes) fuzz::fail("accepted a wrapped key of the wrong length");
+  if (const std::string wrong = fuzz::key_wraps_wrong(c); !wrong.empty()) fuzz::fail("accepted " + wrong);
   VaultConfig again;
   try {
     again = VaultConfig::from_json(c.to_json());

@@ -33,20 +33,23 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   SecretBytes master;
   VaultConfig c = VaultConfig::create("password", 65536, ScryptParams{10, 8, 1}, VaultKind::Volume, &master);
   c.volume_size = 1 << 30;
-  c.rewrap(master, "password");
+  c.seal(master);
   const auto s1 = encode_volume_slot(c, 1);
   fuzz::write_seed("created", block_of(s1, s1));
   VaultConfig grown = c;
   grown.volume_size = 2u << 30;
-  grown.rewrap(master, "password");
+  grown.seal(master);
   fuzz::write_seed("grown", block_of(s1, encode_volume_slot(grown, 2)));
   VaultConfig costly = c;
-  costly.scrypt = ScryptParams{20, 8, 4};
+  costly.slots.at(0).scrypt = ScryptParams{20, 8, 4};
   fuzz::write_seed("forged-cost", block_of(s1, encode_volume_slot(costly, 9)));
   auto damaged = encode_volume_slot(grown, 2);
   damaged[200] ^= 0x40;
   fuzz::write_seed("one-damaged", block_of(s1, damaged));
   fuzz::write_seed("one-slot", s1);
+  VaultConfig slotted = c;
+  slotted.add_slot(master, std::string("\0key\nfile", 9), KeySlotKind::KeyFile, ScryptParams{10, 8, 1});
+  fuzz::write_seed("two-key-slots", block_of(s1, encode_volume_slot(slotted, 2)));
   return 0;
 }
 
@@ -70,13 +73,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (i > 0 && h.copies[i - 1].generation < c.generation) fuzz::fail("copies not newest first");
     if (c.config.kind != VaultKind::Volume) fuzz::fail("accepted a copy that is not a volume config");
     if (!valid_chunk_size(c.config.chunk_size)) fuzz::fail("accepted chunk size " + std::to_string(c.config.chunk_size));
-    if (c.config.wrapped_key.size() != kMasterKeyBytes) fuzz::fail("accepted a wrapped key of the wrong length");
+    if (const std::string wrong = fuzz::key_wraps_wrong(c.config); !wrong.empty()) fuzz::fail("accepted " + wrong);
     // The cost check: named exactly when the parameters are beyond what create makes (memory not
     // considered here, so the answer does not depend on the machine).
-    const std::string why = kdf_cost_beyond_init(c.config.scrypt, 0);
-    const bool beyond = c.config.scrypt.r > kInitScryptR || c.config.scrypt.p > kInitScryptP ||
-                        c.config.scrypt.log_n > kMaxScryptLogN;
-    if (why.empty() == beyond) fuzz::fail("kdf_cost_beyond_init disagrees with init's limits");
+    for (const ScryptParams& cost : fuzz::kdf_costs(c.config)) {
+      const std::string why = kdf_cost_beyond_init(cost, 0);
+      const bool beyond = cost.r > kInitScryptR || cost.p > kInitScryptP || cost.log_n > kMaxScryptLogN;
+      if (why.empty() == beyond) fuzz::fail("kdf_cost_beyond_init disagrees with init's limits");
+    }
     // Round trip: the copy as create or resize would write it decodes to the same thing.
     std::vector<std::uint8_t> slot;
     try {
