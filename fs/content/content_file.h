@@ -76,9 +76,9 @@ class ContentFile {
   // kernel reads from (an io_uring entry's payload) gets a READ's plaintext with no copy.
   ssize_t read_view(std::uint64_t off, std::size_t len, const std::uint8_t** data, std::uint8_t* room,
                     std::size_t room_bytes);
-  // Sizes this thread's scratch buffers for requests of up to max_request bytes now, so that a
-  // worker thread allocates (and, with the gpu engine, pins) them once, before it serves.
-  static void prepare_thread(ChunkEngine& engine, const ChunkLayout& layout, std::size_t max_request);
+  // Sizes this thread's scratch buffers for requests of up to max_request bytes, so that a worker
+  // thread allocates (and, with the gpu engine, pins) each once, at its first content request.
+  static void prepare_thread(const ChunkLayout& layout, std::size_t max_request);
   // Writes len bytes at off, filling any gap before off with a hole. Returns len or -errno; on
   // ENOSPC and other write errors the file's earlier contents are left intact.
   ssize_t write(std::uint64_t off, const std::uint8_t* in, std::size_t len);

@@ -47,12 +47,12 @@ ssize_t ContentFile::read(std::uint64_t off, std::size_t len, std::uint8_t* out)
   return n;
 }
 
-void ContentFile::prepare_thread(ChunkEngine& engine, const ChunkLayout& layout, std::size_t max_request) {
+void ContentFile::prepare_thread(const ChunkLayout& layout, std::size_t max_request) {
   // A request of max_request bytes at any offset touches at most this many chunks.
   const std::uint64_t chunks = max_request / layout.chunk_size() + 2;
-  scratch(engine, kCipherReadScratch, layout.content().read_scratch_bytes(layout, chunks));
-  scratch(engine, kPlainScratch, chunks * layout.chunk_size());
-  scratch(engine, kCipherSealedScratch, chunks * layout.disk_chunk_size());
+  plan_scratch(kCipherReadScratch, layout.content().read_scratch_bytes(layout, chunks));
+  plan_scratch(kPlainScratch, chunks * layout.chunk_size());
+  plan_scratch(kCipherSealedScratch, chunks * layout.disk_chunk_size());
 }
 
 ssize_t ContentFile::read_view(std::uint64_t off, std::size_t len, const std::uint8_t** data) {

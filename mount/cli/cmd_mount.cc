@@ -303,7 +303,7 @@ mount::FuseFilesystem open_vault_filesystem(const MountArgs& a, Unlocking& u) {
   ChunkEngine& engine = rv->engines->engine();
   const ChunkLayout& layout = rv->vault->layout();
   f.allocate_buffer = [&engine](std::size_t n) { return engine.allocate_io_buffer(n); };
-  f.on_worker_start = [&engine, &layout] { ContentFile::prepare_thread(engine, layout, mount::max_request_bytes()); };
+  f.on_worker_start = [&layout] { ContentFile::prepare_thread(layout, mount::max_request_bytes()); };
   return f;
 }
 

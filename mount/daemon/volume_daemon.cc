@@ -339,7 +339,7 @@ FuseFilesystem make_volume_filesystem(VolumeMountSetup& setup) {
   fs.keep_alive = s;
   VolumeState* state = s.get();  // kept alive by keep_alive until after the workers are gone
   fs.allocate_buffer = [state](std::size_t n) { return state->engines.engine().allocate_io_buffer(n); };
-  fs.on_worker_start = [state] { ContentFile::prepare_thread(state->engines.engine(), state->layout, max_request_bytes()); };
+  fs.on_worker_start = [state] { ContentFile::prepare_thread(state->layout, max_request_bytes()); };
   return fs;
 }
 
