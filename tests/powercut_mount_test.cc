@@ -6,6 +6,7 @@
 // - A cut at every write of one partial overwrite of a fsynced chunk, keeping none, all or a
 //   prefix of the torn write: off unless GPUCRYPTFS_TEST_TORN=1 (issue 39: some fail today).
 // - A second cut during recovery's replay: runs in the suite.
+// And first the harness's own control file, through FUSE.
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
@@ -28,6 +29,41 @@ namespace gcfs::test {
 namespace {
 
 constexpr unsigned kChunk = 4096;
+
+// --- The harness itself, through FUSE ---------------------------------------------------------
+
+TEST(PowercutHarness, TheControlFileCutsArmsAndBootsAndRefusesWhatItDoesNotKnow) {
+  PowercutDisk disk;
+  const std::string f = disk.mountpoint() + "/f", g = disk.mountpoint() + "/g";
+  ASSERT_EQ(pwrite_at(f, 0, "durable", true, true), 0);
+  ASSERT_EQ(fsync_path(disk.mountpoint()), 0);
+  ASSERT_EQ(pwrite_at(f, 0, "DUR", false), 0);              // unsynced, in place
+  ASSERT_EQ(pwrite_at(g, 0, "lost", true, true), 0);        // fsynced, but its name never was
+  EXPECT_EQ(disk.writes(), 3u);
+  std::set<std::string> listed;
+  for (const auto& e : std::filesystem::directory_iterator(disk.mountpoint()))
+    listed.insert(e.path().filename().string());
+  EXPECT_EQ(listed, (std::set<std::string>{"f", "g"})) << "the control file is not listed";
+
+  EXPECT_FALSE(disk.command("cut sideways"));
+  EXPECT_NE(disk.status().find("bad command: cut sideways"), std::string::npos) << disk.status();
+  ASSERT_TRUE(disk.command("cut keep"));
+  EXPECT_TRUE(disk.dead());
+  int err = 0;
+  read_all(f, &err);
+  EXPECT_EQ(err, EIO) << "with the power off, only the control file answers";
+  EXPECT_EQ(read_file(disk.backing() + "/f"), "DURable") << "the backing folder holds what survived";
+  ASSERT_TRUE(disk.command("boot"));
+  EXPECT_EQ(read_all(f, &err), "DURable");
+  EXPECT_FALSE(std::filesystem::exists(g));
+
+  ASSERT_TRUE(disk.command("arm 2 none"));
+  ASSERT_EQ(pwrite_at(f, 0, "x", false), 0);
+  EXPECT_EQ(pwrite_at(f, 1, "y", false), EIO) << "the second write meets the cut";
+  EXPECT_TRUE(disk.dead());
+  ASSERT_TRUE(disk.command("boot"));
+  EXPECT_EQ(read_all(f, &err), "xURable") << "the write before the cut reached the disk, the torn one did not";
+}
 
 // --- Drop all unsynced ------------------------------------------------------------------------
 
