@@ -76,6 +76,9 @@ struct Model {
   std::vector<std::string> dirs{""};  // relative to the mountpoint; every one made with fsyncs
   std::map<std::string, Dir> dir;
   std::map<int, std::string> current, promised;
+  // Per file id, the bytes written since its last fsync: a cut that lets unsynced pieces land may
+  // show those bytes new, and only those.
+  std::map<int, std::vector<bool>> unsynced;
   int next_id = 0;
 };
 
@@ -126,8 +129,14 @@ void run_workload(PowercutVault& v, Model& m, std::uint64_t seed, int ops) {
         ASSERT_EQ(pwrite_at(abs(d, it->first), off, data, sync), 0);
         if (now.size() < off + data.size()) now.resize(off + data.size(), '\0');
         now.replace(off, data.size(), data);
+        auto& mark = m.unsynced[it->second];
+        if (mark.size() < off + data.size()) mark.resize(off + data.size(), false);
+        std::fill(mark.begin() + static_cast<long>(off), mark.begin() + static_cast<long>(off + data.size()), true);
       }
-      if (sync) m.promised[it->second] = now;
+      if (sync) {
+        m.promised[it->second] = now;
+        m.unsynced[it->second].clear();
+      }
     } else if (kind == 5) {  // a rename within the directory
       auto it = std::next(entries.begin(), static_cast<long>(pick(entries.size())));
       const std::string to = "renamed" + std::to_string(m.next_id++);
@@ -144,8 +153,9 @@ void run_workload(PowercutVault& v, Model& m, std::uint64_t seed, int ops) {
   }
 }
 
-// After the cut: each directory lists exactly its promised files, each with its promised bytes.
-void check_promises(const PowercutVault& v, const Model& m) {
+// After the cut: each directory lists exactly its promised files, each with its promised size and
+// bytes; where pieces of unsynced writes may have landed (some_landed), those bytes may be new.
+void check_promises(const PowercutVault& v, const Model& m, bool some_landed) {
   for (const std::string& d : m.dirs) {
     std::set<std::string> listed;
     for (const auto& e : std::filesystem::directory_iterator(v.path(d)))
@@ -156,34 +166,53 @@ void check_promises(const PowercutVault& v, const Model& m) {
     for (const auto& [name, id] : m.dir.at(d).promised) {
       int err = 0;
       const std::string got = read_all(v.path(d.empty() ? name : d + "/" + name), &err);
+      const std::string& promised = m.promised.at(id);
       EXPECT_EQ(err, 0) << d << "/" << name << ": " << std::strerror(err);
-      EXPECT_TRUE(got == m.promised.at(id)) << d << "/" << name << ": " << got.size() << " bytes read, "
-                                            << m.promised.at(id).size() << " promised";
+      if (err != 0) continue;
+      EXPECT_EQ(got.size(), promised.size()) << d << "/" << name;
+      const auto it = m.unsynced.find(id);
+      for (std::size_t i = 0; i < std::min(got.size(), promised.size()); ++i) {
+        const bool may_differ = some_landed && it != m.unsynced.end() && i < it->second.size() && it->second[i];
+        if (got[i] != promised[i] && !may_differ) {
+          ADD_FAILURE() << d << "/" << name << ": byte " << i << " differs from the fsynced one";
+          break;
+        }
+      }
     }
   }
 }
 
-TEST(PowercutMount, DropAllUnsyncedKeepsEveryFsyncedByte) {
+// The seeded rounds: the workload, the daemon killed, the cut, fsck, the mount, the promises.
+void drop_or_land_rounds(const std::string& cut, bool some_landed) {
   const std::uint64_t first = powercut_seed(1);
   const int rounds = std::getenv("GCFS_POWERCUT_SEED") ? 1 : 3;
   for (std::uint64_t seed = first; seed < first + static_cast<std::uint64_t>(rounds); ++seed) {
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    SCOPED_TRACE("seed " + std::to_string(seed) + ", cut " + cut);
     PowercutDisk disk;
     PowercutVault v(disk, kChunk);
     ASSERT_EQ(v.mount().status, 0) << v.log();
     Model m;
     m.dir[""];
     run_workload(v, m, seed, 40);
-    if (HasFatalFailure()) return;
+    if (::testing::Test::HasFatalFailure()) return;
     v.kill();
-    ASSERT_TRUE(disk.command("cut drop")) << disk.status();
+    ASSERT_TRUE(disk.command("cut " + (cut == "subset" ? "subset:" + std::to_string(seed) : cut))) << disk.status();
     ASSERT_TRUE(disk.command("boot"));
     const CommandResult fsck = v.fsck();
     EXPECT_EQ(fsck.status, 0) << fsck.output;
     ASSERT_EQ(v.mount().status, 0) << v.log();
-    check_promises(v, m);
+    check_promises(v, m, some_landed);
     v.unmount();
   }
+}
+
+TEST(PowercutMount, DropAllUnsyncedKeepsEveryFsyncedByte) { drop_or_land_rounds("drop", false); }
+
+// The same workloads, with a seeded subset of the unsynced pieces landing in place: partial
+// overwrites of fsynced chunks are torn among them, so this fails today (issue 39).
+TEST(PowercutMount, SubsetOfUnsyncedLandingKeepsEveryFsyncedByteItDidNotOverwrite) {
+  GCFS_REQUIRE_TORN_CASES();
+  drop_or_land_rounds("subset", true);
 }
 
 // Two promises the vault's own files break today under this model, found by this harness and
@@ -322,6 +351,27 @@ INSTANTIATE_TEST_SUITE_P(Tears, PowercutTorn,
                          ::testing::Combine(::testing::Values("none", "all", "prefix:1", "prefix:4"),
                                             ::testing::Bool(), ::testing::Bool()),
                          torn_name);
+
+// A truncation to 0 forgets the file's header, so the next write starts a new file ID at offset 0:
+// in place over the fsynced header, unjournaled (nothing is durable below size 0). A cut that lets
+// that write land but not the truncation (metadata) leaves the fsynced chunks under a header they
+// do not belong to: every one fails (fails today, issue 39).
+TEST(PowercutTornRewrite, ATruncationToZeroAndARewriteLoseNothingFsyncedToACut) {
+  GCFS_REQUIRE_TORN_CASES();
+  PowercutDisk disk;
+  PowercutVault v(disk, kChunk);
+  ASSERT_TRUE(set_up_fsynced_file(disk, v, false));
+  ASSERT_EQ(truncate_to(v.path("f"), 0, false), 0);
+  ASSERT_EQ(pwrite_at(v.path("f"), 0, kNew, false), 0);
+  v.kill();
+  ASSERT_TRUE(disk.command("cut keep"));
+  ASSERT_TRUE(disk.command("boot"));
+  const CommandResult fsck = v.fsck();
+  EXPECT_EQ(fsck.status, 0) << fsck.output;
+  ASSERT_EQ(v.mount().status, 0) << v.log();
+  int err = 0;
+  EXPECT_TRUE(read_all(v.path("f"), &err) == kOld) << "f: " << std::strerror(err);
+}
 
 // --- A second cut while recovery replays the journal -------------------------------------------
 
