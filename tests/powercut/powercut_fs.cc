@@ -197,15 +197,15 @@ int op_readlink(const char* path, char* buf, size_t size) {
   return 0;
 }
 
-int remove(const char* path, bool dir) {
+int remove_name(const char* path, bool dir) {
   POWERCUT_ALIVE();
   std::string name;
   const std::int64_t parent = split(path, &name);
   if (parent < 0) return static_cast<int>(parent);
   return disk().remove(static_cast<Ino>(parent), name, dir);
 }
-int op_unlink(const char* path) { return remove(path, false); }
-int op_rmdir(const char* path) { return remove(path, true); }
+int op_unlink(const char* path) { return remove_name(path, false); }
+int op_rmdir(const char* path) { return remove_name(path, true); }
 
 int op_rename(const char* from, const char* to, unsigned int flags) {
   POWERCUT_ALIVE();

@@ -115,7 +115,7 @@ class PowercutDisk {
 // A directory vault with CIPHERDIR = DISK/cipher.
 class PowercutVault {
  public:
-  explicit PowercutVault(const PowercutDisk& disk, unsigned chunk_size = 4096) : disk_(disk), local_("gcfs-pcvault") {
+  explicit PowercutVault(const PowercutDisk& disk, unsigned chunk_size = 4096) : local_("gcfs-pcvault") {
     cipherdir_ = disk.mountpoint() + "/cipher";
     mountpoint_ = local_.path() + "/plain";
     passfile_ = local_.path() + "/passfile";
@@ -186,7 +186,6 @@ class PowercutVault {
     return pid;
   }
 
-  const PowercutDisk& disk_;
   TempDir local_;
   std::string cipherdir_, mountpoint_, passfile_, log_;
   pid_t pid_ = -1;
