@@ -2,7 +2,9 @@
 // seeded workload, then the daemon killed and the power cut, then a mount on what the disk kept.
 // Every byte an fsync promised must read back, and fsck must find the vault clean.
 //
-// - Drop all unsynced: passes today, runs in the suite.
+// - Drop all unsynced (long names and new directories among them, kept by directory fsyncs
+//   alone), a long name and a new directory each kept by its directory's fsync, a truncation
+//   to 0 and a rewrite cut at each of its writes: run in the suite.
 // - A cut at every write of one partial overwrite of a fsynced chunk, keeping none, all or a
 //   prefix of the torn write: off unless GPUCRYPTFS_TEST_TORN=1 (issue 39: some fail today).
 // - A second cut during recovery's replay: runs in the suite.
@@ -79,14 +81,20 @@ struct Model {
   // Per file id, the bytes written since its last fsync: a cut that lets unsynced pieces land may
   // show those bytes new, and only those.
   std::map<int, std::vector<bool>> unsynced;
+  // File ids truncated to 0 since their last fsync: the disk may have kept that truncation (a
+  // later state than the fsync's, never a mix), so the file may read as empty.
+  std::set<int> emptied;
   int next_id = 0;
 };
 
-// One seeded round: `ops` operations through v's mount, each followed by fsyncs or not.
+// One seeded round: `ops` operations through v's mount, each followed by fsyncs or not. Half the
+// names are long (a .name file beside the entry), and a new directory is kept by its parent's
+// fsync alone, as POSIX has it.
 void run_workload(PowercutVault& v, Model& m, std::uint64_t seed, int ops) {
   std::mt19937_64 rng(seed);
   auto pick = [&](std::size_t n) { return static_cast<std::size_t>(rng() % n); };
   auto chance = [&](int percent) { return static_cast<int>(rng() % 100) < percent; };
+  auto named = [&](const std::string& stem) { return chance(50) ? stem + "-" + std::string(200, 'L') : stem; };
   auto abs = [&](const std::string& dir, const std::string& name = "") {
     std::string rel = dir.empty() ? name : name.empty() ? dir : dir + "/" + name;
     return v.path(rel);
@@ -100,16 +108,15 @@ void run_workload(PowercutVault& v, Model& m, std::uint64_t seed, int ops) {
     auto& entries = m.dir[d].current;
     const int kind = static_cast<int>(pick(7));
     SCOPED_TRACE("seed " + std::to_string(seed) + " op " + std::to_string(op) + " kind " + std::to_string(kind));
-    if (kind == 0 && m.dirs.size() < 4) {  // mkdir, made durable as a careful program does
-      const std::string sub = (d.empty() ? "" : d + "/") + "dir" + std::to_string(m.next_id++);
+    if (kind == 0 && m.dirs.size() < 4) {  // mkdir, kept by the fsync of its parent
+      const std::string sub = (d.empty() ? "" : d + "/") + named("dir" + std::to_string(m.next_id++));
       ASSERT_EQ(::mkdir(v.path(sub).c_str(), 0755), 0) << sub;
-      ASSERT_EQ(fsync_path(v.path(sub)), 0);
       fsync_dir(d);
       m.dirs.push_back(sub);
       m.dir[sub];
     } else if (kind <= 1 || entries.empty()) {  // a new file, its contents fsynced
       const int id = m.next_id++;
-      const std::string name = "file" + std::to_string(id);
+      const std::string name = named("file" + std::to_string(id));
       const std::string data = pattern(seed * 1000 + id, 0, pick(3 * kChunk + 777));
       ASSERT_EQ(pwrite_at(abs(d, name), 0, data, true, true), 0) << name;
       entries[name] = id;
@@ -123,6 +130,7 @@ void run_workload(PowercutVault& v, Model& m, std::uint64_t seed, int ops) {
         const std::size_t size = pick(now.size() + 3000);
         ASSERT_EQ(truncate_to(abs(d, it->first), size, sync), 0);
         now.resize(size, '\0');
+        if (size == 0) m.emptied.insert(it->second);
       } else {
         const std::size_t off = kind == 3 ? now.size() : pick(now.size() + 1);
         const std::string data = pattern(rng(), off, 1 + pick(6000));
@@ -136,10 +144,11 @@ void run_workload(PowercutVault& v, Model& m, std::uint64_t seed, int ops) {
       if (sync) {
         m.promised[it->second] = now;
         m.unsynced[it->second].clear();
+        m.emptied.erase(it->second);
       }
     } else if (kind == 5) {  // a rename within the directory
       auto it = std::next(entries.begin(), static_cast<long>(pick(entries.size())));
-      const std::string to = "renamed" + std::to_string(m.next_id++);
+      const std::string to = named("renamed" + std::to_string(m.next_id++));
       ASSERT_EQ(::rename(abs(d, it->first).c_str(), abs(d, to).c_str()), 0);
       entries[to] = it->second;
       entries.erase(it);
@@ -168,7 +177,7 @@ void check_promises(const PowercutVault& v, const Model& m, bool some_landed) {
       const std::string got = read_all(v.path(d.empty() ? name : d + "/" + name), &err);
       const std::string& promised = m.promised.at(id);
       EXPECT_EQ(err, 0) << d << "/" << name << ": " << std::strerror(err);
-      if (err != 0) continue;
+      if (err != 0 || (got.empty() && m.emptied.count(id))) continue;
       EXPECT_EQ(got.size(), promised.size()) << d << "/" << name;
       const auto it = m.unsynced.find(id);
       for (std::size_t i = 0; i < std::min(got.size(), promised.size()); ++i) {
@@ -215,12 +224,11 @@ TEST(PowercutMount, SubsetOfUnsyncedLandingKeepsEveryFsyncedByteItDidNotOverwrit
   drop_or_land_rounds("subset", true);
 }
 
-// Two promises the vault's own files break today under this model, found by this harness and
-// kept out of the workload above (it uses short names and fsyncs each new directory itself):
-// DISABLED_ until they are fixed; run them with --gtest_also_run_disabled_tests.
-// A long name's .name file is written without an fsync, so the fsync of its directory keeps an
-// empty one, and the file drops out of the listing.
-TEST(PowercutMount, DISABLED_ALongNameFsyncedWithItsDirectorySurvivesACut) {
+// Two promises of the vault's own files that this harness found broken: a long name's .name file
+// was written without an fsync, so the fsync of its directory kept an empty one and the file
+// dropped out of the listing; mkdir fsynced the new directory's IV file (then renamed it into
+// place) but not the new directory, so the fsync of its parent kept the directory without its IV.
+TEST(PowercutMount, ALongNameFsyncedWithItsDirectorySurvivesACut) {
   PowercutDisk disk;
   PowercutVault v(disk, kChunk);
   ASSERT_EQ(v.mount().status, 0) << v.log();
@@ -237,9 +245,7 @@ TEST(PowercutMount, DISABLED_ALongNameFsyncedWithItsDirectorySurvivesACut) {
   EXPECT_TRUE(read_all(v.path(name), &err) == data) << std::strerror(err);
 }
 
-// mkdir writes the new directory's IV file (fsynced, then renamed into place) but never fsyncs the
-// new directory, so the fsync of its parent keeps the directory without its IV.
-TEST(PowercutMount, DISABLED_ADirectoryFsyncedInItsParentIsUsableAfterACut) {
+TEST(PowercutMount, ADirectoryFsyncedInItsParentIsUsableAfterACut) {
   PowercutDisk disk;
   PowercutVault v(disk, kChunk);
   ASSERT_EQ(v.mount().status, 0) << v.log();
@@ -352,25 +358,51 @@ INSTANTIATE_TEST_SUITE_P(Tears, PowercutTorn,
                                             ::testing::Bool(), ::testing::Bool()),
                          torn_name);
 
-// A truncation to 0 forgets the file's header, so the next write starts a new file ID at offset 0:
-// in place over the fsynced header, unjournaled (nothing is durable below size 0). A cut that lets
-// that write land but not the truncation (metadata) leaves the fsynced chunks under a header they
-// do not belong to: every one fails (fails today, issue 39).
-TEST(PowercutTornRewrite, ATruncationToZeroAndARewriteLoseNothingFsyncedToACut) {
-  GCFS_REQUIRE_TORN_CASES();
-  PowercutDisk disk;
-  PowercutVault v(disk, kChunk);
-  ASSERT_TRUE(set_up_fsynced_file(disk, v, false));
-  ASSERT_EQ(truncate_to(v.path("f"), 0, false), 0);
-  ASSERT_EQ(pwrite_at(v.path("f"), 0, kNew, false), 0);
-  v.kill();
-  ASSERT_TRUE(disk.command("cut keep"));
-  ASSERT_TRUE(disk.command("boot"));
-  const CommandResult fsck = v.fsck();
-  EXPECT_EQ(fsck.status, 0) << fsck.output;
-  ASSERT_EQ(v.mount().status, 0) << v.log();
-  int err = 0;
-  EXPECT_TRUE(read_all(v.path("f"), &err) == kOld) << "f: " << std::strerror(err);
+// A truncation to 0 forgets the file's header, so the next write starts a new file ID at offset 0,
+// in place over the fsynced header, unjournaled (nothing is durable below size 0). A cut that let
+// that write land but not the truncation (metadata) left the fsynced chunks under a header they do
+// not belong to: every one failed. After a cut at any write of the rewrite, or after it with all
+// its pieces landing or none, the file must read as it was fsynced or as truncated, never as EIO
+// or a mix. `rewrite` bytes: an inline file in format 2 (the old chunk entries' place), or chunks.
+void truncate_and_rewrite_under_cuts(std::size_t rewrite) {
+  const std::string fresh = pattern(4, 0, rewrite);
+  int cuts = 0;
+  for (std::uint64_t n = 1; n <= 8; ++n)
+    for (const std::string tear : {"all", "prefix:1", "none"}) {
+      const std::string what = "cut at write " + std::to_string(n) + " tear " + tear;
+      PowercutDisk disk;
+      PowercutVault v(disk, kChunk);
+      ASSERT_TRUE(set_up_fsynced_file(disk, v, false)) << what;
+      ASSERT_TRUE(disk.command("arm " + std::to_string(n) + " " + tear));
+      truncate_to(v.path("f"), 0, false);  // these fail when the cut comes: not checked
+      pwrite_at(v.path("f"), 0, fresh, false);
+      if (disk.dead()) {
+        ++cuts;
+      } else {  // the rewrite made fewer writes: the cut comes after it, every piece landing
+        ASSERT_TRUE(disk.command("disarm"));
+        ASSERT_TRUE(disk.command(tear == "none" ? "cut drop" : "cut keep"));
+      }
+      v.kill();
+      ASSERT_TRUE(disk.command("boot"));
+      const CommandResult fsck = v.fsck();
+      EXPECT_EQ(fsck.status, 0) << what << ": " << fsck.output;
+      ASSERT_EQ(v.mount().status, 0) << what << ": " << v.log();
+      int err = 0;
+      const std::string got = read_all(v.path("f"), &err);
+      EXPECT_EQ(err, 0) << what << ": f: " << std::strerror(err);
+      EXPECT_TRUE(got == kOld || got.empty()) << what << ": f reads " << got.size()
+                                              << " bytes, neither the fsynced ones nor none";
+      v.unmount();
+    }
+  EXPECT_GT(cuts, 0) << "no cut came during the rewrite";
+}
+
+TEST(PowercutRewrite, ATruncationToZeroAndASmallRewriteLoseNothingFsyncedToACut) {
+  truncate_and_rewrite_under_cuts(kOverwriteLen);
+}
+
+TEST(PowercutRewrite, ATruncationToZeroAndARewriteOfChunksLoseNothingFsyncedToACut) {
+  truncate_and_rewrite_under_cuts(2 * kChunk + 500);
 }
 
 // --- A second cut while recovery replays the journal -------------------------------------------
