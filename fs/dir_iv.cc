@@ -77,4 +77,9 @@ int create_dir_iv(int dirfd, DirIv* out, const DirIv* given) {
   return 0;
 }
 
+int sync_directory(int dirfd) {
+  if (::fsync(dirfd) == 0) return 0;
+  return errno == EINVAL || errno == EOPNOTSUPP || errno == ENOSYS ? 0 : -errno;
+}
+
 }  // namespace gcfs

@@ -18,6 +18,11 @@ constexpr const char* kDirIvTempName = "gpucryptfs.diriv.tmp";
 int read_dir_iv(int dirfd, DirIv* iv, const FileLabel& label);
 // Creates dirfd's IV file with fresh random bytes (mode 0440), or with *given when set (putting
 // back the IV of a directory whose rmdir failed). Returns 0 or -errno; never leaves a torn file.
+// The file is fsynced before its rename; the rename reaches the disk with sync_directory(dirfd).
 int create_dir_iv(int dirfd, DirIv* out, const DirIv* given = nullptr);
+// fsync of the directory dirfd (opened for reading): its entries, the IV's name among them, and
+// its own attributes are durable. Returns 0 or -errno; a filesystem that refuses fsync on
+// directories (EINVAL, EOPNOTSUPP) counts as done, since there is nothing more to ask of it.
+int sync_directory(int dirfd);
 
 }  // namespace gcfs

@@ -44,6 +44,11 @@ std::string path_of(int dirfd) {
 // Writes `content` as the sibling file `file` of dirfd (long names and long symlink targets), whose
 // content follows from its name: an existing file with that content is kept, anything else there
 // is replaced (logged). `read` gives what is there now (nullopt, with *damage, when unusable).
+// The new file is fsynced before this returns, that is before the entry that needs it is made: a
+// program's fsync of the directory then keeps the entry with its sibling's bytes, whatever the
+// backing filesystem committed first (without it, a power cut after that fsync left an empty
+// .name file, and the entry dropped out of its listing). Its name is in the same directory as
+// the entry's, so the same directory fsync keeps both.
 int write_sibling_file(int dirfd, const std::string& file, const std::string& content,
                        const std::function<std::optional<std::string>(std::string*)>& read) {
   // A few rounds: whatever sits there is replaced, but someone replacing it again and again
@@ -52,6 +57,7 @@ int write_sibling_file(int dirfd, const std::string& file, const std::string& co
     OpenResult r = open_beneath(dirfd, file, FileType::Regular, O_WRONLY | O_CREAT | O_EXCL, 0400);
     if (r) {
       ssize_t w = pwrite_full(r.fd.get(), content.data(), content.size(), 0);
+      if (w >= 0 && ::fdatasync(r.fd.get()) != 0) w = -errno;
       r.fd.reset();
       if (w < 0) {
         ::unlinkat(dirfd, file.c_str(), 0);

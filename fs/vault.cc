@@ -48,7 +48,8 @@ void Vault::create(const std::string& cipherdir, std::string_view secret, std::u
   UniqueFd dir(::open(cipherdir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!dir) throw UserError("cannot open " + cipherdir + ": " + std::strerror(errno));
   // The dir IV first: a vault whose config exists is complete.
-  if (int rc = create_dir_iv(dir.get(), nullptr); rc < 0)
+  // Synced with its name: a config kept elsewhere (--config) does not sync CIPHERDIR for it.
+  if (int rc = create_dir_iv(dir.get(), nullptr); rc < 0 || (rc = sync_directory(dir.get())) < 0)
     throw UserError("cannot write " + cipherdir + "/" + kDirIvFileName + ": " + std::strerror(-rc));
   if (config_dir.empty()) {
     write_config_file_at(dir.get(), cipherdir, cfg, config_name);

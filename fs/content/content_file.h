@@ -149,6 +149,8 @@ class ContentFile {
   ssize_t write_growing_locked(std::uint64_t off, const std::uint8_t* in, std::size_t len);
   int load_size_if_needed_locked();
   int truncate_locked(std::uint64_t size);
+  // Truncation to 0, made durable first when may_hold_durable (content_resize.cc says why).
+  int empty_locked(bool may_hold_durable);
   // Cuts an incomplete last chunk off the ciphertext (fragment_), leaving the whole chunks.
   int drop_fragment_locked();
   // Makes a disk range read as zeros, by punching it or, where that is unsupported, writing zeros.

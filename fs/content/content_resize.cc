@@ -27,6 +27,26 @@ int ContentFile::drop_fragment_locked() {
   return 0;
 }
 
+int ContentFile::empty_locked(bool may_hold_durable) {
+  if (::ftruncate(fd(), static_cast<off_t>(layout_.base_offset())) != 0) return -errno;
+  // The next write lays a fresh header (a new file ID) where the old one is, in place. Should a
+  // power cut keep that write but not the truncation (a size change, which only a sync commits),
+  // the fsynced chunks would lie under a header they were not sealed for, and every one of them
+  // would fail. So the truncation of a file that may hold durable bytes reaches the disk first:
+  // after a cut the file holds what it held, or nothing, never EIO. The cost is one fdatasync per
+  // emptying of such a file (an O_TRUNC open of an existing one); a file emptied again before its
+  // next fsync, or never fsynced since its creation here, holds nothing durable and pays none.
+  const int synced = may_hold_durable && ::fdatasync(fd()) != 0 ? -errno : 0;
+  std::lock_guard hl(header_mu_);
+  header_.reset();  // the next write starts a new file ID, hence a new key
+  header_ready_.store(false, std::memory_order_relaxed);
+  size_ = 0;
+  size_valid_ = true;
+  fragment_ = 0;
+  durable_size_.store(0);
+  return synced;
+}
+
 int ContentFile::truncate_locked(std::uint64_t new_size) {
   const std::uint64_t C = layout_.chunk_size();
   // Truncating to the size the file reads as still replaces a fragment (docs/FORMAT.md "Sizes"),
@@ -38,16 +58,7 @@ int ContentFile::truncate_locked(std::uint64_t new_size) {
       (void)::ftruncate(fd(), st.st_size);
     return 0;
   }
-  if (new_size == 0) {
-    if (::ftruncate(fd(), static_cast<off_t>(layout_.base_offset())) != 0) return -errno;
-    std::lock_guard hl(header_mu_);
-    header_.reset();  // the next write starts a new file ID, hence a new key
-    header_ready_.store(false, std::memory_order_relaxed);
-    size_ = 0;
-    fragment_ = 0;
-    durable_size_.store(0);
-    return 0;
-  }
+  if (new_size == 0) return empty_locked(durable_size_.load() > 0);
   if (layout_.is_inline(new_size) && size_ > C) {
     // Format 2, shrinking into an inline file: cut to chunk 0 alone first, so that the inline
     // ciphertext, which lies where the entries of chunks 3 and up do, overwrites no entry of a
@@ -114,15 +125,7 @@ int ContentFile::truncate(std::uint64_t new_size) {
     // be emptied: truncating to zero keeps none of its bytes, so nothing is lost by not reading
     // them, and the file becomes usable again (O_TRUNC, `: > file`).
     if (r != -EIO || new_size != 0) return r;
-    if (::ftruncate(fd(), static_cast<off_t>(layout_.base_offset())) != 0) return -errno;
-    std::lock_guard hl(header_mu_);
-    header_.reset();
-    header_ready_.store(false, std::memory_order_relaxed);
-    size_ = 0;
-    size_valid_ = true;
-    fragment_ = 0;
-    durable_size_.store(0);
-    return 0;
+    return empty_locked(true);  // what lies there was all on the disk when it was opened
   }
   return truncate_locked(new_size);
 }

@@ -123,10 +123,13 @@ void EncryptedFs::mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mod
     give_to_caller(req, dirfd, dn.entry, sub);
     store_new_entry_acls("/proc/self/fd/" + std::to_string(sub), acls);
   }
+  // The IV's name, the mode, owner and ACLs are on the disk before the reply: a caller that
+  // fsyncs the parent then has a usable directory after a power cut, not one without its IV.
+  if (rc == 0) rc = sync_directory(sub);
   if (sub >= 0) ::close(sub);
   if (rc < 0) {
     if (rc == -EMFILE || rc == -ENFILE) warn_out_of_descriptors();
-    log::error(label_of(dir) + "/" + dn.entry + ": cannot write the new directory's IV: " + std::strerror(-rc));
+    log::error(label_of(dir) + "/" + dn.entry + ": cannot write or sync the new directory's IV: " + std::strerror(-rc));
     if (sub >= 0) {
       int s2 = ::openat(dirfd, dn.entry.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       if (s2 >= 0) {
@@ -240,7 +243,7 @@ void EncryptedFs::rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
   if (rc == 0 && ::unlinkat(dirfd, dn.entry.c_str(), AT_REMOVEDIR) != 0) {
     rc = -errno;
     // Something appeared in the meantime: put the IV back so its name stays readable.
-    if (have_iv) create_dir_iv(sub, nullptr, &iv);
+    if (have_iv && create_dir_iv(sub, nullptr, &iv) == 0) sync_directory(sub);
   }
   ::close(sub);
   if (rc == 0) {
@@ -358,7 +361,7 @@ void EncryptedFs::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fu
   }
   if (::renameat2(from_fd, src.entry.c_str(), to_fd, dst.entry.c_str(), flags) != 0) {
     int err = errno;
-    if (iv_taken) create_dir_iv(replaced_dir, nullptr, &replaced_iv);
+    if (iv_taken && create_dir_iv(replaced_dir, nullptr, &replaced_iv) == 0) sync_directory(replaced_dir);
     if (replaced_dir >= 0) ::close(replaced_dir);
     if (dst.is_long && !dst_name_existed) NameMapping::remove_name_file(to_fd, dst);
     tidy_long_targets();
