@@ -334,7 +334,7 @@ TEST_P(StoredVaultKeySlots, OldConfigOpensAndTakesAKeyFileSlot) {
   r = run_shell(bin + " info " + q(cipher));
   EXPECT_NE(r.output.find("gpucryptfs version " + std::to_string(GetParam())), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("config version 2, 2 key slots"), std::string::npos) << r.output;
-  for (const std::string unlock : {"--keyfile " + q(kf), "--passfile " + q(pw)}) {
+  for (const std::string& unlock : {"--keyfile " + q(kf), "--passfile " + q(pw)}) {
     r = run_shell(bin + " mount --engine cpu" + transport_arg() + " " + unlock + " --log " + q(t.path() + "/log") + " " +
                   q(cipher) + " " + q(plain));
     ASSERT_EQ(r.status, 0) << unlock << ": " << r.output;
