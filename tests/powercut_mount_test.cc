@@ -224,6 +224,17 @@ TEST(PowercutMount, SubsetOfUnsyncedLandingKeepsEveryFsyncedByteItDidNotOverwrit
   drop_or_land_rounds("subset", true);
 }
 
+// The daemon killed, the power cut with everything unsynced dropped, the machine booted again:
+// fsck finds nothing to report and the vault mounts.
+void cut_drop_and_remount(PowercutDisk& disk, PowercutVault& v) {
+  v.kill();
+  ASSERT_TRUE(disk.command("cut drop"));
+  ASSERT_TRUE(disk.command("boot"));
+  const CommandResult fsck = v.fsck();
+  EXPECT_EQ(fsck.status, 0) << fsck.output;
+  ASSERT_EQ(v.mount().status, 0) << v.log();
+}
+
 // Two promises of the vault's own files that this harness found broken: a long name's .name file
 // was written without an fsync, so the fsync of its directory kept an empty one and the file
 // dropped out of the listing; mkdir fsynced the new directory's IV file (then renamed it into
@@ -235,12 +246,7 @@ TEST(PowercutMount, ALongNameFsyncedWithItsDirectorySurvivesACut) {
   const std::string name(200, 'L'), data = pattern(3, 0, 5000);
   ASSERT_EQ(pwrite_at(v.path(name), 0, data, true, true), 0);
   ASSERT_EQ(fsync_path(v.mountpoint()), 0);
-  v.kill();
-  ASSERT_TRUE(disk.command("cut drop"));
-  ASSERT_TRUE(disk.command("boot"));
-  const CommandResult fsck = v.fsck();
-  EXPECT_EQ(fsck.status, 0) << fsck.output;
-  ASSERT_EQ(v.mount().status, 0) << v.log();
+  ASSERT_NO_FATAL_FAILURE(cut_drop_and_remount(disk, v));
   int err = 0;
   EXPECT_TRUE(read_all(v.path(name), &err) == data) << std::strerror(err);
 }
@@ -251,12 +257,7 @@ TEST(PowercutMount, ADirectoryFsyncedInItsParentIsUsableAfterACut) {
   ASSERT_EQ(v.mount().status, 0) << v.log();
   ASSERT_EQ(::mkdir(v.path("d").c_str(), 0755), 0);
   ASSERT_EQ(fsync_path(v.mountpoint()), 0);
-  v.kill();
-  ASSERT_TRUE(disk.command("cut drop"));
-  ASSERT_TRUE(disk.command("boot"));
-  const CommandResult fsck = v.fsck();
-  EXPECT_EQ(fsck.status, 0) << fsck.output;
-  ASSERT_EQ(v.mount().status, 0) << v.log();
+  ASSERT_NO_FATAL_FAILURE(cut_drop_and_remount(disk, v));
   EXPECT_EQ(pwrite_at(v.path("d/f"), 0, "after the cut", true, true), 0);
   int err = 0;
   EXPECT_EQ(read_all(v.path("d/f"), &err), "after the cut") << std::strerror(err);
