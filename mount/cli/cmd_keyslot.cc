@@ -86,9 +86,8 @@ int keyslot_add(VaultConfig cfg, const ConfigPlace& place, const KeySlotArgs& a,
   const ScryptParams cost = new_slot_cost(a, cfg, u.slot);
   const bool upgrade = !cfg.has_key_slots();
   if (upgrade) cfg.upgrade_to_key_slots(u.master, u.password.view());
-  int number = -1;
   if (!fresh) fresh = read_unlock_secret(a.fresh, "New password: ", true);
-  number = cfg.add_slot(u.master, fresh->text.view(), fresh->kind, cost);
+  const int number = cfg.add_slot(u.master, fresh->text.view(), fresh->kind, cost);
   fresh.reset();  // the new secret is wiped here, or on the way out
   save_vault_config(place, cfg);
   if (upgrade)

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <ostream>
+#include <string>
 
 #include "crypto/vault_config.h"
 
@@ -12,5 +13,7 @@ namespace gcfs::cli {
 // scrypt N=2^17 r=8 p=1") or, for a config of version 1, "Key from:" with its one cost; then a
 // "Warning:" line for each cost that unlocking refuses without --allow-expensive-kdf.
 void print_key_slots(std::ostream& out, const VaultConfig& c);
+// "scrypt N=2^17 r=8 p=1".
+std::string scrypt_cost_text(const ScryptParams& p);
 
 }  // namespace gcfs::cli

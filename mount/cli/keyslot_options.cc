@@ -1,6 +1,8 @@
 #include "mount/cli/keyslot_options.h"
 
 #include "crypto/errors.h"
+#include "fs/vault.h"
+#include "mount/cli/key_slot_text.h"
 #include "mount/cli/cli_options.h"
 
 namespace po = boost::program_options;
@@ -48,21 +50,19 @@ ScryptParams new_slot_cost(const KeySlotArgs& a, const VaultConfig& cfg, int ope
 }
 
 void print_keyslot_list(std::ostream& out, const VaultConfig& cfg) {
-  const auto cost = [](const ScryptParams& p) {
-    return "scrypt N=2^" + std::to_string(p.log_n) + " r=" + std::to_string(p.r) + " p=" + std::to_string(p.p);
-  };
   if (!cfg.has_key_slots()) {
-    out << "config version 1: one password (" << cost(cfg.scrypt)
+    out << "config version 1: one password (" << scrypt_cost_text(cfg.scrypt)
         << "), no key slots; 'gpucryptfs keyslot add' upgrades it to version 2, keeping the password as slot 0\n";
     return;
   }
   for (const KeySlot& s : cfg.slots)
-    out << "slot " << s.number << ": " << key_slot_kind_words(s.kind) << ", " << cost(s.scrypt) << "\n";
+    out << "slot " << s.number << ": " << key_slot_kind_words(s.kind) << ", " << scrypt_cost_text(s.scrypt) << "\n";
 }
 
 std::string unlocked_line(int opened_slot, KeySlotKind kind) {
-  if (opened_slot < 0) return "Unlocked with the password (config version 1).";
-  return "Unlocked with key slot " + std::to_string(opened_slot) + " (a " + std::string(key_slot_kind_words(kind)) + ").";
+  std::string line = unlocked_by_text(opened_slot, kind);  // what the mount's log says, as a sentence
+  line[0] = 'U';
+  return line + ".";
 }
 
 }  // namespace gcfs::cli

@@ -37,11 +37,8 @@ class BlockRecycler {
     {
       std::lock_guard lk(mu_);
       if (free_.size() < kKeptBlocks) {
-        try {
-          free_.push_back(p);
-          return;
-        } catch (const std::bad_alloc&) {
-        }
+        free_.push_back(p);  // within the reserved capacity: never allocates
+        return;
       }
     }
     ::operator delete(p, std::align_val_t{Align});
