@@ -1,7 +1,6 @@
 #include "fs/volume_container.h"
 
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,55 +15,36 @@
 #include "crypto/errors.h"
 #include "fs/plain_io.h"
 #include "fs/file_header.h"
+#include "fs/framed_block.h"
 #include "fs/file_lock.h"
 #include "fs/log.h"
 #include "fs/safe_open.h"
+#include "fs/volume_rekey_record.h"
 #include "fs/unique_fd.h"
 
 namespace gcfs {
 namespace {
 
-// Slot: magic (8) | be64 generation | be32 JSON length | JSON | SHA-256 of everything before it.
-constexpr std::size_t kSlotFixedBytes = sizeof(kVolumeMagic) + 8 + 4;
-constexpr std::size_t kSlotDigestBytes = 32;
-constexpr std::size_t kMaxSlotJson = kVolumeSlotBytes - kSlotFixedBytes - kSlotDigestBytes;
-
-std::array<std::uint8_t, kSlotDigestBytes> sha256(const std::uint8_t* p, std::size_t n) {
-  std::array<std::uint8_t, kSlotDigestBytes> d{};
-  unsigned int len = 0;
-  if (EVP_Digest(p, n, d.data(), &len, EVP_sha256(), nullptr) != 1 || len != d.size())
-    throw std::runtime_error("SHA-256 failed in OpenSSL");
-  return d;
-}
-
-void put_be(std::uint8_t* p, std::uint64_t v, int bytes) {
-  for (int i = bytes - 1; i >= 0; --i, v >>= 8) p[i] = static_cast<std::uint8_t>(v);
-}
-std::uint64_t get_be(const std::uint8_t* p, int bytes) {
-  std::uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v = (v << 8) | p[i];
-  return v;
-}
+// Slot: a framed block (fs/framed_block.h) whose body is the config's JSON.
+constexpr std::size_t kMaxSlotJson = kVolumeSlotBytes - kFramedBlockOverhead;
 
 enum class SlotState { Empty, Damaged, Valid };
 
 // Empty: no magic (never written, or not a container). Damaged: magic present but the checksum
 // or the JSON is wrong; *why says which.
 SlotState decode_slot(const std::uint8_t* slot, VolumeHeaderCopy* out, std::string* why) {
-  if (std::memcmp(slot, kVolumeMagic, sizeof(kVolumeMagic)) != 0) return SlotState::Empty;
-  const std::uint64_t len = get_be(slot + 16, 4);
-  if (len > kMaxSlotJson) {
-    *why = "its length field is impossible";
-    return SlotState::Damaged;
+  FramedBlock b = decode_framed_block({slot, kVolumeSlotBytes}, kVolumeMagic);
+  if (b.state == FramedBlock::State::Empty) {
+    b = decode_framed_block({slot, kVolumeSlotBytes}, kVolumeRekeyingMagic);
+    out->rekeying = true;
   }
-  const std::size_t body = kSlotFixedBytes + len;
-  const auto digest = sha256(slot, body);
-  if (std::memcmp(digest.data(), slot + body, digest.size()) != 0) {
-    *why = "its checksum does not match";
+  if (b.state == FramedBlock::State::Empty) return SlotState::Empty;
+  if (b.state == FramedBlock::State::Damaged) {
+    *why = b.why;
     return SlotState::Damaged;
   }
   try {
-    out->config = VaultConfig::from_json(std::string_view(reinterpret_cast<const char*>(slot + kSlotFixedBytes), len));
+    out->config = VaultConfig::from_json(b.body);
   } catch (const CorruptData& e) {
     *why = e.what();
     return SlotState::Damaged;
@@ -73,7 +53,7 @@ SlotState decode_slot(const std::uint8_t* slot, VolumeHeaderCopy* out, std::stri
     *why = "its config is not of kind 'volume'";
     return SlotState::Damaged;
   }
-  out->generation = get_be(slot + 8, 8);
+  out->generation = b.generation;
   return SlotState::Valid;
 }
 
@@ -109,22 +89,14 @@ VolumeHeader read_header_at(int fd, const std::string& path) {
 
 }  // namespace
 
-std::vector<std::uint8_t> encode_volume_slot(const VaultConfig& c, std::uint64_t generation) {
+std::vector<std::uint8_t> encode_volume_slot(const VaultConfig& c, std::uint64_t generation, bool rekeying) {
   const std::string json = c.to_json(c.has_key_slots() ? -1 : 2);
   if (json.size() > kMaxSlotJson)
     throw UserError("the volume's config (" + std::to_string(json.size()) + " bytes with " +
                     std::to_string(c.slots.size()) + " key slots) does not fit its header copy of " +
                     std::to_string(kMaxSlotJson) + " bytes: a volume holds 14 key slots or so, not the 32 of a "
                     "directory vault's config");
-  std::vector<std::uint8_t> slot(kVolumeSlotBytes, 0);
-  std::memcpy(slot.data(), kVolumeMagic, sizeof(kVolumeMagic));
-  put_be(slot.data() + 8, generation, 8);
-  put_be(slot.data() + 16, json.size(), 4);
-  std::memcpy(slot.data() + kSlotFixedBytes, json.data(), json.size());
-  const std::size_t body = kSlotFixedBytes + json.size();
-  auto d = sha256(slot.data(), body);
-  std::memcpy(slot.data() + body, d.data(), d.size());
-  return slot;
+  return encode_framed_block(rekeying ? kVolumeRekeyingMagic : kVolumeMagic, generation, json, kVolumeSlotBytes);
 }
 
 VolumeHeader decode_volume_header(std::span<const std::uint8_t> block) {
@@ -144,6 +116,7 @@ VolumeHeader decode_volume_header(std::span<const std::uint8_t> block) {
         break;
       case SlotState::Valid:
         c.slot = s;
+        h.rekeying = h.rekeying || c.rekeying;
         h.copies.push_back(std::move(c));
         break;
     }
@@ -202,7 +175,7 @@ void VolumeContainer::create(const std::string& path, const VaultConfig& config)
   ::close(fd);
 }
 
-VolumeContainer::VolumeContainer(const std::string& path, bool writable) : path_(path) {
+VolumeContainer::VolumeContainer(const std::string& path, bool writable, bool rekey) : path_(path) {
   fd_ = open_container(path, writable);
   try {
     if (const int e = flock_with_grace(fd_, writable ? LOCK_EX : LOCK_SH); e != 0) {
@@ -211,6 +184,9 @@ VolumeContainer::VolumeContainer(const std::string& path, bool writable) : path_
       throw UserError("cannot lock " + path + ": " + std::strerror(e));
     }
     header_ = read_header_at(fd_, path);
+    if (!rekey && (header_.rekeying || read_volume_rekey_copies(fd_, path).any_magic))
+      throw UserError("a re-key of " + path + " is in progress: run 'gpucryptfs volume rekey " + path +
+                      "' again to finish it (until then the volume cannot be used)");
     if (!header_.damage.empty())
       log::warning(path + ": one copy of the volume header is damaged (" + header_.damage + "); using the other");
     config_ = header_.copies.front().config;
@@ -350,12 +326,12 @@ void VolumeContainer::check_content_header() const {
                       ") is corrupt: wrong magic or version, so no chunk of the volume could be read");
 }
 
-void VolumeContainer::write_slot(const VaultConfig& config) {
+void VolumeContainer::write_slot(const VaultConfig& config, bool rekeying) {
   // The other copy: older, or the one that failed to open. The one in use stays intact until
   // this one is durable.
   const int target = 1 - slot_;
   if (generation_ == UINT64_MAX) throw CorruptData("the volume header of " + path_ + " is at its last generation");
-  auto slot = encode_volume_slot(config, generation_ + 1);
+  auto slot = encode_volume_slot(config, generation_ + 1, rekeying);
   pwrite_or_throw(fd_, slot.data(), slot.size(), target * kVolumeSlotBytes, path_);
   if (::fdatasync(fd_) != 0) throw UserError("cannot sync " + path_ + ": " + errno_text());
   config_ = config;
@@ -402,11 +378,11 @@ void VolumeContainer::change_password(std::string_view password, std::string_vie
   write_slot(next);
 }
 
-void VolumeContainer::replace_config(const VaultConfig& next) {
+void VolumeContainer::replace_config(const VaultConfig& next, bool rekeying) {
   if (!unlocked_) throw std::logic_error("VolumeContainer::replace_config before unlock");
   (void)encode_volume_slot(next, generation_ + 1);  // too large: refused before either copy changes
-  write_slot(next);
-  write_slot(next);
+  write_slot(next, rekeying);
+  write_slot(next, rekeying);
 }
 
 }  // namespace gcfs

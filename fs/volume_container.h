@@ -32,6 +32,10 @@ constexpr std::uint64_t kVolumeConfigBlockBytes = 64 * 1024;  // the content str
 constexpr std::uint64_t kVolumeSlotBytes = 4096;
 constexpr int kVolumeSlots = 2;
 constexpr char kVolumeMagic[8] = {'G', 'C', 'F', 'S', 'V', 'O', 'L', '1'};
+// The magic of a header copy while a re-key is in progress (fs/volume_rekey.h): a release that
+// knows no re-key finds no header and refuses the container ("not a volume container") instead of
+// mounting a volume whose chunks are under two keys.
+constexpr char kVolumeRekeyingMagic[8] = {'G', 'C', 'F', 'S', 'V', 'R', 'K', '1'};
 
 // The plaintext size a volume of `requested` bytes gets: rounded up to whole chunks, so that
 // growing it never reseals a partial last chunk. Throws UserError for 0.
@@ -42,6 +46,7 @@ struct VolumeHeaderCopy {
   int slot = 0;
   std::uint64_t generation = 0;
   VaultConfig config;
+  bool rekeying = false;  // written with kVolumeRekeyingMagic
 };
 
 // What the two slots hold, before any password.
@@ -49,12 +54,13 @@ struct VolumeHeader {
   std::vector<VolumeHeaderCopy> copies;  // newest (highest generation) first; ties: lower slot first
   std::string damage;                    // "copy 0: its checksum does not match; ...", empty when none
   int empty = 0;                         // slots without the magic (never written, or not a container)
+  bool rekeying = false;                 // a whole copy says a re-key is in progress
 };
 
 // The bytes of one slot holding config at generation (for create, resize, tests and the fuzzer).
 // A config with key slots is stored compact; UserError when it does not fit the slot's 4 KiB
 // (14 key slots: docs/FORMAT.md).
-std::vector<std::uint8_t> encode_volume_slot(const VaultConfig& config, std::uint64_t generation);
+std::vector<std::uint8_t> encode_volume_slot(const VaultConfig& config, std::uint64_t generation, bool rekeying = false);
 
 // Decodes the first kVolumeSlots * kVolumeSlotBytes bytes of a container (a shorter span counts
 // the missing slots as empty). Damage is reported in the result, never thrown; only a slot of a
@@ -77,7 +83,10 @@ class VolumeContainer {
   // take an exclusive lock, so two mounts (or a mount and a resize) never share a container.
   // Throws CorruptData when no slot is valid, UserError when the file is not a container or is
   // busy. Nothing is written.
-  VolumeContainer(const std::string& path, bool writable);
+  // A container in the middle of a re-key (its header copies or its re-key record say so) is
+  // refused with a UserError that says to run `volume rekey` again, unless rekey is true (the
+  // re-key itself).
+  VolumeContainer(const std::string& path, bool writable, bool rekey = false);
   // The header alone, opened as the constructor does but without a lock and without logging: for
   // a command that answers before the password prompt (a FIFO, a damaged header, a refused
   // scrypt cost) and leaves the real open to the process that mounts. Same errors.
@@ -143,10 +152,11 @@ class VolumeContainer {
   // to both header copies, the one not in use first, each fsynced: a copy left as it was would
   // keep a removed slot opening the volume. Needs unlock() and a writable container. UserError
   // when next does not fit a copy.
-  void replace_config(const VaultConfig& next);
+  // rekeying: both copies marked as in the middle of a re-key (kVolumeRekeyingMagic).
+  void replace_config(const VaultConfig& next, bool rekeying = false);
 
  private:
-  void write_slot(const VaultConfig& config);
+  void write_slot(const VaultConfig& config, bool rekeying = false);
 
   std::string path_;
   int fd_ = -1;

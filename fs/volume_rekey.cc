@@ -1,0 +1,112 @@
+#include "fs/volume_rekey.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+
+#include "crypto/errors.h"
+#include "crypto/key_ring.h"
+#include "crypto/random.h"
+#include "fs/chunk_auth.h"
+#include "fs/file_header.h"
+#include "fs/log.h"
+#include "fs/plain_io.h"
+#include "fs/volume_rekey_record.h"
+
+namespace gcfs {
+namespace {
+
+FileId stream_file_id(const VolumeContainer& vol) {
+  std::array<std::uint8_t, kFileHeaderBytes> bytes{};
+  const ssize_t n = pread_full(vol.fd(), bytes.data(), bytes.size(), kVolumeConfigBlockBytes);
+  if (n < 0) throw UserError("cannot read " + vol.path() + ": " + std::strerror(static_cast<int>(-n)));
+  auto h = static_cast<std::size_t>(n) == bytes.size() ? FileHeader::decode(bytes) : std::nullopt;
+  if (!h) throw CorruptData("the content header of volume container " + vol.path() + " is corrupt");
+  return h->id;
+}
+
+// The stream's end: where the backup areas begin, and where the container is cut at the end.
+std::uint64_t stream_end(const VolumeContainer& vol, const VaultConfig& c) {
+  return kVolumeConfigBlockBytes + vol.layout().cipher_size(c.volume_size);
+}
+
+OpenedVolumeRekey start(VolumeContainer& vol, const SecretBytes& old_master, const MakeRekeyedConfig& make_next,
+                        std::uint64_t segment_bytes, VolumeRekeyCopies* copies) {
+  vol.check_stream_size();  // an interrupted resize rolled back first: the pass covers volume_size
+  vol.check_content_header();
+  OpenedVolumeRekey o;
+  o.old_master = old_master;
+  o.new_master.resize(kMasterKeyBytes);
+  random_bytes(o.new_master);
+  VaultConfig next = make_next(o.new_master);
+  if (next.kind != VaultKind::Volume || next.volume_size != vol.config().volume_size ||
+      next.chunk_size != vol.config().chunk_size)
+    throw std::logic_error("rekey_volume: the new header changes more than the keys");
+  (void)encode_volume_slot(next, 1);  // too large: refused before anything changes
+  const std::uint64_t seg = std::max<std::uint64_t>(1, segment_bytes / vol.config().chunk_size);
+  o.record = make_volume_rekey(o.old_master, o.new_master, std::move(next), seg);
+  write_volume_rekey(vol.fd(), vol.path(), o.record, o.new_master, copies);
+  vol.replace_config(vol.config(), true);  // the same header, marked
+  return o;
+}
+
+}  // namespace
+
+VolumeRekeyResult rekey_volume(VolumeContainer& vol, const SecretBytes& unlocked_master,
+                               const MakeRekeyedConfig& make_next, ChunkEngine& engine,
+                               const StreamRekeyPass::Report& report, std::uint64_t segment_bytes) {
+  const std::string& label = vol.path();
+  VolumeRekeyCopies copies = read_volume_rekey_copies(vol.fd(), label);
+  VolumeRekeyResult result;
+  OpenedVolumeRekey o;
+  if (copies.any_magic) {
+    if (!copies.damage.empty()) log::warning(label + ": " + copies.damage + " (using the other copy)");
+    o = open_volume_rekey(copies, unlocked_master, label);
+    result.resumed = true;
+    // A stop right after the record was written can leave the header unmarked: mark it before
+    // any chunk changes again.
+    const bool pass_left = !o.old_master.empty() && o.record.progress.done_chunks < o.record.next.volume_size / o.record.next.chunk_size;
+    bool all_marked = true;
+    for (const auto& copy : vol.header().copies) all_marked = all_marked && copy.rekeying;
+    if (pass_left && (!all_marked || vol.header().copies.size() < kVolumeSlots)) vol.replace_config(vol.config(), true);
+  } else if (vol.header().rekeying) {
+    throw CorruptData("the header of " + label + " says a re-key is in progress, but its re-key record is gone: "
+                      "the container is left as it is");
+  } else {
+    o = start(vol, unlocked_master, make_next, segment_bytes, &copies);
+  }
+  VolumeRekeyRecord& rec = o.record;
+  const VaultConfig& c = rec.next;
+  const std::uint64_t total = c.volume_size / c.chunk_size;
+  result.volume_bytes = c.volume_size;
+  if (!o.old_master.empty()) {
+    const FileId id = stream_file_id(vol);
+    const KeyRing old_ring(o.old_master), new_ring(o.new_master);
+    const ChunkKey old_key = old_ring.content_key(id), new_key = new_ring.content_key(id);
+    StreamRekeyPass pass(vol.fd(), vol.layout(), total, StreamRekeyKeys{&old_key, &new_key, id}, engine, label,
+                         rec.segment_chunks);
+    auto persist = [&](const StreamRekeyProgress& p) {
+      rec.progress = p;
+      write_volume_rekey(vol.fd(), label, rec, o.new_master, &copies);
+    };
+    result.stats = pass.run(rec.progress, persist, report);
+    if (!result.stats.damaged.empty())
+      log::warning(label + ": " + std::to_string(result.stats.damaged.size()) +
+                   " chunks opened under neither key and were left as they were (damage from before the re-key; "
+                   "they read as errors): chunks " + describe_chunk_runs(result.stats.damaged, 8));
+  } else if (rec.progress.done_chunks != total || rec.progress.hot_count != 0) {
+    throw CorruptData("the re-key record of " + label + " opens only with the new key but says the pass is not done");
+  }
+  // The new header in both copies (unmarked), then the backups cut off, then the record wiped.
+  vol.replace_config(c, false);
+  if (::ftruncate(vol.fd(), static_cast<off_t>(stream_end(vol, c))) != 0 || ::fsync(vol.fd()) != 0)
+    throw UserError("cannot cut the re-key's backup areas off " + label + ": " + std::strerror(errno));
+  clear_volume_rekey(vol.fd(), label);
+  result.new_master = std::move(o.new_master);
+  return result;
+}
+
+}  // namespace gcfs
