@@ -14,6 +14,7 @@
 
 #include "crypto/errors.h"
 #include "fs/plain_io.h"
+#include "fs/chunk_auth.h"
 #include "fs/file_header.h"
 #include "fs/framed_block.h"
 #include "fs/file_lock.h"
@@ -324,6 +325,33 @@ void VolumeContainer::check_content_header() const {
     throw CorruptData("the content header of volume container " + path_ + " (at byte " +
                       std::to_string(kVolumeConfigBlockBytes) +
                       ") is corrupt: wrong magic or version, so no chunk of the volume could be read");
+}
+
+void VolumeContainer::check_key_opens_data(const KeyRing& keys, ChunkEngine& engine) const {
+  constexpr std::uint64_t kSample = 8;  // chunks: enough that one damaged chunk never refuses a volume
+  const ChunkLayout l = layout();
+  const std::uint64_t total = config_.volume_size / l.chunk_size();
+  const off_t data = ::lseek(fd_, static_cast<off_t>(l.disk_offset(0)), SEEK_DATA);
+  if (data < 0 || total == 0) return;  // no data at all (ENXIO): nothing to check against
+  std::array<std::uint8_t, kFileHeaderBytes> hb{};
+  if (pread_full(fd_, hb.data(), hb.size(), kVolumeConfigBlockBytes) != static_cast<ssize_t>(hb.size())) return;
+  const auto header = FileHeader::decode(hb);
+  if (!header) return;  // check_content_header's to report
+  const std::uint64_t at = static_cast<std::uint64_t>(data);
+  const std::uint64_t first = at <= l.disk_offset(0) ? 0 : (at - l.disk_offset(0)) / l.disk_chunk_size();
+  if (first >= total) return;
+  const std::uint64_t last = std::min(total, first + kSample) - 1;
+  std::vector<std::uint8_t> ct((last - first + 1) * l.disk_chunk_size());
+  if (pread_full(fd_, ct.data(), ct.size(), l.disk_offset(first)) != static_cast<ssize_t>(ct.size())) return;
+  std::vector<std::uint8_t> scratch;
+  std::vector<std::uint64_t> bad;
+  const ChunkKey key = keys.content_key(header->id);
+  const ChunkRunCheck r =
+      check_chunk_run(engine, l, key, header->id, first, last, config_.volume_size, ct.data(), &scratch, &bad);
+  if (r.opened > 0 && bad.size() == r.opened)
+    throw CorruptData("the key of this header of " + path_ + " opens none of the volume's first written chunks (" +
+                      describe_chunk_runs(bad, 4) + "): a copy of the header from before a 'volume rekey', or damage; "
+                      "nothing was changed");
 }
 
 void VolumeContainer::write_slot(const VaultConfig& config, bool rekeying) {

@@ -21,7 +21,9 @@
 #include <string_view>
 #include <vector>
 
+#include "crypto/chunk_engine.h"
 #include "crypto/kdf.h"
+#include "crypto/key_ring.h"
 #include "crypto/secret.h"
 #include "crypto/vault_config.h"
 #include "fs/chunk_layout.h"
@@ -126,6 +128,11 @@ class VolumeContainer {
   // chunk changes); otherwise the excess may belong to a larger volume described by the copy that
   // could not be used, and it is left alone with a warning. A shorter one is damage: CorruptData.
   void check_stream_size();
+
+  // Checks that keys open the volume's data: the first few written chunks (holes skipped). Throws
+  // CorruptData when some were tried and none opened: an old copy of the header, from before a
+  // `volume rekey`, or damage, either of which would make every read an error. An empty volume passes.
+  void check_key_opens_data(const KeyRing& keys, ChunkEngine& engine) const;
 
   // Checks the content stream's file header (magic, version) behind the config block. Without
   // it every chunk read fails, so a damaged one is refused up front: throws CorruptData.

@@ -162,10 +162,10 @@ class VolumeMountTest : public ::testing::Test {
                " " + q(container_));
   }
   // The engine is GPUCRYPTFS_TEST_ENGINE (cpu when unset), as for the directory-mode suites.
-  CommandResult mount(const std::string& extra = "") {
-    return run(kBinary + " volume mount --engine " + gcfs::test::test_engine() + gcfs::test::transport_arg() +
-               " --passfile " + q(passfile_) +
-               " --log " + q(log_path()) + " " + extra + " " + q(container_) + " " + q(mnt_));
+  CommandResult mount(const std::string& extra = "") { return mount_unlocked_by("--passfile " + q(passfile_), extra); }
+  CommandResult mount_unlocked_by(const std::string& unlock, const std::string& extra = "") {
+    return run(kBinary + " volume mount --engine " + gcfs::test::test_engine() + gcfs::test::transport_arg() + " " +
+               unlock + " --log " + q(log_path()) + " " + extra + " " + q(container_) + " " + q(mnt_));
   }
   std::string log_path() const { return tmp_.path() + "/daemon.log"; }
   std::string image() const { return mnt_ + "/volume.img"; }
@@ -675,6 +675,90 @@ TEST_F(VolumeMountTest, FifoOrDirectoryAsContainerIsRefusedAtOnce) {
     fsys::remove(container_);
     fsys::create_directory(container_);
   }
+}
+
+// volume rekey end to end: three ways in (two passwords, a key file), ext4 inside, the re-key
+// killed with SIGKILL at seeded moments and run again each time; afterwards every file reads
+// back, e2fsck -fn is clean, each kept slot opens, and the header from before opens nothing.
+TEST_F(VolumeMountTest, Ext4SurvivesARekeyKilledAtRandomMomentsAndRunAgain) {
+  ASSERT_EQ(create("128M").status, 0);
+  const std::string pass2 = tmp_.path() + "/pass2", keyfile = tmp_.path() + "/key";
+  std::ofstream(pass2) << "second password\n";
+  {
+    const auto key = random_bytes(4096, 7);
+    std::ofstream(keyfile, std::ios::binary).write(key.data(), static_cast<std::streamsize>(key.size()));
+  }
+  ::chmod(pass2.c_str(), 0600), ::chmod(keyfile.c_str(), 0600), ::chmod(passfile_.c_str(), 0600);
+  ASSERT_EQ(run(kBinary + " volume keyslot add --passfile " + q(passfile_) + " --new-passfile " + q(pass2) + " " +
+                q(container_)).status, 0);
+  ASSERT_EQ(run(kBinary + " volume keyslot add --passfile " + q(passfile_) + " --new-keyfile " + q(keyfile) + " " +
+                q(container_)).status, 0);
+  std::vector<std::pair<std::string, std::vector<char>>> files;
+  files.emplace_back("big.bin", random_bytes(40 << 20, 11));
+  for (int i = 0; i < 40; ++i) files.emplace_back("d" + std::to_string(i % 5) + "/f" + std::to_string(i), random_bytes(100 + 901 * i, 20 + i));
+  auto with_ext4 = [&](const std::string& unlock, bool write) {
+    CommandResult m = mount_unlocked_by(unlock);
+    ASSERT_EQ(m.status, 0) << m.output;
+    MountGuard fuse(mnt_, true, log_path());
+    if (write) {
+      ASSERT_EQ(run("mkfs.ext4 -q -F " + q(image())).status, 0);
+    }
+    CommandResult fsck = run("e2fsck -f -n " + q(image()));
+    EXPECT_EQ(fsck.status, 0) << fsck.output;
+    LoopDevice loop(image());
+    ASSERT_FALSE(loop.dev().empty()) << loop.error();
+    ASSERT_EQ(run("mount " + std::string(write ? "" : "-o ro ") + q(loop.dev()) + " " + q(fs_)).status, 0);
+    MountGuard ext4(fs_, false);
+    for (const auto& [name, data] : files) {
+      const std::string path = fs_ + "/" + name;
+      if (write) {
+        fsys::create_directories(fsys::path(path).parent_path());
+        std::ofstream(path, std::ios::binary).write(data.data(), static_cast<std::streamsize>(data.size()));
+        continue;
+      }
+      std::ifstream in(path, std::ios::binary);
+      std::vector<char> back((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      EXPECT_TRUE(back == data) << name << " differs after the re-key";
+    }
+    ASSERT_TRUE(ext4.release()) << ext4.why();
+    loop.release();
+    ASSERT_TRUE(fuse.release()) << fuse.why();
+  };
+  const std::string first = "--passfile " + q(passfile_);
+  with_ext4(first, true);
+  const std::string old_header = tmp_.path() + "/old-header";
+  ASSERT_EQ(run("dd if=" + q(container_) + " of=" + q(old_header) + " bs=64k count=1 status=none").status, 0);
+  const std::string rekey = kBinary + " volume rekey -q --engine " + gcfs::test::test_engine() + " --passfile " +
+                            q(passfile_) + " --slot-passfile 1=" + q(pass2) + " --slot-keyfile 2=" + q(keyfile) + " " +
+                            q(container_);
+  // Three re-keys, each killed: two from inside after a seeded number of segments (at a known point,
+  // whatever the machine's speed), one from outside at a seeded moment; each then run again.
+  std::mt19937 rng(2026);
+  for (int round = 0; round < 3; ++round) {
+    if (round < 2) {
+      const int segments = 1 + static_cast<int>(rng() % 6);
+      SCOPED_TRACE("killed after " + std::to_string(segments) + " segments");
+      CommandResult killed = run("GPUCRYPTFS_TEST_REKEY_KILL_AFTER=" + std::to_string(segments) + " " + rekey);
+      EXPECT_NE(killed.status, 0) << killed.output;
+      CommandResult refused = mount();
+      EXPECT_NE(refused.status, 0);
+      EXPECT_NE(refused.output.find("volume rekey"), std::string::npos) << refused.output;
+      if (refused.status == 0) MountGuard(mnt_, true).release();
+    } else {
+      const int ms = 15 + static_cast<int>(rng() % 150);
+      SCOPED_TRACE("killed after " + std::to_string(ms) + " ms");
+      run(rekey + " & pid=$!; sleep " + std::to_string(ms / 1000.0) + "; kill -9 $pid; wait $pid");
+    }
+    CommandResult again = run(rekey);
+    ASSERT_EQ(again.status, 0) << again.output;
+  }
+  with_ext4(first, false);
+  with_ext4("--passfile " + q(pass2), false);
+  with_ext4("--keyfile " + q(keyfile), false);
+  ASSERT_EQ(run("dd if=" + q(old_header) + " of=" + q(container_) + " bs=64k count=1 conv=notrunc status=none").status, 0);
+  CommandResult old = mount();
+  EXPECT_EQ(old.status, 23) << "the header from before the re-key must open nothing\n" << old.output;
+  if (old.status == 0) MountGuard(mnt_, true).release();
 }
 
 }  // namespace

@@ -27,7 +27,8 @@
 namespace gcfs::cli {
 namespace {
 
-// True when one of the container's config slots starts with the volume magic. O_NONBLOCK and the
+// True when one of the container's config slots starts with the volume magic (or the one it has
+// in the middle of a re-key, which the commands then refuse saying so). O_NONBLOCK and the
 // type checked on the descriptor: a FIFO put in place after the caller's stat never blocks.
 bool has_volume_magic(const std::string& path) {
   const OpenResult r = open_regular(path, O_RDONLY);
@@ -37,7 +38,8 @@ bool has_volume_magic(const std::string& path) {
     char magic[sizeof(kVolumeMagic)];
     if (::pread(fd.get(), magic, sizeof magic, static_cast<off_t>(slot * kVolumeSlotBytes)) ==
             static_cast<ssize_t>(sizeof magic) &&
-        std::memcmp(magic, kVolumeMagic, sizeof magic) == 0)
+        (std::memcmp(magic, kVolumeMagic, sizeof magic) == 0 ||
+         std::memcmp(magic, kVolumeRekeyingMagic, sizeof magic) == 0))
       return true;
   }
   return false;

@@ -24,6 +24,7 @@ int volume_info(int argc, char** argv);       // cmd_volume_tools.cc
 int volume_passwd(int argc, char** argv);
 int volume_fsck(int argc, char** argv);
 int volume_keyslot(int argc, char** argv);   // cmd_keyslot.cc
+int volume_rekey(int argc, char** argv);     // cmd_volume_rekey.cc
 
 namespace {
 
@@ -51,6 +52,8 @@ void volume_usage(std::ostream& out) {
          "       gpucryptfs volume keyslot list CONTAINER\n"
          "       gpucryptfs volume keyslot add [UNLOCK] [--new-passfile F | --new-keyfile F] CONTAINER\n"
          "       gpucryptfs volume keyslot remove --slot N [UNLOCK] CONTAINER\n"
+         "       gpucryptfs volume rekey [UNLOCK] [--slot-passfile N=F | --slot-keyfile N=F]... [--drop-other-slots]\n"
+         "                               [--engine auto|cpu|gpu] CONTAINER\n"
          "UNLOCK: --passfile F, --extpass CMD or --keyfile F (else the password is asked for).\n"
          "\nA volume is an encrypted block device in one sparse file; mounted, it is MOUNTDIR/volume.img.\n"
          "SIZE takes the suffixes K, M, G, T (binary). 'gpucryptfs volume SUBCOMMAND --help' lists the options.\n";
@@ -155,6 +158,7 @@ int cmd_volume(int argc, char** argv) {
   if (sub == "passwd") return run_command("volume passwd", [&] { return volume_passwd(argc - 1, argv + 1); });
   if (sub == "fsck") return run_command("volume fsck", [&] { return volume_fsck(argc - 1, argv + 1); });
   if (sub == "keyslot") return run_command("volume keyslot", [&] { return volume_keyslot(argc - 1, argv + 1); });
+  if (sub == "rekey") return run_command("volume rekey", [&] { return volume_rekey(argc - 1, argv + 1); });
   // One line, as every other failure: the subcommands are one --help away.
   std::cerr << "gpucryptfs volume: unknown subcommand '" << sub << "' (see 'gpucryptfs volume --help')\n";
   return kExitUsage;

@@ -327,6 +327,7 @@ FuseFilesystem make_volume_filesystem(VolumeMountSetup& setup) {
   container.check_stream_size();
   container.check_content_header();  // damaged, it would turn every read into EIO
   auto s = std::make_shared<VolumeState>(std::move(container), master, setup.engine, setup.read_only);
+  s->container.check_key_opens_data(s->keys, s->engines.engine());
   const std::int64_t stream = s->content.plain_size();
   if (stream < 0 || static_cast<std::uint64_t>(stream) < s->size)
     throw CorruptData("the content stream of " + setup.container + " does not match its volume size");
