@@ -82,6 +82,9 @@ int volume_info(int argc, char** argv) {
               << format_byte_size(copy.config.volume_size) << "\n";
   if (h.empty) std::cout << "Header:       " << h.empty << " slot(s) hold no copy\n";
   if (!h.damage.empty()) std::cout << "Damage:       " << h.damage << "\n";
+  if (h.rekeying)
+    std::cout << "Re-key:       in progress: run 'gpucryptfs volume rekey " << container
+              << "' again to finish it (until then the volume cannot be used)\n";
   try {
     c.check_kdf_cost(KdfPolicy::RefuseAboveInit);
   } catch (const ExpensiveKdf& e) {
