@@ -62,6 +62,13 @@ VolumeRekeyResult rekey_volume(VolumeContainer& vol, const SecretBytes& unlocked
   VolumeRekeyCopies copies = read_volume_rekey_copies(vol.fd(), label);
   VolumeRekeyResult result;
   OpenedVolumeRekey o;
+  if (copies.any_magic && copies.bodies.empty() && !vol.header().rekeying) {
+    // The first write of the record was cut short: the header was never marked, so no chunk has
+    // changed. Start again.
+    log::warning(label + ": a re-key record that was never completed (" + copies.damage + ") is discarded");
+    clear_volume_rekey(vol.fd(), label);
+    copies = VolumeRekeyCopies{};
+  }
   if (copies.any_magic) {
     if (!copies.damage.empty()) log::warning(label + ": " + copies.damage + " (using the other copy)");
     o = open_volume_rekey(copies, unlocked_master, label);
@@ -97,9 +104,9 @@ VolumeRekeyResult rekey_volume(VolumeContainer& vol, const SecretBytes& unlocked
       log::warning(label + ": " + std::to_string(result.stats.damaged.size()) +
                    " chunks opened under neither key and were left as they were (damage from before the re-key; "
                    "they read as errors): chunks " + describe_chunk_runs(result.stats.damaged, 8));
-  } else if (rec.progress.done_chunks != total || rec.progress.hot_count != 0) {
-    throw CorruptData("the re-key record of " + label + " opens only with the new key but says the pass is not done");
   }
+  // A header that opens with the new key was written only after the pass was done and recorded;
+  // an older copy of the record (the newest torn while it was being wiped) may still say less.
   // The new header in both copies (unmarked), then the backups cut off, then the record wiped.
   vol.replace_config(c, false);
   if (::ftruncate(vol.fd(), static_cast<off_t>(stream_end(vol, c))) != 0 || ::fsync(vol.fd()) != 0)

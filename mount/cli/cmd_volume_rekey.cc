@@ -16,7 +16,6 @@
 #include "fs/log.h"
 #include "fs/volume_container.h"
 #include "fs/volume_rekey.h"
-#include "fs/volume_rekey_record.h"
 #include "mount/cli/byte_size.h"
 #include "mount/cli/cli_checks.h"
 #include "mount/cli/cli_options.h"
@@ -65,16 +64,18 @@ int volume_rekey(int argc, char** argv) {
   vol.check_kdf_cost(policy);
   require_usable_gpu_for(engine);
   SecretBytes master;
-  KeptSlots kept;
-  {
-    UnlockSecret secret = read_unlock_secret(unlock, "Password: ");
-    master = vol.unlock(secret.text.view(), policy, secret.kind);
-    log::info("volume rekey: " + container + " unlocked by " +
-              (vol.opened_slot() < 0 ? std::string("its password") : "key slot " + std::to_string(vol.opened_slot())));
-    // A re-key that is under way already holds its new header: no other secret is needed.
-    const bool under_way = vol.header().rekeying || read_volume_rekey_copies(vol.fd(), container).any_magic;
-    if (!under_way) kept = gather_kept_slots(vol.config(), vol.opened_slot(), std::move(secret), master, slots, policy);
-  }
+  UnlockSecret secret = read_unlock_secret(unlock, "Password: ");
+  master = vol.unlock(secret.text.view(), policy, secret.kind);
+  log::info("volume rekey: " + container + " unlocked by " +
+            (vol.opened_slot() < 0 ? std::string("its password") : "key slot " + std::to_string(vol.opened_slot())));
+  const VaultConfig opened = vol.config();
+  const int opened_slot = vol.opened_slot();
+  // Asked for only when a re-key starts (one under way holds its new header already), before
+  // anything is written: the other slots' secrets, each checked against its slot.
+  auto make_next = [&](const SecretBytes& new_master) {
+    const KeptSlots kept = gather_kept_slots(opened, opened_slot, std::move(secret), master, slots, policy);
+    return rekeyed_config(opened, kept, new_master);
+  };
   EngineOptions eo;
   eo.name = engine;
   EngineSet engines(eo);
@@ -84,7 +85,7 @@ int volume_rekey(int argc, char** argv) {
   const char* kill_env = std::getenv("GPUCRYPTFS_TEST_REKEY_KILL_AFTER");
   int segments_left = kill_env ? std::atoi(kill_env) : 0;
   const VolumeRekeyResult r = rekey_volume(
-      vol, master, [&](const SecretBytes& k) { return rekeyed_config(vol.config(), kept, k); }, engines.engine(),
+      vol, master, make_next, engines.engine(),
       [&](std::uint64_t done, std::uint64_t total) {
         if (segments_left > 0 && --segments_left == 0) ::raise(SIGKILL);
         bar.update(done, total, 0, 0);

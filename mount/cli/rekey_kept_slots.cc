@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <stdexcept>
 
 #include "crypto/errors.h"
 
@@ -115,6 +116,11 @@ VaultConfig rekeyed_config(const VaultConfig& config, const KeptSlots& kept, con
   if (!config.has_key_slots()) {
     next.rewrap(new_master, kept.secrets.front().second.text.view());
     return next;
+  }
+  for (const KeySlot& s : config.slots) {  // every slot moves or goes: none may keep the old key
+    const bool covered = std::count(kept.dropped.begin(), kept.dropped.end(), s.number) ||
+                         std::any_of(kept.secrets.begin(), kept.secrets.end(), [&](auto& k) { return k.first == s.number; });
+    if (!covered) throw std::logic_error("rekeyed_config: key slot " + std::to_string(s.number) + " neither kept nor dropped");
   }
   for (int n : kept.dropped) next.remove_slot(n);
   for (const auto& [n, secret] : kept.secrets) next.rewrap_slot(n, new_master, secret.text.view(), secret.kind);
