@@ -1,0 +1,76 @@
+#!/bin/bash
+# What a re-key costs beside copying the same ciphertext: for each vault below, `cp -a` of its
+# CIPHERDIR (or `cp --sparse=always` of its container) and then `gpucryptfs rekey` / `volume
+# rekey` with each engine, timed in turn, RUNS times, in one run so that the ratios compare:
+#   big:    a directory vault holding one file of BIG_MIB MiB (default 512);
+#   small:  a directory vault holding SMALL files of 1-8 KiB in 100 folders (default 20000);
+#   volume: a volume container with VOLUME_GIB GiB written (default 1) in a volume twice as large.
+# The re-key's own summary (read, cipher and write busy time, engine) is printed after each row,
+# so it shows what bounds it. A benchmark, never a pass/fail test.
+#
+#   scripts/bench/rekey_speed.sh BIN          (needs root: it mounts)
+#
+# Knobs (environment): ROOT (default /dev/shm/rekey-speed), ENGINES (default "cpu"; on a GPU
+# machine "cpu gpu auto"), ROWS (default "big small volume"), BIG_MIB, SMALL, VOLUME_GIB, RUNS (2).
+set -u
+(($# == 1)) || { sed -n 2,16p "$0"; exit 2; }
+[[ $(id -u) == 0 ]] || { echo "rekey_speed: needs root (it mounts)" >&2; exit 1; }
+bin=$1 root=${ROOT:-/dev/shm/rekey-speed} engines=${ENGINES:-cpu} rows=${ROWS:-big small volume}
+big_mib=${BIG_MIB:-512} small=${SMALL:-20000} volume_gib=${VOLUME_GIB:-1} runs=${RUNS:-2}
+rm -rf "$root" && mkdir -p "$root/mnt" || exit 1
+pass=$root/pass
+echo "rekey speed password" > "$pass" && chmod 600 "$pass"
+trap 'mountpoint -q "$root/mnt" && fusermount3 -u "$root/mnt"; rm -rf "$root"' EXIT
+
+now() { date +%s.%N; }
+elapsed() { echo "$(now) - $1" | bc; }
+
+make_dir_vault() {  # row -> $root/vault
+  "$bin" init -q --scrypt-logn 12 --passfile "$pass" "$root/vault" > /dev/null || return 1
+  "$bin" mount --engine cpu --passfile "$pass" "$root/vault" "$root/mnt" 2> /dev/null || return 1
+  case $1 in
+    big) head -c $((big_mib << 20)) /dev/urandom > "$root/mnt/big.bin" ;;
+    small) python3 - "$root/mnt" "$small" << 'EOF'
+import os, sys
+m, n = sys.argv[1], int(sys.argv[2])
+for d in range(100):
+    os.mkdir(f"{m}/d{d}")
+blob = os.urandom(8192)
+for i in range(n):
+    with open(f"{m}/d{i % 100}/f{i}", "wb") as f:
+        f.write(blob[: 1024 + (i * 997) % 7168])
+EOF
+    ;;
+  esac
+  fusermount3 -u "$root/mnt"
+}
+
+make_volume() {  # -> $root/vol.gcv
+  "$bin" volume create --scrypt-logn 12 --size $((volume_gib * 2))G --passfile "$pass" "$root/vol.gcv" > /dev/null || return 1
+  "$bin" volume mount --engine cpu --passfile "$pass" "$root/vol.gcv" "$root/mnt" 2> /dev/null || return 1
+  dd if=/dev/zero of="$root/mnt/volume.img" bs=16M count=$((volume_gib * 64)) conv=notrunc,fsync status=none
+  fusermount3 -u "$root/mnt"
+}
+
+for row in $rows; do
+  rm -rf "$root/vault" "$root/vol.gcv" "$root/copy"
+  if [[ $row == volume ]]; then make_volume; target=$root/vol.gcv; cmd="volume rekey"
+  else make_dir_vault "$row"; target=$root/vault; cmd="rekey"; fi
+  du -sh --apparent-size "$target" | sed "s|^|$row: |"
+  for ((r = 1; r <= runs; r++)); do
+    sync; t=$(now)
+    if [[ $row == volume ]]; then cp --sparse=always "$target" "$root/copy"; else cp -a "$target" "$root/copy"; fi
+    sync; cp_s=$(elapsed "$t"); rm -rf "$root/copy"
+    line="$row run $r: cp $(printf %.2f "$cp_s") s"
+    for e in $engines; do
+      sync; t=$(now)
+      out=$("$bin" $cmd --engine "$e" --passfile "$pass" "$target" 2>&1)
+      rc=$?; s=$(elapsed "$t")
+      line+=" | $e $(printf %.2f "$s") s ($(echo "scale=2; $s / $cp_s" | bc)x)"
+      [[ $rc == 0 ]] || line+=" FAILED rc=$rc"
+      summary=$(grep -m1 "time busy" <<< "$out" | sed 's/.*(\([^()]*\)); time busy/time busy/')
+      echo "    $e: $summary"
+    done
+    echo "$line"
+  done
+done
