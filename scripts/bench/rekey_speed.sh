@@ -17,13 +17,16 @@ set -u
 [[ $(id -u) == 0 ]] || { echo "rekey_speed: needs root (it mounts)" >&2; exit 1; }
 bin=$1 root=${ROOT:-/dev/shm/rekey-speed} engines=${ENGINES:-cpu} rows=${ROWS:-big small volume}
 big_mib=${BIG_MIB:-512} small=${SMALL:-20000} volume_gib=${VOLUME_GIB:-1} runs=${RUNS:-2}
+unmount() { fusermount3 -u "$1" 2> /dev/null || umount "$1"; }  # a machine may lack fusermount3
+mountpoint -q "$root/mnt" 2> /dev/null && unmount "$root/mnt"
 rm -rf "$root" && mkdir -p "$root/mnt" || exit 1
 pass=$root/pass
 echo "rekey speed password" > "$pass" && chmod 600 "$pass"
-trap 'mountpoint -q "$root/mnt" && fusermount3 -u "$root/mnt"; rm -rf "$root"' EXIT
+trap 'mountpoint -q "$root/mnt" && unmount "$root/mnt"; rm -rf "$root"' EXIT
 
 now() { date +%s.%N; }
-elapsed() { echo "$(now) - $1" | bc; }
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
 make_dir_vault() {  # row -> $root/vault
   "$bin" init -q --scrypt-logn 12 --passfile "$pass" "$root/vault" > /dev/null || return 1
@@ -42,14 +45,14 @@ for i in range(n):
 EOF
     ;;
   esac
-  fusermount3 -u "$root/mnt"
+  unmount "$root/mnt"
 }
 
 make_volume() {  # -> $root/vol.gcv
   "$bin" volume create --scrypt-logn 12 --size $((volume_gib * 2))G --passfile "$pass" "$root/vol.gcv" > /dev/null || return 1
   "$bin" volume mount --engine cpu --passfile "$pass" "$root/vol.gcv" "$root/mnt" 2> /dev/null || return 1
   dd if=/dev/zero of="$root/mnt/volume.img" bs=16M count=$((volume_gib * 64)) conv=notrunc,fsync status=none
-  fusermount3 -u "$root/mnt"
+  unmount "$root/mnt"
 }
 
 for row in $rows; do
@@ -66,7 +69,7 @@ for row in $rows; do
       sync; t=$(now)
       out=$("$bin" $cmd --engine "$e" --passfile "$pass" "$target" 2>&1)
       rc=$?; s=$(elapsed "$t")
-      line+=" | $e $(printf %.2f "$s") s ($(echo "scale=2; $s / $cp_s" | bc)x)"
+      line+=" | $e $(printf %.2f "$s") s ($(ratio "$s" "$cp_s")x)"
       [[ $rc == 0 ]] || line+=" FAILED rc=$rc"
       summary=$(grep -m1 "time busy" <<< "$out" | sed 's/.*(\([^()]*\)); time busy/time busy/')
       echo "    $e: $summary"
