@@ -29,7 +29,7 @@ elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
 make_dir_vault() {  # row -> $root/vault
-  "$bin" init -q --scrypt-logn 12 --passfile "$pass" "$root/vault" > /dev/null || return 1
+  mkdir -p "$root/vault" && "$bin" init -q --scrypt-logn 12 --passfile "$pass" "$root/vault" > /dev/null || return 1
   "$bin" mount --engine cpu --passfile "$pass" "$root/vault" "$root/mnt" 2> /dev/null || return 1
   case $1 in
     big) head -c $((big_mib << 20)) /dev/urandom > "$root/mnt/big.bin" ;;
@@ -58,7 +58,7 @@ make_volume() {  # -> $root/vol.gcv
 for row in $rows; do
   rm -rf "$root/vault" "$root/vol.gcv" "$root/copy"
   if [[ $row == volume ]]; then make_volume; target=$root/vol.gcv; cmd="volume rekey"
-  else make_dir_vault "$row"; target=$root/vault; cmd="rekey"; fi
+  else make_dir_vault "$row"; target=$root/vault; cmd="rekey --progress"; fi
   du -sh --apparent-size "$target" | sed "s|^|$row: |"
   for ((r = 1; r <= runs; r++)); do
     sync; t=$(now)
@@ -71,7 +71,7 @@ for row in $rows; do
       rc=$?; s=$(elapsed "$t")
       line+=" | $e $(printf %.2f "$s") s ($(ratio "$s" "$cp_s")x)"
       [[ $rc == 0 ]] || line+=" FAILED rc=$rc"
-      summary=$(grep -m1 "time busy" <<< "$out" | sed 's/.*(\([^()]*\)); time busy/time busy/')
+      summary=$(tr '\r' '\n' <<< "$out" | grep -m1 -E "time busy|re-keyed .* in .* s" | sed 's/.*(\([^()]*\)); time busy/time busy/; s/^gpucryptfs rekey: //')
       echo "    $e: $summary"
     done
     echo "$line"
