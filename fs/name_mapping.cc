@@ -109,9 +109,11 @@ std::optional<std::string> read_sibling_file(int dirfd, const std::string& file,
 
 }  // namespace
 
-DiskName NameMapping::to_disk(std::string_view plain, const DirIv& iv) const {
+DiskName NameMapping::to_disk(std::string_view plain, const DirIv& iv, bool remember) const {
   DiskName n;
-  if (auto known = cache_->find_encoded(iv, plain)) {
+  if (!remember) {
+    n.encoded = names_.encrypt(plain, iv);
+  } else if (auto known = cache_->find_encoded(iv, plain)) {
     n.encoded = std::move(*known);
   } else {
     n.encoded = names_.encrypt(plain, iv);

@@ -100,6 +100,7 @@ struct MountArgs {
   mount::MountOptions mo;
   mount::FsOptions fso;
   std::string cipherdir, mountpoint, log_file, config_option, idle_text;
+  std::vector<std::string> bad_names;
   bool no_writeback = false, writeback = false, allow_expensive_kdf = false, reverse = false, nonempty = false;
   MasterKeyOptions master_key;
   std::string gpus, backing_io = "auto", transport = "auto";
@@ -158,7 +159,11 @@ bool parse_mount_args(int argc, char** argv, MountArgs& a) {
       "backing-io", po::value(&a.backing_io)->default_value(a.backing_io),
       "how a format 2 vault's chunk data meets CIPHERDIR: direct (O_DIRECT, no page-cache copy), buffered, "
       "or auto (direct where the backing filesystem takes it, else buffered with one log line)")(
-      "transport", po::value(&a.transport)->default_value(a.transport), mount::kTransportHelp);
+      "transport", po::value(&a.transport)->default_value(a.transport), mount::kTransportHelp)(
+      "badname", po::value(&a.bad_names)->composing(),
+      "show entries matching this glob that do not decrypt (may repeat): a sync client's conflict copy as "
+      "its plaintext name and the appended text ('report.txt (conflicted copy 2026-12-01)'), anything else "
+      "raw with ' GPUCRYPTFS_BAD_NAME' appended; '*' covers every client");
   add_config_option(opts, &a.config_option);
   add_master_key_options(opts, &a.master_key);
   add_allow_expensive_kdf_option(opts, &a.allow_expensive_kdf);
@@ -186,8 +191,11 @@ bool parse_mount_args(int argc, char** argv, MountArgs& a) {
     throw po::error("--masterkey replaces the password: give no --passfile, --extpass or --keyfile with it");
   if (!a.master_key.file.empty()) a.master_key.use = true;
   if (!a.master_key.chunk_size.empty() && !a.master_key.use) throw po::error("--chunk-size is for --masterkey");
-  if (a.reverse && (!a.config_option.empty() || a.master_key.use || a.idle.count() || a.nonempty))
-    throw po::error("--config, --masterkey, --idle and --nonempty are not for --reverse");
+  if (a.reverse && (!a.config_option.empty() || a.master_key.use || a.idle.count() || a.nonempty || !a.bad_names.empty()))
+    throw po::error("--config, --masterkey, --idle, --nonempty and --badname are not for --reverse");
+  for (const auto& g : a.bad_names)
+    if (g.empty()) throw po::error("--badname needs a pattern, e.g. --badname '*'");
+  a.fso.bad_names = BadNamePatterns(a.bad_names);
   return true;
 }
 
