@@ -63,9 +63,12 @@ inline bool is_long_name_entry(std::string_view entry) {
 
 class NameMapping {
  public:
-  explicit NameMapping(const KeyRing& keys)
+  // long_name_max: the longest backing entry (init --longnamemax; 255 by default): an encoded
+  // name longer than that takes the long form.
+  explicit NameMapping(const KeyRing& keys, std::size_t long_name_max = kMaxNameBytes)
       : names_(keys.names_key()), blob_key_(keys.blob_key()), sivkey_(keys.names_key()),
-        cache_(std::make_shared<NameCache>()) {}
+        cache_(std::make_shared<NameCache>()), long_name_max_(long_name_max) {}
+  std::size_t long_name_max() const { return long_name_max_; }
 
   // The entry for plain in a directory with this IV. Plain names must be 1..255 bytes without '/'.
   // remember=false leaves the name cache alone (the guesses of fs/conflict_names.h, which would
@@ -151,6 +154,7 @@ class NameMapping {
   // Names encrypted and decrypted before (fs/name_cache.h); shared by copies, which hold the
   // same key.
   std::shared_ptr<NameCache> cache_;
+  std::size_t long_name_max_;
 };
 
 }  // namespace gcfs

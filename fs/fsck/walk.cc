@@ -127,6 +127,10 @@ void Checker::check_name(DirChain& chain, std::vector<Frame>& frames, const std:
                                   true);
     schedule_move(dirfd, f, name, i, false);
     return;
+  } else if (name.size() > vault_.names().long_name_max()) {
+    bad_name = true;
+    why = "name longer than the vault's longest backing name (" + std::to_string(vault_.names().long_name_max()) +
+          " bytes, init --longnamemax), which the long form holds instead: a second spelling, never written here";
   } else {
     pname = names_.decrypt(name, f.iv);
     if (!pname) {
