@@ -28,18 +28,18 @@ std::optional<std::string> long_plain(const NameMapping& names, int dirfd, std::
 
 // The shown name of a covered entry that has a decryptable part, before the collision checks.
 std::optional<std::string> decrypted_form(const NameMapping& names, int dirfd, std::string_view entry, const DirIv& iv) {
-  if (entry.starts_with(kLongNamePrefix)) {
+  if (entry.starts_with(kLongNameStem)) {
     const std::size_t base = kLongNamePrefix.size() + kLongHashChars;
     // Appended: gcfs.longname.<hash><text>.
-    if (entry.size() > base)
+    if (entry.size() > base && entry.starts_with(kLongNamePrefix))
       if (auto p = long_plain(names, dirfd, entry.substr(0, base), iv)) return *p + std::string(entry.substr(base));
-    // Inserted before the last dot: gcfs.longname<.text>.<hash>.
-    if (entry.size() > base + 1 && entry[entry.size() - kLongHashChars - 1] == '.') {
+    // Inserted before the last dot, which clients take for an extension's: gcfs.longname<text>.<hash>
+    // (Syncthing's text is ".sync-conflict-...", Dropbox's " (conflicted copy ...)").
+    if (entry.size() > kLongNameStem.size() + 1 + kLongHashChars && entry[entry.size() - kLongHashChars - 1] == '.') {
       const std::string_view hash = entry.substr(entry.size() - kLongHashChars);
       const std::string_view text = entry.substr(kLongNameStem.size(), entry.size() - kLongHashChars - 1 - kLongNameStem.size());
-      if (text.starts_with('.'))
-        if (auto p = long_plain(names, dirfd, std::string(kLongNamePrefix) + std::string(hash), iv))
-          return *p + std::string(text);
+      if (auto p = long_plain(names, dirfd, std::string(kLongNamePrefix) + std::string(hash), iv))
+        return *p + std::string(text);
     }
     return std::nullopt;
   }
@@ -60,7 +60,7 @@ std::optional<std::string> raw_form(std::string_view entry) {
 
 bool BadNamePatterns::covers(std::string_view entry) const {
   if (entry.starts_with("gpucryptfs.")) return false;
-  if (entry.starts_with("gcfs.") && (!entry.starts_with(kLongNamePrefix) || entry.ends_with(kLongNameSuffix)))
+  if (entry.starts_with("gcfs.") && (!entry.starts_with(kLongNameStem) || entry.ends_with(kLongNameSuffix)))
     return false;
   const std::string e(entry);
   for (const auto& g : globs_)
@@ -100,7 +100,7 @@ std::optional<std::string> find_bad_name_entry(const NameMapping& names, int dir
     const std::string_view text = shown.substr(cut);
     const DiskName dn = names.to_disk(shown.substr(0, cut), iv, false);
     if (auto e = accept(dn.entry + std::string(text))) return e;
-    if (dn.is_long && text.starts_with('.'))
+    if (dn.is_long)
       if (auto e = accept(std::string(kLongNameStem) + std::string(text) + "." + dn.entry.substr(kLongNamePrefix.size())))
         return e;
   }

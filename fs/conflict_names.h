@@ -2,8 +2,9 @@
 // finds two versions of a file keeps both by renaming one, appending to our encrypted name:
 //   <encrypted> (conflicted copy 2026-12-01)              Dropbox, Nextcloud, ownCloud, Seafile
 //   <encrypted>.sync-conflict-20261201-123456-ABCDEFG     Syncthing
-//   gcfs.longname.sync-conflict-...-ABCDEFG.<hash>        Syncthing on a long name (it keeps the
-//                                                         part after the last dot as an extension)
+//   gcfs.longname.sync-conflict-...-ABCDEFG.<hash>        Syncthing and Dropbox on a long name (they
+//   gcfs.longname (conflicted copy 2026-12-01).<hash>     keep the part after the last dot as an
+//                                                         extension and insert before it)
 // Such an entry no longer decrypts. When it matches one of the user's patterns it is shown as the
 // plaintext of its longest decryptable prefix followed by the appended text, as it is on disk
 // ("report.txt (conflicted copy 2026-12-01)"), and the shown name maps back to that entry, so it

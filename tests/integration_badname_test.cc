@@ -102,17 +102,22 @@ TEST_F(BadName, ConflictCopiesOfBothShapesListReadRenameAndUnlink) {
   copy_backing(other, report + kSyncthing);
   copy_backing(long_, long_ + kDropbox);
   copy_backing(long_, "gcfs.longname" + kSyncthing + "." + hash);
+  const std::string kDropboxLong = " (conflicted copy 2026-12-02)";  // Dropbox inserts before ".<hash>"
+  copy_backing(long_, "gcfs.longname" + kDropboxLong + "." + hash);
   copy_backing(other, "NotOurs-at-all" + kDropbox);
   v_.mount();
   const std::set<std::string> want = {"report.txt", "other.txt", kLong,
                                       "report.txt" + kDropbox, "report.txt" + kSyncthing,
-                                      kLong + kDropbox, kLong + kSyncthing,
+                                      kLong + kDropbox, kLong + kSyncthing, kLong + kDropboxLong,
                                       "NotOurs-at-all" + kDropbox + " GPUCRYPTFS_BAD_NAME"};
   EXPECT_EQ(list_dir(v_.path("d")), want);
   EXPECT_EQ(read_file(v_.path("d/report.txt" + kDropbox)), "theirs\n");
   EXPECT_EQ(read_file(v_.path("d/report.txt" + kSyncthing)), "theirs\n");
   EXPECT_EQ(read_file(v_.path("d/" + kLong + kDropbox)), "long mine\n");
   EXPECT_EQ(read_file(v_.path("d/" + kLong + kSyncthing)), "long mine\n");
+  EXPECT_EQ(read_file(v_.path("d/" + kLong + kDropboxLong)), "long mine\n");
+  ASSERT_EQ(::unlink(v_.path("d/" + kLong + kDropboxLong).c_str()), 0) << errno;
+  EXPECT_FALSE(exists(dir_ + "/gcfs.longname" + kDropboxLong + "." + hash));
   EXPECT_EQ(read_file(v_.path("d/NotOurs-at-all" + kDropbox + " GPUCRYPTFS_BAD_NAME")), "theirs\n");
   EXPECT_EQ(read_file(v_.path("d/report.txt")), "mine\n") << "the original is untouched";
   // Renamed to a proper name: encrypted again, and the copy's entry is gone.
