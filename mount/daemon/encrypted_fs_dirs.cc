@@ -61,12 +61,13 @@ int EncryptedFs::read_entries(Inode& dir, DirHandle& h) {
         h.entries.push_back({entry, entry, e->d_ino, e->d_type});
         continue;
       }
-      const bool bad_name_candidate = options_.bad_names.covers(entry);
-      if (is_internal_entry(entry) && !is_long_name_entry(entry) && !bad_name_candidate) continue;
+      // A dot-name is ours unless --badname covers it (a sync client's "<name>.sync-conflict-...").
+      const bool dotted = is_internal_entry(entry) && !is_long_name_entry(entry);
+      if (dotted && !options_.bad_names.covers(entry)) continue;
       std::string damage;
-      auto plain = is_internal_entry(entry) && !is_long_name_entry(entry) ? std::nullopt
-                                                                          : vault_.names().to_plain(fd, entry, iv, &damage);
-      if (!plain && damage.empty() && bad_name_candidate)
+      auto plain = dotted ? std::nullopt : vault_.names().to_plain(fd, entry, iv, &damage);
+      // Patterns are matched only against what does not decrypt: a listing costs the same as before.
+      if (!plain && damage.empty() && !options_.bad_names.empty())
         plain = shown_bad_name(vault_.names(), fd, entry, iv, options_.bad_names);
       if (!plain) {
         // A .name file that is not a small regular file (a FIFO, a link, a huge file) is damage that
