@@ -52,7 +52,8 @@ TEST_F(ReverseExclude, ExcludedPathsAreAbsentAndTheCopyHoldsExactlyTheRest) {
   write_file(plain_ + "/" + std::string(200, 'K'), "long and kept");
   write_file(root_.path() + "/excludes", "# build output\nbuild/\n\n!important.tmp\n/docs/draft\n");
   ASSERT_EQ(run_shell(test_binary() + " init --reverse --scrypt-logn 10 --passfile " + q(pass_) + " " + q(plain_)).status, 0);
-  auto r = mount_view("--exclude /secret -ew '*.tmp' -ef " + q(root_.path() + "/excludes") + " --ctlsock " +
+  // gocryptfs's spellings: one dash, and -ew / -ef.
+  auto r = mount_view("-exclude=/secret -ew '*.tmp' -ef " + q(root_.path() + "/excludes") + " -ctlsock " +
                       q(root_.path() + "/ctl"));
   ASSERT_EQ(r.status, 0) << r.output;
   // The root shows the config, the IV, and four entries: keep.txt, sub, docs, the long kept name

@@ -361,9 +361,18 @@ mount::FuseFilesystem open_vault_filesystem(const MountArgs& a, Unlocking& u) {
 
 int cmd_mount(int argc, char** argv) {
   return run_command("mount", [&]() -> int {
-    // gocryptfs's one-dash spellings of two options, which Boost would read as -e with a value.
+    // gocryptfs's one-dash spellings of the options it shares with us, which Boost would read as
+    // -e with a value: "-exclude=secret" must never become --exclude xclude=secret.
     std::vector<std::string> args(argv, argv + argc);
-    for (auto& s : args) s = s == "-ew" ? "--exclude-wildcard" : s == "-ef" ? "--exclude-from" : s;
+    for (auto& s : args) {
+      if (s == "-ew" || s == "-ef") s = s == "-ew" ? "--exclude-wildcard" : "--exclude-from";
+      for (std::string_view name : {"exclude-wildcard", "exclude-from", "exclude", "ctlsock", "badname"})
+        if (s.size() > 1 && s[0] == '-' && s[1] != '-' && s.compare(1, name.size(), name) == 0 &&
+            (s.size() == name.size() + 1 || s[name.size() + 1] == '=')) {
+          s = "-" + s;
+          break;
+        }
+    }
     std::vector<char*> av;
     for (auto& s : args) av.push_back(s.data());
     av.push_back(nullptr);
