@@ -111,6 +111,10 @@ TEST_F(BadName, ConflictCopiesOfBothShapesListReadRenameAndUnlink) {
                                       kLong + kDropbox, kLong + kSyncthing, kLong + kDropboxLong,
                                       "NotOurs-at-all" + kDropbox + " GPUCRYPTFS_BAD_NAME"};
   EXPECT_EQ(list_dir(v_.path("d")), want);
+  EXPECT_EQ(list_dir(v_.path("d")), want);
+  EXPECT_EQ(count(v_.log(), report + kDropbox + ": does not decrypt; shown because of --badname"), 1u)
+      << "said once, not per listing";
+  EXPECT_EQ(v_.log().find("report.txt"), std::string::npos) << "no plaintext name in the log";
   EXPECT_EQ(read_file(v_.path("d/report.txt" + kDropbox)), "theirs\n");
   EXPECT_EQ(read_file(v_.path("d/report.txt" + kSyncthing)), "theirs\n");
   EXPECT_EQ(read_file(v_.path("d/" + kLong + kDropbox)), "long mine\n");

@@ -67,8 +67,13 @@ int EncryptedFs::read_entries(Inode& dir, DirHandle& h) {
       std::string damage;
       auto plain = dotted ? std::nullopt : vault_.names().to_plain(fd, entry, iv, &damage);
       // Patterns are matched only against what does not decrypt: a listing costs the same as before.
-      if (!plain && damage.empty() && !options_.bad_names.empty())
+      if (!plain && damage.empty() && !options_.bad_names.empty()) {
         plain = shown_bad_name(vault_.names(), fd, entry, iv, options_.bad_names);
+        if (plain && first_report_of_hidden(label_of(dir), entry))  // once per name, as the hidden ones
+          // The ciphertext path alone: plaintext names never go to the log (docs/SECURITY.md).
+          log::info(label_of(dir) + "/" + entry + ": does not decrypt; shown because of --badname (a sync "
+                    "client's copy, or a name from elsewhere)");
+      }
       if (!plain) {
         // A .name file that is not a small regular file (a FIFO, a link, a huge file) is damage that
         // fsck should hear about: said on its own line, with what was found. Each name once.
