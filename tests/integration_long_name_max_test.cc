@@ -25,7 +25,9 @@ class LongNameMax : public ::testing::Test {
     write_file(pass_, "pw\n");
     ::chmod(pass_.c_str(), 0600);
   }
-  ~LongNameMax() override { run_shell("fusermount3 -u " + q(plain_) + " 2>/dev/null"); }
+  ~LongNameMax() override {
+    for (const auto& m : {plain_, root_.path() + "/fwd"}) run_shell("fusermount3 -u " + q(m) + " 2>/dev/null");
+  }
   static std::string q(const std::string& s) { return shell_quote(s); }
   CommandResult init(const std::string& extra) {
     return run_shell(test_binary() + " init -q --scrypt-logn 10 --passfile " + q(pass_) + " " + extra + " " + q(cipher_));
@@ -93,6 +95,27 @@ TEST_F(LongNameMax, TheLimitIsPartOfTheConfigAndItsRangeIsChecked) {
   r = mount();
   EXPECT_NE(r.status, 0) << r.output;
   EXPECT_NE(r.status, 23) << "a well-formed edit is told apart only by the wrap (exit 12): " << r.output;
+}
+
+TEST_F(LongNameMax, AReverseViewKeepsTheLimitAndItsCopyMounts) {
+  // cipher_ plays PLAINDIR here; the view goes to plain_, its copy and mount beside them.
+  for (std::size_t n : {10u, 47u, 100u, 255u}) write_file(cipher_ + "/" + std::string(n, 'p'), std::to_string(n));
+  ASSERT_EQ(run_shell(test_binary() + " init --reverse -q --scrypt-logn 10 --longnamemax 64 --passfile " + q(pass_) + " " +
+                      q(cipher_)).status, 0);
+  auto r = run_shell(test_binary() + " mount --reverse --engine " + test_engine() + transport_arg() + " --passfile " +
+                     q(pass_) + " --log " + q(root_.path() + "/log") + " " + q(cipher_) + " " + q(plain_));
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string copy = root_.path() + "/copy", fwd = root_.path() + "/fwd";
+  ASSERT_EQ(run_shell("cp -a " + q(plain_) + " " + q(copy) + " && mkdir " + q(fwd)).status, 0);
+  unmount();
+  r = run_shell("find . -mindepth 1 -printf '%f\\n' | awk '{ if (length($0) > m) m = length($0) } END { print m }'", copy);
+  EXPECT_LE(std::stoul(r.output), 64u) << r.output;
+  r = run_shell(test_binary() + " mount --read-only --engine " + test_engine() + transport_arg() + " --passfile " +
+                q(pass_) + " --log " + q(root_.path() + "/log") + " " + q(copy) + " " + q(fwd));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(read_file(fwd + "/" + std::string(255, 'p')), "255");
+  EXPECT_EQ(read_file(fwd + "/" + std::string(47, 'p')), "47");
+  ASSERT_EQ(run_shell("fusermount3 -u " + q(fwd)).status, 0);
 }
 
 }  // namespace
