@@ -129,6 +129,35 @@ struct Unlocking {
   SecretBytes master;
 };
 
+// The exclusions of --exclude, --exclude-wildcard and --exclude-from (read here, as the user
+// who mounts, before any password is asked for).
+PathExclusions read_exclusions(const MountArgs& a) {
+  PathExclusions out;
+  for (const auto& p : a.exclude)
+    if (!out.add_path(p)) throw po::error("--exclude " + p + ": names no path below PLAINDIR");
+  for (const auto& p : a.exclude_wildcard) out.add_pattern(p);
+  for (const auto& f : a.exclude_from) {
+    std::ifstream in(f, std::ios::binary);
+    if (!in.is_open()) throw po::error("--exclude-from " + f + ": cannot be opened");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (in.bad()) throw po::error("--exclude-from " + f + ": cannot be read");
+    out.add_lines(text);
+  }
+  return out;
+}
+
+// gocryptfs's one-dash spellings of the options it shares with us, which Boost would read as -e
+// with a value: "-exclude=secret" must never become --exclude xclude=secret.
+std::string with_two_dashes(const std::string& arg) {
+  if (arg == "-ew") return "--exclude-wildcard";
+  if (arg == "-ef") return "--exclude-from";
+  for (std::string_view name : {"exclude-wildcard", "exclude-from", "exclude", "ctlsock", "badname"})
+    if (arg.size() > 1 && arg[0] == '-' && arg[1] != '-' && arg.compare(1, name.size(), name) == 0 &&
+        (arg.size() == name.size() + 1 || arg[name.size() + 1] == '='))
+      return "-" + arg;
+  return arg;
+}
+
 // Parses the command line into a. False: --help was shown.
 bool parse_mount_args(int argc, char** argv, MountArgs& a) {
   po::options_description opts("usage: gpucryptfs mount [OPTIONS] CIPHERDIR MOUNTPOINT\n"
@@ -218,16 +247,7 @@ bool parse_mount_args(int argc, char** argv, MountArgs& a) {
     throw po::error("--config, --masterkey, --idle, --nonempty and --badname are not for --reverse");
   if (!a.reverse && (!a.exclude.empty() || !a.exclude_wildcard.empty() || !a.exclude_from.empty()))
     throw po::error("--exclude, --exclude-wildcard and --exclude-from are for --reverse");
-  for (const auto& p : a.exclude)
-    if (!a.reverse_extras.exclusions.add_path(p)) throw po::error("--exclude " + p + ": names no path below PLAINDIR");
-  for (const auto& p : a.exclude_wildcard) a.reverse_extras.exclusions.add_pattern(p);
-  for (const auto& f : a.exclude_from) {
-    std::ifstream in(f, std::ios::binary);
-    if (!in.is_open()) throw po::error("--exclude-from " + f + ": cannot be opened");
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (in.bad()) throw po::error("--exclude-from " + f + ": cannot be read");
-    a.reverse_extras.exclusions.add_lines(text);
-  }
+  a.reverse_extras.exclusions = read_exclusions(a);
   a.reverse_extras.ctlsock = a.ctlsock;
   for (const auto& g : a.bad_names)
     if (g.empty()) throw po::error("--badname needs a pattern, e.g. --badname '*'");
@@ -361,18 +381,8 @@ mount::FuseFilesystem open_vault_filesystem(const MountArgs& a, Unlocking& u) {
 
 int cmd_mount(int argc, char** argv) {
   return run_command("mount", [&]() -> int {
-    // gocryptfs's one-dash spellings of the options it shares with us, which Boost would read as
-    // -e with a value: "-exclude=secret" must never become --exclude xclude=secret.
     std::vector<std::string> args(argv, argv + argc);
-    for (auto& s : args) {
-      if (s == "-ew" || s == "-ef") s = s == "-ew" ? "--exclude-wildcard" : "--exclude-from";
-      for (std::string_view name : {"exclude-wildcard", "exclude-from", "exclude", "ctlsock", "badname"})
-        if (s.size() > 1 && s[0] == '-' && s[1] != '-' && s.compare(1, name.size(), name) == 0 &&
-            (s.size() == name.size() + 1 || s[name.size() + 1] == '=')) {
-          s = "-" + s;
-          break;
-        }
-    }
+    for (auto& arg : args) arg = with_two_dashes(arg);
     std::vector<char*> av;
     for (auto& s : args) av.push_back(s.data());
     av.push_back(nullptr);
