@@ -56,7 +56,7 @@ std::string error_text(int err) {
 
 struct Connection {
   UniqueFd fd;
-  std::string in;
+  std::string in;  // what came and is not answered yet
 };
 
 // The end of the request in buf when it is complete: a newline, or a whole JSON value (clients
@@ -173,6 +173,31 @@ ControlSocket::~ControlSocket() {
     ::unlink(path_.c_str());
 }
 
+bool ControlSocket::take_input(int fd, std::string& in) {
+  char buf[4096];
+  const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return true;
+  if (n <= 0) return false;  // closed by the client, or broken
+  in.append(buf, static_cast<std::size_t>(n));
+  const std::string too_long = reply("", -1, "request longer than " + std::to_string(kMaxRequestBytes) + " bytes", "");
+  while (!in.empty()) {
+    bool broken = false;
+    const std::size_t end = request_end(in, &broken);
+    if (end == std::string::npos) {  // more to come, unless it is too long already
+      if (in.size() <= kMaxRequestBytes) return true;
+      (void)!::send(fd, too_long.data(), too_long.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      return false;
+    }
+    const std::string request = in.substr(0, end);
+    in.erase(0, end);
+    if (!broken && request.find_first_not_of(" \t\r\n") == std::string::npos) continue;  // a blank line
+    const std::string r = request.size() > kMaxRequestBytes ? too_long : answer(paths_, request);
+    // A reply is a line; a client that reads none fills its buffer and is dropped.
+    if (::send(fd, r.data(), r.size(), MSG_NOSIGNAL | MSG_DONTWAIT) != static_cast<ssize_t>(r.size())) return false;
+  }
+  return true;
+}
+
 void ControlSocket::serve() {
   std::vector<Connection> conns;
   std::vector<pollfd> fds;
@@ -186,43 +211,8 @@ void ControlSocket::serve() {
     }
     if (fds[0].revents) return;
     std::vector<bool> drop(conns.size(), false);
-    for (std::size_t i = 0; i < conns.size(); ++i) {
-      if (!fds[i + 2].revents) continue;
-      Connection& c = conns[i];
-      char buf[4096];
-      const ssize_t n = ::recv(c.fd.get(), buf, sizeof buf, MSG_DONTWAIT);
-      if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-      if (n <= 0) {
-        drop[i] = true;
-        continue;
-      }
-      c.in.append(buf, static_cast<std::size_t>(n));
-      for (;;) {
-        bool broken = false;
-        const std::size_t end = request_end(c.in, &broken);
-        if (end == std::string::npos) {
-          if (c.in.size() > kMaxRequestBytes) {
-            const std::string r = reply("", -1, "request longer than " + std::to_string(kMaxRequestBytes) + " bytes", "");
-            (void)!::send(c.fd.get(), r.data(), r.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-            drop[i] = true;
-          }
-          break;
-        }
-        const std::string request = c.in.substr(0, end);
-        c.in.erase(0, end);
-        std::string r = request.size() > kMaxRequestBytes
-                            ? reply("", -1, "request longer than " + std::to_string(kMaxRequestBytes) + " bytes", "")
-                            : answer(paths_, request);
-        if (broken || request.find_first_not_of(" \t\r\n") != std::string::npos) {
-          // A reply is a line; a client that reads none fills its buffer and is dropped.
-          if (::send(c.fd.get(), r.data(), r.size(), MSG_NOSIGNAL | MSG_DONTWAIT) != static_cast<ssize_t>(r.size())) {
-            drop[i] = true;
-            break;
-          }
-        }
-        if (c.in.empty()) break;
-      }
-    }
+    for (std::size_t i = 0; i < conns.size(); ++i)
+      if (fds[i + 2].revents) drop[i] = !take_input(conns[i].fd.get(), conns[i].in);
     for (std::size_t i = conns.size(); i-- > 0;)
       if (drop[i]) conns.erase(conns.begin() + static_cast<std::ptrdiff_t>(i));
     if (fds[1].revents) {

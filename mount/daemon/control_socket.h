@@ -38,6 +38,8 @@ class ControlSocket {
 
  private:
   void serve();
+  // Reads what came on the connection fd, answering each whole request; false: drop it.
+  bool take_input(int fd, std::string& in);
 
   std::string path_;
   PathTranslator& paths_;
