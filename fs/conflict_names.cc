@@ -81,6 +81,10 @@ std::optional<std::string> shown_bad_name(const NameMapping& names, int dirfd, s
   return raw_form(entry);
 }
 
+bool is_conflict_copy(const NameMapping& names, int dirfd, std::string_view entry, const DirIv& iv) {
+  return BadNamePatterns({"*"}).covers(entry) && decrypted_form(names, dirfd, entry, iv).has_value();
+}
+
 std::optional<std::string> find_bad_name_entry(const NameMapping& names, int dirfd, std::string_view shown,
                                                const DirIv& iv, const BadNamePatterns& patterns) {
   if (patterns.empty() || shown.empty()) return std::nullopt;

@@ -44,6 +44,10 @@ class BadNamePatterns {
 std::optional<std::string> shown_bad_name(const NameMapping& names, int dirfd, std::string_view entry, const DirIv& iv,
                                           const BadNamePatterns& patterns);
 
+// Whether an entry that does not decrypt is a conflict copy: a decryptable name with text added
+// in one of the shapes above (fsck says so, whatever --badname a mount is given).
+bool is_conflict_copy(const NameMapping& names, int dirfd, std::string_view entry, const DirIv& iv);
+
 // The entry of dirfd that shown_bad_name shows as `shown`, or nullopt. Tried only for a name that
 // has no entry of its own: it encrypts each prefix of `shown` once (up to 254 AES-SIV runs and
 // as many fstatat calls), the cost of a lookup that finds nothing while --badname is on.

@@ -105,6 +105,10 @@ TEST_F(BadName, ConflictCopiesOfBothShapesListReadRenameAndUnlink) {
   const std::string kDropboxLong = " (conflicted copy 2026-12-02)";  // Dropbox inserts before ".<hash>"
   copy_backing(long_, "gcfs.longname" + kDropboxLong + "." + hash);
   copy_backing(other, "NotOurs-at-all" + kDropbox);
+  // fsck tells the copies from damage, and says what to do with them.
+  auto fsck = run_shell(v_.binary() + " fsck --passfile " + shell_quote(v_.passfile()) + " " + shell_quote(v_.cipherdir()));
+  EXPECT_EQ(fsck.status, 26) << fsck.output;
+  EXPECT_EQ(count(fsck.output, "conflict copy of a name here"), 5u) << fsck.output;
   v_.mount();
   const std::set<std::string> want = {"report.txt", "other.txt", kLong,
                                       "report.txt" + kDropbox, "report.txt" + kSyncthing,
