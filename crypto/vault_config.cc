@@ -48,6 +48,7 @@ json fixed_fields(const VaultConfig& c) {
   j["cipher"] = c.cipher;
   j["chunk_size"] = c.chunk_size;
   j["features"] = c.features;
+  if (c.long_name_max) j["long_name_max"] = c.long_name_max;
   return j;
 }
 
@@ -86,13 +87,21 @@ bool valid_chunk_size(std::uint64_t n) {
 }
 
 VaultConfig VaultConfig::create(std::string_view secret, std::uint32_t chunk_size, const ScryptParams& params,
-                                VaultKind kind, SecretBytes* master_out, int format, KeySlotKind slot_kind) {
+                                VaultKind kind, SecretBytes* master_out, int format, KeySlotKind slot_kind,
+                                std::uint32_t long_name_max) {
   if (!valid_chunk_size(chunk_size))
     throw UserError("chunk size must be a power of two from 4096 to 1048576 bytes, got " + std::to_string(chunk_size));
   if (format < 1 || format > kMaxFormatVersion || (kind == VaultKind::Volume && format != 1))
     throw UserError("format " + std::to_string(format) + " is not one this gpucryptfs creates" +
                     (kind == VaultKind::Volume ? " for a volume (volumes are format 1)" : ""));
   VaultConfig c = defaults(chunk_size, kind, format);
+  if (long_name_max != 0) {  // before the slot: its wrap authenticates the fixed fields
+    if (long_name_max < kMinLongNameMax || long_name_max > kMaxLongNameMax || kind != VaultKind::Directory)
+      throw UserError("the longest backing name must be from " + std::to_string(kMinLongNameMax) + " to " +
+                      std::to_string(kMaxLongNameMax) + " bytes (directory vaults only), got " + std::to_string(long_name_max));
+    c.long_name_max = long_name_max;
+    c.features.push_back(kLongNameMaxFeature);
+  }
   c.scrypt = params;
   SecretBytes master(kMasterKeyBytes);
   random_bytes(master);
@@ -248,8 +257,17 @@ VaultConfig VaultConfig::from_json(std::string_view text) {
     }
     c.features = cf::string_list(j, "features");
     for (const auto& f : c.features)
-      if (std::find(kFeatures.begin(), kFeatures.end(), f) == kFeatures.end())
+      if (std::find(kFeatures.begin(), kFeatures.end(), f) == kFeatures.end() && f != kLongNameMaxFeature)
         throw UserError("the config needs feature '" + f + "', which this gpucryptfs does not know");
+    const bool has_max = std::find(c.features.begin(), c.features.end(), kLongNameMaxFeature) != c.features.end();
+    if (has_max != j.contains("long_name_max"))
+      throw CorruptData("the config has the feature 'long_name_max' or the field, not both");
+    if (has_max) {
+      const std::int64_t m = cf::integer(j, "long_name_max");
+      if (m < kMinLongNameMax || m > kMaxLongNameMax || c.kind != VaultKind::Directory)
+        throw CorruptData("config field 'long_name_max' is " + std::to_string(m));
+      c.long_name_max = static_cast<std::uint32_t>(m);
+    }
     // No "config_version": version 1, as every config before key slots. A config names the way
     // its key is kept once, never twice: mixed fields are damage, not a choice to guess at.
     if (!j.contains("config_version")) {

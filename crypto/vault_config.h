@@ -25,6 +25,11 @@ namespace gcfs {
 constexpr int kFormatVersion = 1;
 constexpr int kDefaultDirectoryFormat = 2;
 constexpr int kMaxFormatVersion = 2;
+// init --longnamemax N: no backing name longer than N bytes. The feature names it, so that a
+// gpucryptfs from before refuses the config (an unknown feature) rather than write names past N;
+// the field "long_name_max" holds N. 62 is the longest of our own names (a .name file's).
+constexpr const char* kLongNameMaxFeature = "long_name_max";
+constexpr std::uint32_t kMinLongNameMax = 62, kMaxLongNameMax = 255;
 // Volumes: one key for the whole container, whose nonce budget counts chunk writes (FORMAT.md).
 constexpr std::uint32_t kDefaultChunkSize = 64 * 1024;
 // Directory vaults: what `init` chooses. 4 KiB, the page size, by measurement (docs/BENCHMARKS.md,
@@ -81,6 +86,9 @@ struct VaultConfig {
   // slots (create, passwd --masterkey for a lost config); each slot keeps its own.
   ScryptParams scrypt;
   std::vector<std::string> features;
+  // With kLongNameMaxFeature: the longest backing name (kMinLongNameMax..kMaxLongNameMax); 0 when
+  // the feature is absent (255, NAME_MAX).
+  std::uint32_t long_name_max = 0;
   // Version 1 only: the password's wrap.
   std::vector<std::uint8_t> salt;
   std::array<std::uint8_t, 12> key_nonce{};
@@ -97,7 +105,7 @@ struct VaultConfig {
   // master key too, so the caller can go on without running scrypt a second time.
   static VaultConfig create(std::string_view secret, std::uint32_t chunk_size, const ScryptParams& scrypt,
                             VaultKind kind, SecretBytes* master_out = nullptr, int format = kFormatVersion,
-                            KeySlotKind slot_kind = KeySlotKind::Password);
+                            KeySlotKind slot_kind = KeySlotKind::Password, std::uint32_t long_name_max = 0);
 
   // The parameters a new config of this kind and chunk size has (format version, cipher, features,
   // the default scrypt cost), without a key: what a mount with the master key and no config file

@@ -109,9 +109,11 @@ std::optional<std::string> read_sibling_file(int dirfd, const std::string& file,
 
 }  // namespace
 
-DiskName NameMapping::to_disk(std::string_view plain, const DirIv& iv) const {
+DiskName NameMapping::to_disk(std::string_view plain, const DirIv& iv, bool remember) const {
   DiskName n;
-  if (auto known = cache_->find_encoded(iv, plain)) {
+  if (!remember) {
+    n.encoded = names_.encrypt(plain, iv);
+  } else if (auto known = cache_->find_encoded(iv, plain)) {
     n.encoded = std::move(*known);
   } else {
     n.encoded = names_.encrypt(plain, iv);
@@ -120,9 +122,9 @@ DiskName NameMapping::to_disk(std::string_view plain, const DirIv& iv) const {
     // tar): each name it lists that it finds here costs no AES-SIV decryption, which was a fifth
     // of the daemon's time listing a tree with attributes on the H100 machine. Short names only:
     // a long name's plaintext also depends on its .name file (to_plain reads it every time).
-    if (n.encoded.size() <= kMaxNameBytes) cache_->put_plain(iv, n.encoded, plain);
+    if (n.encoded.size() <= long_name_max_) cache_->put_plain(iv, n.encoded, plain);
   }
-  if (n.encoded.size() <= kMaxNameBytes) {
+  if (n.encoded.size() <= long_name_max_) {
     n.entry = n.encoded;
   } else {
     n.entry = std::string(kLongNamePrefix) + sha256_base64url(n.encoded);
@@ -139,10 +141,11 @@ std::optional<std::string> NameMapping::to_plain(int dirfd, std::string_view ent
     if (!encoded || std::string(kLongNamePrefix) + sha256_base64url(*encoded) != entry) return std::nullopt;
     // Only names too long for an entry take the long form: a short one here would be a second
     // spelling of a name that already has its own entry (two entries, one plaintext name).
-    if (encoded->size() <= kMaxNameBytes) return std::nullopt;
+    if (encoded->size() <= long_name_max_) return std::nullopt;
     return names_.decrypt(*encoded, iv);
   }
-  if (is_internal_entry(entry)) return std::nullopt;
+  // Past the limit a name takes the long form: a short entry that long is a second spelling too.
+  if (is_internal_entry(entry) || entry.size() > long_name_max_) return std::nullopt;
   // Short names only: a long name's plaintext also depends on its .name file being there.
   if (auto known = cache_->find_plain(iv, entry)) return known;
   auto plain = names_.decrypt(entry, iv);

@@ -63,12 +63,22 @@ inline bool is_long_name_entry(std::string_view entry) {
 
 class NameMapping {
  public:
-  explicit NameMapping(const KeyRing& keys)
+  // long_name_max: the longest backing entry (init --longnamemax; 255 by default): an encoded
+  // name longer than that takes the long form.
+  explicit NameMapping(const KeyRing& keys, std::size_t long_name_max = kMaxNameBytes)
       : names_(keys.names_key()), blob_key_(keys.blob_key()), sivkey_(keys.names_key()),
-        cache_(std::make_shared<NameCache>()) {}
+        cache_(std::make_shared<NameCache>()), long_name_max_(long_name_max) {}
+  std::size_t long_name_max() const { return long_name_max_; }
 
   // The entry for plain in a directory with this IV. Plain names must be 1..255 bytes without '/'.
-  DiskName to_disk(std::string_view plain, const DirIv& iv) const;
+  // remember=false leaves the name cache alone (the guesses of fs/conflict_names.h, which would
+  // otherwise push out names that are in use).
+  DiskName to_disk(std::string_view plain, const DirIv& iv, bool remember = true) const;
+  // The plaintext of one encoded short name, nothing cached and no file read; nullopt when it does
+  // not decrypt (fs/conflict_names.h tries the prefixes of a sync client's renamed entries).
+  std::optional<std::string> decrypt_short(std::string_view encoded, const DirIv& iv) const {
+    return names_.decrypt(encoded, iv);
+  }
   // The plaintext name of a directory entry, or nullopt for our own files and for entries that do
   // not decrypt (not ours, moved from another directory, or a long name without its .name file).
   // dirfd is needed to read a long name's .name file. *damage (when given) is set to what is wrong
@@ -144,6 +154,7 @@ class NameMapping {
   // Names encrypted and decrypted before (fs/name_cache.h); shared by copies, which hold the
   // same key.
   std::shared_ptr<NameCache> cache_;
+  std::size_t long_name_max_;
 };
 
 }  // namespace gcfs

@@ -108,6 +108,13 @@ int ReverseView::listing(const std::string& rel, std::shared_ptr<const Listing>*
   while (dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
     if (name == "." || name == ".." || (rel.empty() && name == kReverseConfigName)) continue;
+    if (!exclusions_.empty()) {
+      bool is_dir = e->d_type == DT_DIR;
+      struct stat est {};
+      if (e->d_type == DT_UNKNOWN && ::fstatat(dir.get(), name.c_str(), &est, AT_SYMLINK_NOFOLLOW) == 0)
+        is_dir = S_ISDIR(est.st_mode);
+      if (exclusions_.excluded(join(rel, name), is_dir)) continue;
+    }
     const DiskName dn = vault_.names().to_disk(name, iv);
     entries.push_back({ReverseEntry::Kind::Plain, dn.entry, name, "", static_cast<mode_t>(DTTOIF(e->d_type))});
     if (dn.is_long) entries.push_back({ReverseEntry::Kind::LongNameFile, dn.name_file(), name, dn.encoded});
@@ -172,6 +179,41 @@ int ReverseView::link_of(const std::string& path, std::string* link) {
   if (n < 0) return -errno;
   target.resize(static_cast<std::size_t>(n));
   *link = stored_link(path, target).link;
+  return 0;
+}
+
+int ReverseView::encrypt_path(const std::string& plain, std::string* out) {
+  out->clear();
+  std::string rel;
+  std::size_t start = 0;
+  while (start < plain.size()) {
+    std::size_t slash = plain.find('/', start);
+    if (slash == std::string::npos) slash = plain.size();
+    const std::string name = plain.substr(start, slash - start);
+    if (name.size() > kMaxNameBytes) return -ENAMETOOLONG;
+    const DiskName dn = vault_.names().to_disk(name, derive_.dir_iv(rel));
+    ReverseEntry e;
+    if (int rc = find(rel, dn.entry, &e); rc < 0) return rc;  // not there, or excluded
+    *out += (out->empty() ? "" : "/") + dn.entry;
+    rel = join(rel, name);
+    start = slash + 1;
+  }
+  return 0;
+}
+
+int ReverseView::decrypt_path(const std::string& cipher, std::string* out) {
+  out->clear();
+  std::size_t start = 0;
+  while (start < cipher.size()) {
+    std::size_t slash = cipher.find('/', start);
+    if (slash == std::string::npos) slash = cipher.size();
+    ReverseEntry e;
+    if (int rc = find(*out, cipher.substr(start, slash - start), &e); rc < 0) return rc;
+    // The view's own files (IVs, config, long-name files) have no plaintext path.
+    if (e.kind != ReverseEntry::Kind::Plain) return -EINVAL;
+    *out = join(*out, e.plain_name);
+    start = slash + 1;
+  }
   return 0;
 }
 

@@ -26,6 +26,8 @@
 #include <memory>
 
 #include "crypto/chunk_engine.h"
+#include "fs/path_exclusions.h"
+#include "fs/path_translator.h"
 #include "fs/reverse_derivation.h"
 #include "fs/unique_fd.h"
 #include "fs/vault.h"
@@ -43,7 +45,7 @@ struct ReverseEntry {
   mode_t type = S_IFREG;   // S_IFMT bits for readdir, 0 when the listing did not say
 };
 
-class ReverseView {
+class ReverseView : public PathTranslator {
  public:
   // root_fd: PLAINDIR, opened O_PATH | O_DIRECTORY; owned from here on. config_json: what the
   // view shows as gpucryptfs.conf.
@@ -65,6 +67,16 @@ class ReverseView {
   // Ciphertext bytes [off, off + len) of the regular file at path, open as fd. Bytes read or -errno.
   ssize_t read(int fd, const std::string& path, std::uint64_t off, std::size_t len, std::uint8_t* out);
 
+  // Plaintext paths left out of the view (mount --reverse --exclude...): not listed, not found,
+  // so nothing of them shows (their long-name and long-target files neither; an excluded
+  // directory's IV lives inside it). Set before serving.
+  void set_exclusions(PathExclusions e) { exclusions_ = std::move(e); }
+
+  // The control socket's mapping (fs/path_translator.h): every name on the way must be in the
+  // view, so an excluded path is -ENOENT both ways; the last one too (unlike forward mode).
+  int encrypt_path(const std::string& plain, std::string* out) override;
+  int decrypt_path(const std::string& cipher, std::string* out) override;
+
   // PLAINDIR's filesystem, for statfs (df, and backup tools that check the room left).
   int statfs(struct statvfs* sv);
 
@@ -80,6 +92,7 @@ class ReverseView {
   ChunkEngine& engine_;
   ReverseDerivation derive_;
   std::string config_json_;
+  PathExclusions exclusions_;
   // Listings by directory, kept while the directory's change time stays the same: a lookup of
   // each entry would otherwise encrypt the whole directory again.
   struct Listing {

@@ -42,9 +42,10 @@ std::string config_path(const std::string& cipherdir) { return cipherdir + "/" +
 
 void Vault::create(const std::string& cipherdir, std::string_view secret, std::uint32_t chunk_size,
                    const ScryptParams& scrypt, SecretBytes* master_out, const std::string& config_dir,
-                   const std::string& config_name, int format, KeySlotKind slot_kind) {
+                   const std::string& config_name, int format, KeySlotKind slot_kind, std::uint32_t long_name_max) {
   require_empty_dir(cipherdir);
-  VaultConfig cfg = VaultConfig::create(secret, chunk_size, scrypt, VaultKind::Directory, master_out, format, slot_kind);
+  VaultConfig cfg =
+      VaultConfig::create(secret, chunk_size, scrypt, VaultKind::Directory, master_out, format, slot_kind, long_name_max);
   UniqueFd dir(::open(cipherdir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!dir) throw UserError("cannot open " + cipherdir + ": " + std::strerror(errno));
   // The dir IV first: a vault whose config exists is complete.
@@ -164,6 +165,6 @@ Vault::Vault(std::string cipherdir, VaultConfig config, const SecretBytes& maste
       config_(std::move(config)),
       keys_(master),
       layout_(config_.chunk_size, 0, config_.version),
-      names_(keys_) {}
+      names_(keys_, config_.long_name_max ? config_.long_name_max : kMaxNameBytes) {}
 
 }  // namespace gcfs

@@ -27,11 +27,12 @@ class Vault {
   // master_out: the new master key, for `init` to print once. config_dir and config_name: where the
   // config goes (init --config FILE); by default CIPHERDIR/gpucryptfs.conf. format: the content
   // format version (1 or 2; docs/FORMAT.md). slot_kind: whether `secret` is a password or a key
-  // file's content (key slot 0 of the new config).
+  // file's content (key slot 0 of the new config). long_name_max: init --longnamemax (0: none).
   static void create(const std::string& cipherdir, std::string_view secret, std::uint32_t chunk_size,
                      const ScryptParams& scrypt, SecretBytes* master_out = nullptr,
                      const std::string& config_dir = "", const std::string& config_name = kConfigFileName,
-                     int format = kDefaultDirectoryFormat, KeySlotKind slot_kind = KeySlotKind::Password);
+                     int format = kDefaultDirectoryFormat, KeySlotKind slot_kind = KeySlotKind::Password,
+                     std::uint32_t long_name_max = 0);
 
   // Reads cipherdir's config (fs/config_file.h: beneath CIPHERDIR, never through a link, never
   // blocking, at most a few KiB): NotAVault when it is missing, CorruptData when it is damaged or

@@ -41,6 +41,12 @@ TEST(MountHelperArgs, MountHelperFormWithTypeAndUserspaceOptions) {
 }
 
 // The mount options that came with FUSE over io_uring and direct backing I/O.
+TEST(MountHelperArgs, BadnameRepeatsAndCtlsockBecomeMountOptions) {
+  EXPECT_EQ(translate_mount_helper_args({"/c", "/p", "-o", "passfile=/pw,badname=*conflict*,badname=*.sync-conflict-*,ctlsock=/run/v.sock"}).mount,
+            (Args{"mount", "--passfile", "/pw", "--badname", "*conflict*", "--badname", "*.sync-conflict-*", "--ctlsock",
+                  "/run/v.sock", "/c", "/p"}));
+}
+
 TEST(MountHelperArgs, TransportAndBackingIoBecomeMountOptions) {
   EXPECT_EQ(translate_mount_helper_args({"/c", "/p", "-o", "passfile=/pw,transport=uring,backing-io=direct,nofail"}).mount,
             (Args{"mount", "--passfile", "/pw", "--transport", "uring", "--backing-io", "direct", "/c", "/p"}));

@@ -146,6 +146,9 @@ class Checker {
   void lost_dir(const std::vector<Frame>& frames);
   void finish_dir(int dirfd, Frame& f, const std::vector<Frame>& frames);
   static std::string in_dir(const std::optional<std::string>& plain);
+  // For a name that does not decrypt: what to do when it is a sync client's conflict copy of a
+  // name of the directory f (fs/conflict_names.h), else "".
+  std::string conflict_hint(int dirfd, const std::string& name, const Frame& f) const;
   // One entry of the directory at the top of the walk.
   void check_name(DirChain& chain, std::vector<Frame>& frames, const std::string& name);
   // A long name: its .name file, read beneath the directory (a regular file of at most a few KiB,

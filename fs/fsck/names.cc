@@ -29,9 +29,10 @@ std::optional<std::string> Checker::long_name(int dirfd, const std::string& entr
   }
   const std::string encoded(raw.begin(), raw.end());
   // The hash check comes first: otherwise a swapped .name file could rename entries.
-  if (std::string(kLongNamePrefix) + sha256_base64url(encoded) == entry && encoded.size() > kMaxNameBytes)
+  const std::size_t limit = vault_.names().long_name_max();  // init --longnamemax, else 255
+  if (std::string(kLongNamePrefix) + sha256_base64url(encoded) == entry && encoded.size() > limit)
     if (auto plain = names_.decrypt(encoded, iv)) return plain;
-  if (encoded.size() <= kMaxNameBytes)
+  if (encoded.size() <= limit)
     *why = "long-name entry holding a name short enough for its own entry (a planted second spelling)";
   else if (names_.decrypt(encoded, iv))
     *why = "long name whose .name file does not match its hash (swapped or edited)";

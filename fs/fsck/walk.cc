@@ -1,6 +1,7 @@
 // fsck's walk: depth first through CIPHERDIR without recursion, each entry's name decrypted (or
 // reported) and the entry checked by its type; unreadable items are scheduled for --repair.
 #include "fs/fsck/checker.h"
+#include "fs/conflict_names.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -123,10 +124,14 @@ void Checker::check_name(DirChain& chain, std::vector<Frame>& frames, const std:
   } else if (is_internal_entry(name)) {
     const std::size_t i = problem(where.cipher(), std::nullopt,
                                   "not a file gpucryptfs writes (a name with a dot that is none of its own)" +
-                                      in_dir(dir_plain(frames)),
+                                      conflict_hint(dirfd, name, f) + in_dir(dir_plain(frames)),
                                   true);
     schedule_move(dirfd, f, name, i, false);
     return;
+  } else if (name.size() > vault_.names().long_name_max()) {
+    bad_name = true;
+    why = "name longer than the vault's longest backing name (" + std::to_string(vault_.names().long_name_max()) +
+          " bytes, init --longnamemax), which the long form holds instead: a second spelling, never written here";
   } else {
     pname = names_.decrypt(name, f.iv);
     if (!pname) {
@@ -136,6 +141,7 @@ void Checker::check_name(DirChain& chain, std::vector<Frame>& frames, const std:
   }
   ++f.named;
   std::optional<std::size_t> bad;
+  if (bad_name) why += conflict_hint(dirfd, name, f);
   if (bad_name) {
     bad = problem(where.cipher(), std::nullopt, why + in_dir(dir_plain(frames)), true);
     f.bad_names.push_back(*bad);
@@ -225,6 +231,12 @@ void Checker::check_entry(DirChain& chain, std::vector<Frame>& frames, const std
   } else {
     ++report_.others;  // fifos, sockets, device nodes: nothing encrypted but the name, never opened
   }
+}
+
+std::string Checker::conflict_hint(int dirfd, const std::string& name, const Frame& f) const {
+  if (!f.have_iv || !is_conflict_copy(vault_.names(), dirfd, name, f.iv)) return "";
+  return "; it is a sync client's conflict copy of a name here: a mount with --badname shows it under a readable "
+         "name, to rename or delete (--repair would move it to gpucryptfs.lost+found)";
 }
 
 }  // namespace gcfs::fsck

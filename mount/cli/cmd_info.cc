@@ -58,6 +58,8 @@ int cmd_info(int argc, char** argv) {
       std::cout << "Features:    ";
       for (const auto& f : c.features) std::cout << " " << f;
       std::cout << "\n";
+      if (c.long_name_max)
+        std::cout << "Names:        at most " << c.long_name_max << " bytes in CIPHERDIR (longer ones take the long form)\n";
     }
     std::cout << "CPU engine:   AES-256-GCM by " << gcm_description() << "\n";
     print_gpus(std::cout);

@@ -31,7 +31,7 @@ namespace {
 
 // init --reverse: the config goes into the plaintext folder, hidden, beside the data it covers.
 void create_reverse_config(const std::string& plaindir, const PasswordSource& pw_src, std::uint32_t chunk_size,
-                           const ScryptParams& scrypt, SecretBytes* master) {
+                           const ScryptParams& scrypt, SecretBytes* master, std::uint32_t long_name_max) {
   UniqueFd dir(::open(plaindir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!dir)
     throw CodedError(kExitBadCipherDir, "PLAINDIR " + plaindir + ": " + std::strerror(errno) +
@@ -43,7 +43,7 @@ void create_reverse_config(const std::string& plaindir, const PasswordSource& pw
                                             "make a new one; backups made with the old one then no longer match)");
   const UnlockSecret secret = read_unlock_secret(pw_src, "Password for the reverse view: ", true);
   const VaultConfig cfg = VaultConfig::create(secret.text.view(), chunk_size, scrypt, VaultKind::Directory, master,
-                                              kFormatVersion, secret.kind);
+                                              kFormatVersion, secret.kind, long_name_max);
   write_config_file_at(dir.get(), plaindir, cfg, kReverseConfigName);
 }
 
@@ -57,6 +57,7 @@ int cmd_init(int argc, char** argv) {
     std::string cipherdir, config_option;
     bool reverse = false, quiet = false;
     int format = 0;  // not given: kDefaultDirectoryFormat, or 1 for --reverse
+    int long_name_max = 0;  // not given: names up to 255 bytes
     po::options_description opts("usage: gpucryptfs init [OPTIONS] CIPHERDIR\n"
                                  "       gpucryptfs init --reverse [OPTIONS] PLAINDIR\n\n"
                                  "Creates a vault in CIPHERDIR, which must exist and be empty. With --reverse, writes "
@@ -75,6 +76,9 @@ int cmd_init(int argc, char** argv) {
         "extpass", po::value(&pw_src.extpass), "run this shell command and read the password from its output")(
         "keyfile", po::value(&pw_src.keyfile),
         "make key slot 0 a key file instead of a password: the file's whole content (any bytes, up to 8 MiB)")(
+        "longnamemax", po::value(&long_name_max),
+        "no name in CIPHERDIR longer than this many bytes (62 to 255, default 255): longer encrypted names take "
+        "the long form, for storage with short name limits (encrypted cloud remotes, eCryptfs, Windows shares)")(
         "quiet,q", po::bool_switch(&quiet), "print nothing on success: not even the master key (see 'gpucryptfs mount --masterkey')");
     add_config_option(opts, &config_option);
     if (!parse_command_line(argc, argv, opts, {{"CIPHERDIR", &cipherdir}})) return kExitOk;
@@ -89,12 +93,16 @@ int cmd_init(int argc, char** argv) {
     if (format == 0) format = reverse ? kFormatVersion : kDefaultDirectoryFormat;
     if (scrypt_logn < kMinScryptLogN || scrypt_logn > kMaxScryptLogN)  // the range unlocking accepts without an option
       throw po::error("--scrypt-logn must be from " + std::to_string(kMinScryptLogN) + " to " + std::to_string(kMaxScryptLogN));
+    if (long_name_max != 0 && (long_name_max < static_cast<int>(kMinLongNameMax) || long_name_max > static_cast<int>(kMaxLongNameMax)))
+      throw po::error("--longnamemax must be from " + std::to_string(kMinLongNameMax) + " to " + std::to_string(kMaxLongNameMax) +
+                      ", got " + std::to_string(long_name_max));
+    if (long_name_max == static_cast<int>(kMaxLongNameMax)) long_name_max = 0;  // the default: no field needed
     ScryptParams scrypt;
     scrypt.log_n = scrypt_logn;
     SecretBytes master;  // printed once below, then wiped with the block
     if (reverse) {
       if (!config_option.empty()) throw po::error("--config is not for --reverse (its config lives in PLAINDIR)");
-      create_reverse_config(cipherdir, pw_src, chunk_size, scrypt, &master);
+      create_reverse_config(cipherdir, pw_src, chunk_size, scrypt, &master, static_cast<std::uint32_t>(long_name_max));
       if (quiet) return kExitOk;
       std::cout << "Wrote the reverse config " << cipherdir << "/" << kReverseConfigName << " (chunk size " << chunk_size
                 << ").\n";
@@ -116,7 +124,7 @@ int cmd_init(int argc, char** argv) {
     {
       const UnlockSecret secret = read_unlock_secret(pw_src, "Password for the new vault: ", true);
       Vault::create(cipherdir, secret.text.view(), chunk_size, scrypt, &master, place.outside ? place.dir : "",
-                    place.name, format, secret.kind);
+                    place.name, format, secret.kind, static_cast<std::uint32_t>(long_name_max));
     }  // the password is wiped here, or on the way out when create throws
     if (quiet) return kExitOk;
     std::cout << "Created a vault in " << cipherdir << " (format " << format << ", chunk size " << chunk_size << ")"

@@ -10,16 +10,20 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 
 #include "crypto/errors.h"
 #include "fs/dir_iv.h"
+#include "fs/forward_paths.h"
 #include "mount/engines/engine_factory.h"
 #include "fs/log.h"
 #include "fs/vault.h"
 #include "mount/cli/cli_checks.h"
 #include "mount/daemon/caller_charge.h"
 #include "mount/daemon/cipherdir_exposure.h"
+#include "mount/daemon/control_socket.h"
 #include "mount/cli/cli_options.h"
 #include "mount/cli/commands.h"
 #include "mount/cli/config_option.h"
@@ -44,6 +48,8 @@ struct RunningVault {
   std::unique_ptr<EngineSet> engines;
   std::unique_ptr<mount::EncryptedFs> fs;
   std::unique_ptr<mount::IdleWatch> idle;  // first to go: it may unmount
+  std::unique_ptr<ForwardPaths> paths;        // --ctlsock's path mapping
+  std::unique_ptr<mount::ControlSocket> ctl;  // stopped before what it maps through goes
   // Once no request runs any more: the write lock goes at once, before the transport's buffers,
   // the open files and the engines are torn down (GPU contexts and page-locked memory take
   // seconds), so that a script that unmounts and mounts again at once finds the vault free. The
@@ -55,6 +61,8 @@ struct RunningVault {
   }
   ~RunningVault() {
     idle.reset();
+    ctl.reset();
+    paths.reset();
     fs.reset();
     if (vault) vault->close_journal();
     engines.reset();
@@ -99,7 +107,9 @@ struct MountArgs {
   EngineOptions engine;
   mount::MountOptions mo;
   mount::FsOptions fso;
-  std::string cipherdir, mountpoint, log_file, config_option, idle_text;
+  std::string cipherdir, mountpoint, log_file, config_option, idle_text, ctlsock;
+  std::vector<std::string> bad_names, exclude, exclude_wildcard, exclude_from;
+  ReverseExtras reverse_extras;
   bool no_writeback = false, writeback = false, allow_expensive_kdf = false, reverse = false, nonempty = false;
   MasterKeyOptions master_key;
   std::string gpus, backing_io = "auto", transport = "auto";
@@ -118,6 +128,35 @@ struct Unlocking {
   UnlockSecret secret;  // a password or a key file's content
   SecretBytes master;
 };
+
+// The exclusions of --exclude, --exclude-wildcard and --exclude-from (read here, as the user
+// who mounts, before any password is asked for).
+PathExclusions read_exclusions(const MountArgs& a) {
+  PathExclusions out;
+  for (const auto& p : a.exclude)
+    if (!out.add_path(p)) throw po::error("--exclude " + p + ": names no path below PLAINDIR");
+  for (const auto& p : a.exclude_wildcard) out.add_pattern(p);
+  for (const auto& f : a.exclude_from) {
+    std::ifstream in(f, std::ios::binary);
+    if (!in.is_open()) throw po::error("--exclude-from " + f + ": cannot be opened");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (in.bad()) throw po::error("--exclude-from " + f + ": cannot be read");
+    out.add_lines(text);
+  }
+  return out;
+}
+
+// gocryptfs's one-dash spellings of the options it shares with us, which Boost would read as -e
+// with a value: "-exclude=secret" must never become --exclude xclude=secret.
+std::string with_two_dashes(const std::string& arg) {
+  if (arg == "-ew") return "--exclude-wildcard";
+  if (arg == "-ef") return "--exclude-from";
+  for (std::string_view name : {"exclude-wildcard", "exclude-from", "exclude", "ctlsock", "badname"})
+    if (arg.size() > 1 && arg[0] == '-' && arg[1] != '-' && arg.compare(1, name.size(), name) == 0 &&
+        (arg.size() == name.size() + 1 || arg[name.size() + 1] == '='))
+      return "-" + arg;
+  return arg;
+}
 
 // Parses the command line into a. False: --help was shown.
 bool parse_mount_args(int argc, char** argv, MountArgs& a) {
@@ -158,7 +197,20 @@ bool parse_mount_args(int argc, char** argv, MountArgs& a) {
       "backing-io", po::value(&a.backing_io)->default_value(a.backing_io),
       "how a format 2 vault's chunk data meets CIPHERDIR: direct (O_DIRECT, no page-cache copy), buffered, "
       "or auto (direct where the backing filesystem takes it, else buffered with one log line)")(
-      "transport", po::value(&a.transport)->default_value(a.transport), mount::kTransportHelp);
+      "transport", po::value(&a.transport)->default_value(a.transport), mount::kTransportHelp)(
+      "ctlsock", po::value(&a.ctlsock),
+      "serve gocryptfs's control socket here (mode 0600): JSON EncryptPath and DecryptPath requests map "
+      "paths between the plaintext and the ciphertext side, for backup and sync tools")(
+      "exclude,e", po::value(&a.exclude)->composing(),
+      "--reverse: leave this path below PLAINDIR out of the view (may repeat; taken literally)")(
+      "exclude-wildcard", po::value(&a.exclude_wildcard)->composing(),
+      "--reverse: leave out what this gitignore pattern matches (may repeat; also -ew)")(
+      "exclude-from", po::value(&a.exclude_from)->composing(),
+      "--reverse: leave out what the gitignore lines of this file match (may repeat; also -ef)")(
+      "badname", po::value(&a.bad_names)->composing(),
+      "show entries matching this glob that do not decrypt (may repeat): a sync client's conflict copy as "
+      "its plaintext name and the appended text ('report.txt (conflicted copy 2026-12-01)'), anything else "
+      "raw with ' GPUCRYPTFS_BAD_NAME' appended; '*' covers every client");
   add_config_option(opts, &a.config_option);
   add_master_key_options(opts, &a.master_key);
   add_allow_expensive_kdf_option(opts, &a.allow_expensive_kdf);
@@ -180,14 +232,26 @@ bool parse_mount_args(int argc, char** argv, MountArgs& a) {
   a.mo.mountpoint = absolute(a.mountpoint);
   a.mo.fsname = a.cipherdir;
   if (!a.log_file.empty()) a.log_file = absolute_file(a.log_file);
+  if (!a.ctlsock.empty()) {
+    a.ctlsock = absolute_file(a.ctlsock);
+    if (const std::string why = mount::ControlSocket::check_path(a.ctlsock); !why.empty())
+      throw po::error("--ctlsock " + a.ctlsock + ": " + why);
+  }
   if (!a.idle_text.empty()) a.idle = mount::parse_duration("--idle", a.idle_text);
   require_one_secret_source(a.pw_src);
   if (a.master_key.given() && a.pw_src.given())
     throw po::error("--masterkey replaces the password: give no --passfile, --extpass or --keyfile with it");
   if (!a.master_key.file.empty()) a.master_key.use = true;
   if (!a.master_key.chunk_size.empty() && !a.master_key.use) throw po::error("--chunk-size is for --masterkey");
-  if (a.reverse && (!a.config_option.empty() || a.master_key.use || a.idle.count() || a.nonempty))
-    throw po::error("--config, --masterkey, --idle and --nonempty are not for --reverse");
+  if (a.reverse && (!a.config_option.empty() || a.master_key.use || a.idle.count() || a.nonempty || !a.bad_names.empty()))
+    throw po::error("--config, --masterkey, --idle, --nonempty and --badname are not for --reverse");
+  if (!a.reverse && (!a.exclude.empty() || !a.exclude_wildcard.empty() || !a.exclude_from.empty()))
+    throw po::error("--exclude, --exclude-wildcard and --exclude-from are for --reverse");
+  a.reverse_extras.exclusions = read_exclusions(a);
+  a.reverse_extras.ctlsock = a.ctlsock;
+  for (const auto& g : a.bad_names)
+    if (g.empty()) throw po::error("--badname needs a pattern, e.g. --badname '*'");
+  a.fso.bad_names = BadNamePatterns(a.bad_names);
   return true;
 }
 
@@ -277,6 +341,12 @@ mount::FuseFilesystem open_vault_filesystem(const MountArgs& a, Unlocking& u) {
     }
   }
   rv->fs = std::make_unique<mount::EncryptedFs>(*rv->vault, rv->engines->engine(), root_fd, a.fso);
+  if (!a.ctlsock.empty()) {
+    UniqueFd paths_root(::open(cipherdir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!paths_root) throw UserError("cannot open " + cipherdir + ": " + std::strerror(errno));
+    rv->paths = std::make_unique<ForwardPaths>(std::move(paths_root), rv->vault->names(), a.fso.bad_names);
+    rv->ctl = std::make_unique<mount::ControlSocket>(a.ctlsock, *rv->paths);
+  }
   if (mo.allow_other && !mo.read_only) {  // only then do other users' requests come
     const std::string off = mount::enable_caller_charging(root_fd);
     log::info(off.empty() ? "space is charged to the caller it is written for (root's reserved blocks and quota "
@@ -311,11 +381,16 @@ mount::FuseFilesystem open_vault_filesystem(const MountArgs& a, Unlocking& u) {
 
 int cmd_mount(int argc, char** argv) {
   return run_command("mount", [&]() -> int {
+    std::vector<std::string> args(argv, argv + argc);
+    for (auto& arg : args) arg = with_two_dashes(arg);
+    std::vector<char*> av;
+    for (auto& s : args) av.push_back(s.data());
+    av.push_back(nullptr);
     MountArgs a;
-    if (!parse_mount_args(argc, argv, a)) return kExitOk;
+    if (!parse_mount_args(argc, av.data(), a)) return kExitOk;
     if (a.reverse) {
       a.mo.read_only = true;
-      return mount_reverse(a.cipherdir, a.mo, a.engine, a.pw_src, a.log_file, a.allow_expensive_kdf);
+      return mount_reverse(a.cipherdir, a.mo, a.engine, a.pw_src, a.log_file, a.allow_expensive_kdf, a.reverse_extras);
     }
     Unlocking u;
     check_and_read_secrets(a, u);

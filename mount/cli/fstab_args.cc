@@ -22,6 +22,7 @@ const std::map<std::string, std::string> kValueOptions = {
     // Their values (auto|uring|classic, auto|direct|buffered) are checked by mount, which names
     // the option and what it takes.
     {"transport", "--transport"}, {"backing-io", "--backing-io"},
+    {"badname", "--badname"}, {"ctlsock", "--ctlsock"},
 };
 // Flags that become mount options.
 const std::map<std::string, std::string> kFlagOptions = {

@@ -18,6 +18,7 @@
 #include "mount/cli/commands.h"
 #include "mount/cli/exit_status.h"
 #include "mount/transport/request_loop.h"
+#include "mount/daemon/control_socket.h"
 #include "mount/daemon/reverse_fs.h"
 
 namespace gcfs::cli {
@@ -29,7 +30,9 @@ struct RunningReverse {
   std::unique_ptr<EngineSet> engines;
   std::unique_ptr<ReverseView> view;
   std::unique_ptr<mount::ReverseFs> fs;
+  std::unique_ptr<mount::ControlSocket> ctl;  // stopped before the view it maps through goes
   ~RunningReverse() {
+    ctl.reset();
     fs.reset();
     view.reset();
     engines.reset();
@@ -40,7 +43,8 @@ struct RunningReverse {
 }  // namespace
 
 int mount_reverse(const std::string& plaindir, mount::MountOptions mo, const EngineOptions& engine,
-                  const PasswordSource& pw_src, const std::string& log_file, bool allow_expensive_kdf) {
+                  const PasswordSource& pw_src, const std::string& log_file, bool allow_expensive_kdf,
+                  const ReverseExtras& extras) {
   struct stat st {};
   if (::stat(plaindir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     throw CodedError(kExitBadCipherDir, "PLAINDIR " + plaindir + ": " +
@@ -76,6 +80,8 @@ int mount_reverse(const std::string& plaindir, mount::MountOptions mo, const Eng
     rv->engines = std::make_unique<EngineSet>(engine);
     log::info(rv->engines->description());
     rv->view = std::make_unique<ReverseView>(root_fd, *rv->vault, rv->engines->engine(), config.to_json());
+    rv->view->set_exclusions(extras.exclusions);
+    if (!extras.ctlsock.empty()) rv->ctl = std::make_unique<mount::ControlSocket>(extras.ctlsock, *rv->view);
     rv->fs = std::make_unique<mount::ReverseFs>(*rv->view);
     mount::FuseFilesystem f;
     f.ops = &mount::ReverseFs::operations();

@@ -169,6 +169,19 @@ int EncryptedFs::disk_name(Inode& dir, const char* name, DiskName* out) {
   int rc = dir_iv(dir, &iv);
   if (rc < 0) return rc;
   *out = vault_.names().to_disk(name, iv);
+  if (options_.bad_names.empty()) return 0;
+  // A name with no entry of its own may be how a listing showed a sync client's conflict copy:
+  // then it stands for that entry, which is renamed and unlinked as it is (its .name file, for a
+  // long name, belongs to the original and stays).
+  PathFd at = path_fd(dir);
+  if (!at.ok()) return 0;
+  struct stat st {};
+  if (::fstatat(at.get(), out->entry.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT) return 0;
+  if (auto e = find_bad_name_entry(vault_.names(), at.get(), name, iv, options_.bad_names)) {
+    out->entry = *e;
+    out->encoded = std::move(*e);
+    out->is_long = false;
+  }
   return 0;
 }
 

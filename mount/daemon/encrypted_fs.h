@@ -19,6 +19,7 @@
 #include <string>
 #include <unordered_set>
 
+#include "fs/conflict_names.h"
 #include "fs/name_mapping.h"
 #include "fs/vault.h"
 #include "mount/fuse_api.h"
@@ -35,6 +36,8 @@ struct FsOptions {
   // kernel flushes a mount's cached pages from one writeback worker, which caps every writer of
   // the mount together near 1.3 GB/s (8 streams on 16 cores: 1.2 GB/s with it, 4.6 GB/s without).
   bool writeback_cache = false;
+  // --badname: sync clients' conflict copies shown under readable names (fs/conflict_names.h).
+  BadNamePatterns bad_names;
 };
 
 class EncryptedFs {
@@ -229,6 +232,9 @@ class EncryptedFs {
   void untrack(FileHandle* h);
   void untrack(DirHandle* h);
   int read_entries(Inode& dir, DirHandle& h);
+  // Whether a listing has already said that entry of dir does not decrypt: said once per name,
+  // not on every listing (a sync client's leftovers would fill the log otherwise).
+  bool first_report_of_hidden(const std::string& dir_label, const std::string& entry);
 
   const Vault& vault_;
   ChunkEngine& engine_;
@@ -247,6 +253,8 @@ class EncryptedFs {
   std::mutex handles_mu_;
   std::unordered_set<FileHandle*> open_files_;
   std::unordered_set<DirHandle*> open_dirs_;
+  std::mutex hidden_mu_;
+  std::unordered_set<std::string> hidden_reported_;  // "dir/entry", bounded (first_report_of_hidden)
 };
 
 }  // namespace gcfs::mount

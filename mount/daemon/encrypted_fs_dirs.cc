@@ -1,5 +1,5 @@
 // EncryptedFs: directory listings. Our own dot-names and entries that do not decrypt are left
-// out (the latter logged), so the plaintext view shows exactly the user's names.
+// out (the latter logged once each), but for sync clients' conflict copies with --badname, so the plaintext view shows exactly the user's names.
 #include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "fs/log.h"
@@ -60,12 +61,23 @@ int EncryptedFs::read_entries(Inode& dir, DirHandle& h) {
         h.entries.push_back({entry, entry, e->d_ino, e->d_type});
         continue;
       }
-      if (is_internal_entry(entry) && !is_long_name_entry(entry)) continue;
+      // A dot-name is ours unless --badname covers it (a sync client's "<name>.sync-conflict-...").
+      const bool dotted = is_internal_entry(entry) && !is_long_name_entry(entry);
+      if (dotted && !options_.bad_names.covers(entry)) continue;
       std::string damage;
-      auto plain = vault_.names().to_plain(fd, entry, iv, &damage);
+      auto plain = dotted ? std::nullopt : vault_.names().to_plain(fd, entry, iv, &damage);
+      // Patterns are matched only against what does not decrypt: a listing costs the same as before.
+      if (!plain && damage.empty() && !options_.bad_names.empty()) {
+        plain = shown_bad_name(vault_.names(), fd, entry, iv, options_.bad_names);
+        if (plain && first_report_of_hidden(label_of(dir), entry))  // once per name, as the hidden ones
+          // The ciphertext path alone: plaintext names never go to the log (docs/SECURITY.md).
+          log::info(label_of(dir) + "/" + entry + ": does not decrypt; shown because of --badname (a sync "
+                    "client's copy, or a name from elsewhere)");
+      }
       if (!plain) {
         // A .name file that is not a small regular file (a FIFO, a link, a huge file) is damage that
-        // fsck should hear about: said on its own line, with what was found.
+        // fsck should hear about: said on its own line, with what was found. Each name once.
+        if (!first_report_of_hidden(label_of(dir), entry)) continue;
         if (!damage.empty())
           log::error(label_of(dir) + "/" + entry + std::string(kLongNameSuffix) + ": " + damage +
                      " (damaged long-name file; the entry is hidden from listings)");
@@ -79,8 +91,16 @@ int EncryptedFs::read_entries(Inode& dir, DirHandle& h) {
   ::close(fd);
   if (hidden)
     log::warning(label_of(dir) + ": " + std::to_string(hidden) + " entries do not decrypt and are hidden (e.g. " +
-                 example + "): not written by this vault, moved in from another directory, or damaged");
+                 example + "): not written by this vault, moved in from another directory, or damaged" +
+                 (options_.bad_names.empty() ? "; a sync client's conflict copies show with --badname" : ""));
   return 0;
+}
+
+bool EncryptedFs::first_report_of_hidden(const std::string& dir_label, const std::string& entry) {
+  std::lock_guard lk(hidden_mu_);
+  // A bound, not an LRU: past it, names are reported again, once each.
+  if (hidden_reported_.size() >= 65536) hidden_reported_.clear();
+  return hidden_reported_.insert(dir_label + "/" + entry).second;
 }
 
 void EncryptedFs::opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
