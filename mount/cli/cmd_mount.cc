@@ -13,6 +13,8 @@
 #include <iostream>
 
 #include "crypto/errors.h"
+#include "fs/master_key_probe.h"
+#include "fs/rekey/rekey_record_file.h"
 #include "fs/dir_iv.h"
 #include "mount/engines/engine_factory.h"
 #include "fs/log.h"
@@ -197,6 +199,7 @@ void check_and_read_secrets(const MountArgs& a, Unlocking& u) {
   const std::string& cipherdir = a.cipherdir;
   const mount::MountOptions& mo = a.mo;
   require_vault_directory(cipherdir, "mount");
+  refuse_during_rekey(cipherdir, "mount");
   const ConfigPlace place = config_place(cipherdir, a.config_option);
   // O_DIRECT needs format 2's aligned chunks: refused for a format 1 vault before anything else.
   const auto require_backing_io_fits = [&](const VaultConfig& c) {
@@ -249,8 +252,17 @@ mount::FuseFilesystem open_vault_filesystem(const MountArgs& a, Unlocking& u) {
   for (const auto& n : u.notes) (a.master_key.use ? log::warning(n) : log::info(n));
   auto rv = std::make_shared<RunningVault>();
   if (a.master_key.use) rv->vault = Vault::open_with_master_key(cipherdir, u.config, u.master);
-  else
+  else {
     rv->vault = Vault::open(cipherdir, u.config, u.secret.text.view(), kdf_policy(a.allow_expensive_kdf), u.secret.kind);
+    // A config that opens to a key under which nothing in CIPHERDIR decrypts: an old copy of the
+    // config from before `gpucryptfs rekey` (or another vault's). Mounting would show an empty view.
+    const MasterKeyProbe probe = probe_master_key(cipherdir, rv->vault->keys(), 4);
+    if (!probe.nothing_to_check() && !probe.key_fits())
+      throw CodedError(kExitBadMasterKey,
+                       "the config opened, but its master key decrypts none of the vault's names and files: it is a "
+                       "copy of the config from before a 'gpucryptfs rekey' (the old master key opens nothing since), "
+                       "or another vault's config; nothing was mounted");
+  }
   u.secret.text.clear();
   log::info(a.master_key.use ? std::string("unlocked with the master key")
                              : unlocked_by_text(rv->vault->opened_slot(), rv->vault->opened_kind()));
