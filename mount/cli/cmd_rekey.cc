@@ -122,6 +122,10 @@ int cmd_rekey(int argc, char** argv) {
       t.config = VaultConfig::from_json(rec->record.new_config_json);
       t.master = std::move(rec->new_master);
       t.resumed = true;
+      const RekeySlotArgs& sa = a.slots;
+      if (!sa.slot_passfiles.empty() || !sa.slot_keyfiles.empty() || !sa.drop_slots.empty() || sa.keep_only_unlocking_slot)
+        std::cerr << "gpucryptfs rekey: finishing the re-key that was interrupted, with the key slots chosen when it "
+                     "began; the slot options given now are not used\n";
       if (!t.config.master_key_matches(t.master)) throw CorruptData("the re-key record's config does not match its key");
     } else {
       const bool interactive = ::isatty(STDIN_FILENO) && a.unlock.passfile.empty() && a.unlock.extpass.empty();
