@@ -396,7 +396,9 @@ struct DirRekey::Impl {
   void sweep(int dirfd) {
     const std::vector<std::string> names = list_dir(dirfd);
     std::set<std::string> present(names.begin(), names.end()), links;
+    const bool long_targets = std::any_of(names.begin(), names.end(), [](const std::string& e) { return is_long_target_file(e); });
     for (const std::string& e : names) {
+      if (!long_targets) break;  // the symlinks' links are needed only to keep their long-target files
       struct stat st {};
       if (is_named_entry(e) && exists(dirfd, e, &st) && S_ISLNK(st.st_mode))
         if (auto l = NameMapping::read_link(dirfd, e.c_str())) links.insert(*l);

@@ -50,6 +50,8 @@ int stored_names(const XattrPlace& p, std::vector<std::string>* out) {
   for (int attempt = 0; attempt < 4; ++attempt) {
     ssize_t n = list_names(p, nullptr, 0);
     if (n < 0) return errno == ENOTSUP ? 0 : -errno;
+    out->clear();
+    if (n == 0) return 0;  // most files: one call
     std::vector<char> buf(static_cast<std::size_t>(n) + 1);
     n = list_names(p, buf.data(), buf.size());
     if (n < 0 && errno == ERANGE) continue;
