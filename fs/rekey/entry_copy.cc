@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 #include <future>
+#include <thread>
 #include <vector>
 
 #include "fs/content/content_file.h"
@@ -105,41 +106,40 @@ XattrKey rekey_one(const RekeyPair& k, const std::string& stored, const std::vec
 
 }  // namespace
 
-std::int64_t copy_content(const RekeyPair& k, int old_fd, int new_fd, const std::string& label, CopyTimes* times) {
-  ContentFile from(old_fd, k.old_v.layout(), k.engine, k.old_v.keys(), FileLabel(label));
-  ContentFile to(new_fd, k.new_v.layout(), k.engine, k.new_v.keys(), FileLabel(label + " (re-keyed copy)"));
-  to.assume_new_empty();
-  const std::int64_t size = from.plain_size();
-  if (size < 0) return size;
-  const std::uint32_t chunk = k.old_v.config().chunk_size;
+namespace {
+
+// Copies plaintext [begin, end) of `from` into `to`, in batches, the next one read while this one
+// is written. All-zero chunks are not written: they stay holes. 0 or -errno (logged).
+ssize_t copy_range(ContentFile& from, ContentFile& to, std::uint64_t begin, std::uint64_t end, std::uint32_t chunk,
+                   const std::string& label, CopyTimes* times) {
   const std::size_t step = batch_bytes(chunk);
-  const std::uint64_t total = static_cast<std::uint64_t>(size);
-  std::vector<std::uint8_t> bufs[2] = {std::vector<std::uint8_t>(std::min<std::uint64_t>(step, total)),
-                                       std::vector<std::uint8_t>(std::min<std::uint64_t>(step, total))};
+  const std::size_t room = static_cast<std::size_t>(std::min<std::uint64_t>(step, end - begin));
+  std::vector<std::uint8_t> bufs[2] = {std::vector<std::uint8_t>(room), std::vector<std::uint8_t>(room)};
+  double read_s = 0;  // written by the read-ahead only, read once it is joined
   auto read_batch = [&](std::uint64_t off, int b) -> ssize_t {
     const auto t0 = std::chrono::steady_clock::now();
-    const std::size_t len = static_cast<std::size_t>(std::min<std::uint64_t>(step, total - off));
+    const std::size_t len = static_cast<std::size_t>(std::min<std::uint64_t>(step, end - off));
     const ssize_t n = from.read(off, len, bufs[b].data());
-    times->read_s += since(t0);
+    read_s += since(t0);
     return n == static_cast<ssize_t>(len) ? n : (n < 0 ? n : -EIO);
   };
-  std::uint64_t off = 0;
+  std::uint64_t off = begin;
   int cur = 0;
-  std::future<ssize_t> next;
-  if (total > 0) next = std::async(std::launch::deferred, read_batch, 0, 0);
-  while (off < total) {
+  std::future<ssize_t> next = std::async(std::launch::deferred, read_batch, begin, 0);
+  ssize_t rc = 0;
+  while (off < end) {
     const ssize_t n = next.get();
     if (n < 0) {
       log::error("rekey: cannot read " + label + " at byte " + std::to_string(off) + ": " + std::strerror(static_cast<int>(-n)));
-      return n;
+      rc = n;
+      break;
     }
     const std::uint64_t after = off + static_cast<std::uint64_t>(n);
-    if (after < total) next = std::async(std::launch::async, read_batch, after, cur ^ 1);
+    if (after < end) next = std::async(std::launch::async, read_batch, after, cur ^ 1);
     const auto t0 = std::chrono::steady_clock::now();
-    // Runs of chunks that are not all zeros; zeros stay holes.
     const std::uint8_t* p = bufs[cur].data();
-    std::size_t i = 0, len = static_cast<std::size_t>(n);
-    while (i < len) {
+    const std::size_t len = static_cast<std::size_t>(n);
+    for (std::size_t i = 0; i < len && rc == 0;) {
       std::size_t j = i;
       while (j < len && all_zero(p + j, std::min<std::size_t>(chunk, len - j))) j += chunk;
       if (j >= len) break;
@@ -148,19 +148,52 @@ std::int64_t copy_content(const RekeyPair& k, int old_fd, int new_fd, const std:
       e = std::min(e, len);
       const ssize_t w = to.write(off + j, p + j, e - j);
       if (w != static_cast<ssize_t>(e - j)) {
-        if (next.valid()) next.wait();
         log::error("rekey: cannot write the re-keyed copy of " + label + ": " +
                    std::strerror(w < 0 ? static_cast<int>(-w) : EIO));
-        return w < 0 ? w : -EIO;
+        rc = w < 0 ? w : -EIO;
       }
       i = e;
     }
     times->write_s += since(t0);
+    if (rc != 0) break;
     off = after;
     cur ^= 1;
   }
-  if (const std::int64_t now = to.plain_size(); now >= 0 && static_cast<std::uint64_t>(now) < total)
-    if (const int rc = to.truncate(total); rc < 0) return rc;  // a trailing hole
+  if (next.valid()) next.wait();
+  times->read_s += read_s;
+  return rc;
+}
+
+}  // namespace
+
+std::int64_t copy_content(const RekeyPair& k, int old_fd, int new_fd, const std::string& label, CopyTimes* times) {
+  ContentFile from(old_fd, k.old_v.layout(), k.engine, k.old_v.keys(), FileLabel(label));
+  ContentFile to(new_fd, k.new_v.layout(), k.engine, k.new_v.keys(), FileLabel(label + " (re-keyed copy)"));
+  to.assume_new_empty();
+  const std::int64_t size = from.plain_size();
+  if (size <= 0) return size;
+  const std::uint64_t total = static_cast<std::uint64_t>(size);
+  const std::uint32_t chunk = k.old_v.config().chunk_size;
+  // The full size first (a hole), so that every write lands inside the file: writes that grow a
+  // file take its size lock alone, writes inside it run side by side.
+  if (const int rc = to.truncate(total); rc < 0) return rc;
+  // A large file in two halves at once (each with its own read-ahead): one reader and one writer
+  // per file leave cores idle while the cipher is far from the bound.
+  const std::uint64_t step = batch_bytes(chunk);
+  if (total < 4 * step) {
+    const ssize_t rc = copy_range(from, to, 0, total, chunk, label, times);
+    return rc < 0 ? rc : size;
+  }
+  const std::uint64_t half = (total / 2 + chunk - 1) / chunk * chunk;
+  CopyTimes second;
+  ssize_t rc2 = 0;
+  std::thread other([&] { rc2 = copy_range(from, to, half, total, chunk, label, &second); });
+  const ssize_t rc1 = copy_range(from, to, 0, half, chunk, label, times);
+  other.join();
+  times->read_s += second.read_s;
+  times->write_s += second.write_s;
+  if (rc1 < 0) return rc1;
+  if (rc2 < 0) return rc2;
   return size;
 }
 
