@@ -174,16 +174,20 @@ std::int64_t copy_content(const RekeyPair& k, int old_fd, int new_fd, const std:
   if (size <= 0) return size;
   const std::uint64_t total = static_cast<std::uint64_t>(size);
   const std::uint32_t chunk = k.old_v.config().chunk_size;
-  // The full size first (a hole), so that every write lands inside the file: writes that grow a
-  // file take its size lock alone, writes inside it run side by side.
-  if (const int rc = to.truncate(total); rc < 0) return rc;
-  // A large file in two halves at once (each with its own read-ahead): one reader and one writer
-  // per file leave cores idle while the cipher is far from the bound.
   const std::uint64_t step = batch_bytes(chunk);
   if (total < 4 * step) {
     const ssize_t rc = copy_range(from, to, 0, total, chunk, label, times);
-    return rc < 0 ? rc : size;
+    if (rc < 0) return rc;
+    // Trailing zeros were not written: the size makes them a hole.
+    if (const std::int64_t now = to.plain_size(); now >= 0 && static_cast<std::uint64_t>(now) < total)
+      if (const int t = to.truncate(total); t < 0) return t;
+    return size;
   }
+  // A large file in two halves at once (each with its own read-ahead): one reader and one writer
+  // per file leave cores idle while the cipher is far from the bound. The full size first (a
+  // hole), so that every write lands inside the file: writes that grow a file take its size lock
+  // alone, writes inside it run side by side.
+  if (const int rc = to.truncate(total); rc < 0) return rc;
   const std::uint64_t half = (total / 2 + chunk - 1) / chunk * chunk;
   CopyTimes second;
   ssize_t rc2 = 0;
