@@ -188,7 +188,9 @@ struct DirRekey::Impl {
       } else if (S_ISREG(st.st_mode) && groups.count({st.st_dev, st.st_ino})) {
         rekey_group(dirfd, path, {st.st_dev, st.st_ino});
       } else if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) {
-        if (exists(dirfd, p.new_name.entry)) {
+        // The listing tells: only a re-key makes names under the new key, and not during this one
+        // for this plaintext name.
+        if (std::binary_search(names.begin(), names.end(), p.new_name.entry)) {
           remove_old(dirfd, path, p);
           ++stats.twins_removed;
           continue;
