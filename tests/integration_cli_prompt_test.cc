@@ -297,7 +297,7 @@ TEST(CliPrompt, GpuMessageTellsNoDriverFromAnOldOne) {
 
 std::vector<std::string> help_commands() {
   return {"init",          "mount",        "passwd",        "info",        "fsck",       "bench",
-          "keyslot list",  "keyslot add",  "keyslot remove",
+          "keyslot list",  "keyslot add",  "keyslot remove", "rekey",
           "volume create", "volume mount", "volume resize", "volume info", "volume passwd", "volume fsck",
           "volume keyslot add", "volume keyslot remove"};
 }

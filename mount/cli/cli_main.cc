@@ -24,6 +24,7 @@ const Entry kCommands[] = {
     {"mount", gcfs::cli::cmd_mount, "mount a vault (plaintext view) on a directory"},
     {"passwd", gcfs::cli::cmd_passwd, "change a vault's password (the key slot that opened it)"},
     {"keyslot", gcfs::cli::cmd_keyslot, "list, add or remove a vault's key slots (passwords, key files)"},
+    {"rekey", gcfs::cli::cmd_rekey, "re-encrypt a vault under a new master key (offline, resumable)"},
     {"info", gcfs::cli::cmd_info, "show a vault's parameters and the GPUs this build sees"},
     {"fsck", gcfs::cli::cmd_fsck, "check every header, chunk and name of a vault"},
     {"volume", gcfs::cli::cmd_volume, "encrypted block volumes: create, mount, resize, info, passwd, fsck, keyslot"},

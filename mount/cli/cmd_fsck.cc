@@ -15,6 +15,7 @@
 
 #include "crypto/errors.h"
 #include "mount/engines/engine_factory.h"
+#include "fs/rekey/rekey_record_file.h"
 #include "fs/vault.h"
 #include "fs/fsck/vault_check.h"
 #include "mount/cli/cli_checks.h"
@@ -98,6 +99,7 @@ int cmd_fsck(int argc, char** argv) {
     // Every path and option value is checked before the password is asked for.
     require_engine_name(engine);
     require_vault_directory(cipherdir, "fsck");
+    refuse_during_rekey(cipherdir, "fsck");
     VaultConfig cfg = load_vault_config(config_place(cipherdir, config_option));
     cfg.check_kdf_cost(kdf_policy(allow_expensive_kdf));  // before asking for a password
     require_usable_gpu_for(engine);

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "crypto/errors.h"
+#include "fs/rekey/rekey_record_file.h"
 #include "fs/vault.h"
 #include "mount/cli/cli_checks.h"
 #include "mount/cli/cli_options.h"
@@ -142,6 +143,7 @@ int cmd_keyslot(int argc, char** argv) {
     if (mk.use && a.unlock.given())
       throw po::error("--masterkey replaces the password: give no --passfile, --extpass or --keyfile with it");
     require_vault_directory(cipherdir, "keyslot");
+    refuse_during_rekey(cipherdir, "keyslot");
     const ConfigPlace place = config_place(cipherdir, config_option);
     VaultConfig cfg = load_vault_config(place);
     if (a.verb == KeySlotVerb::List) {

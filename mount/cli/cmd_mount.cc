@@ -15,6 +15,8 @@
 #include <iterator>
 
 #include "crypto/errors.h"
+#include "fs/master_key_probe.h"
+#include "fs/rekey/rekey_record_file.h"
 #include "fs/dir_iv.h"
 #include "fs/forward_paths.h"
 #include "mount/engines/engine_factory.h"
@@ -261,6 +263,7 @@ void check_and_read_secrets(const MountArgs& a, Unlocking& u) {
   const std::string& cipherdir = a.cipherdir;
   const mount::MountOptions& mo = a.mo;
   require_vault_directory(cipherdir, "mount");
+  refuse_during_rekey(cipherdir, "mount");
   const ConfigPlace place = config_place(cipherdir, a.config_option);
   // O_DIRECT needs format 2's aligned chunks: refused for a format 1 vault before anything else.
   const auto require_backing_io_fits = [&](const VaultConfig& c) {
@@ -301,6 +304,23 @@ void check_and_read_secrets(const MountArgs& a, Unlocking& u) {
   }
 }
 
+// A config that opens to a key under which nothing in CIPHERDIR decrypts: an old copy of the config
+// from before `gpucryptfs rekey` (or another vault's). Mounting it would show an empty view. A
+// root that cannot be sampled is left to the checks that follow, which name the damage.
+void refuse_config_that_opens_nothing(const std::string& cipherdir, const KeyRing& keys) {
+  MasterKeyProbe probe;
+  try {
+    probe = probe_master_key(cipherdir, keys, 4);
+  } catch (const UserError&) {
+    return;
+  }
+  if (!probe.nothing_to_check() && !probe.key_fits())
+    throw CodedError(kExitBadMasterKey,
+                     "the config opened, but its master key decrypts none of the vault's names and files: it is a "
+                     "copy of the config from before a 'gpucryptfs rekey' (the old master key opens nothing since), "
+                     "or another vault's config; nothing was mounted");
+}
+
 // The daemon's setup (run_fuse_mount): opens the vault, builds the engines and the filesystem, in
 // the process that serves.
 mount::FuseFilesystem open_vault_filesystem(const MountArgs& a, Unlocking& u) {
@@ -313,13 +333,15 @@ mount::FuseFilesystem open_vault_filesystem(const MountArgs& a, Unlocking& u) {
   for (const auto& n : u.notes) (a.master_key.use ? log::warning(n) : log::info(n));
   auto rv = std::make_shared<RunningVault>();
   if (a.master_key.use) rv->vault = Vault::open_with_master_key(cipherdir, u.config, u.master);
-  else
+  else {
     rv->vault = Vault::open(cipherdir, u.config, u.secret.text.view(), kdf_policy(a.allow_expensive_kdf), u.secret.kind);
+  }
   u.secret.text.clear();
   log::info(a.master_key.use ? std::string("unlocked with the master key")
                              : unlocked_by_text(rv->vault->opened_slot(), rv->vault->opened_kind()));
   secure_wipe(u.master.data(), u.master.size());
   rv->vault->set_backing_io(a.backing_mode);  // before any content file exists
+  if (!a.master_key.use) refuse_config_that_opens_nothing(cipherdir, rv->vault->keys());
   int root_fd = ::open(cipherdir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (root_fd < 0) throw UserError("cannot open " + cipherdir + ": " + std::strerror(errno));
   DirIv iv{};

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "crypto/errors.h"
+#include "fs/rekey/rekey_record_file.h"
 #include "fs/config_file.h"
 #include "fs/vault.h"
 #include "mount/cli/cli_checks.h"
@@ -53,6 +54,7 @@ int cmd_passwd(int argc, char** argv) {
     if (scrypt_logn < kMinScryptLogN || scrypt_logn > kMaxScryptLogN)
       throw po::error("--scrypt-logn must be from " + std::to_string(kMinScryptLogN) + " to " + std::to_string(kMaxScryptLogN));
     require_vault_directory(cipherdir, "passwd");
+    refuse_during_rekey(cipherdir, "passwd");
     const ConfigPlace place = config_place(cipherdir, config_option);
     VaultConfig cfg;
     // Each password is a SecretString: wiped when its block ends, or on the way out when

@@ -12,6 +12,7 @@ int cmd_volume(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_fsck(int argc, char** argv);
 int cmd_keyslot(int argc, char** argv);
+int cmd_rekey(int argc, char** argv);
 
 // Exit codes, documented in the README: scripts can tell a wrong password from a missing vault.
 // 6, 10, 12, 22, 23 and 26 mean what they mean in gocryptfs; 1 and 2 follow the Unix habit
