@@ -9,7 +9,6 @@
 
 #include "crypto/errors.h"
 #include "crypto/key_ring.h"
-#include "crypto/random.h"
 #include "fs/chunk_auth.h"
 #include "fs/file_header.h"
 #include "fs/log.h"
@@ -33,15 +32,15 @@ std::uint64_t stream_end(const VolumeContainer& vol, const VaultConfig& c) {
   return kVolumeConfigBlockBytes + vol.layout().cipher_size(c.volume_size);
 }
 
-OpenedVolumeRekey start(VolumeContainer& vol, const SecretBytes& old_master, const MakeRekeyedConfig& make_next,
+OpenedVolumeRekey start(VolumeContainer& vol, const SecretBytes& old_master, const MakeRekeyPlan& make_plan,
                         std::uint64_t segment_bytes, VolumeRekeyCopies* copies) {
   vol.check_stream_size();  // an interrupted resize rolled back first: the pass covers volume_size
   vol.check_content_header();
   OpenedVolumeRekey o;
   o.old_master = old_master;
-  o.new_master.resize(kMasterKeyBytes);
-  random_bytes(o.new_master);
-  VaultConfig next = make_next(o.new_master);
+  RekeyPlan plan = make_plan();
+  o.new_master = std::move(plan.new_master);
+  VaultConfig next = std::move(plan.new_config);
   if (next.kind != VaultKind::Volume || next.volume_size != vol.config().volume_size ||
       next.chunk_size != vol.config().chunk_size)
     throw std::logic_error("rekey_volume: the new header changes more than the keys");
@@ -56,7 +55,7 @@ OpenedVolumeRekey start(VolumeContainer& vol, const SecretBytes& old_master, con
 }  // namespace
 
 VolumeRekeyResult rekey_volume(VolumeContainer& vol, const SecretBytes& unlocked_master,
-                               const MakeRekeyedConfig& make_next, ChunkEngine& engine,
+                               const MakeRekeyPlan& make_plan, ChunkEngine& engine,
                                const StreamRekeyPass::Report& report, std::uint64_t segment_bytes) {
   const std::string& label = vol.path();
   VolumeRekeyCopies copies = read_volume_rekey_copies(vol.fd(), label);
@@ -83,7 +82,7 @@ VolumeRekeyResult rekey_volume(VolumeContainer& vol, const SecretBytes& unlocked
     throw CorruptData("the header of " + label + " says a re-key is in progress, but its re-key record is gone: "
                       "the container is left as it is");
   } else {
-    o = start(vol, unlocked_master, make_next, segment_bytes, &copies);
+    o = start(vol, unlocked_master, make_plan, segment_bytes, &copies);
   }
   VolumeRekeyRecord& rec = o.record;
   const VaultConfig& c = rec.next;

@@ -15,6 +15,7 @@
 #include <functional>
 
 #include "crypto/chunk_engine.h"
+#include "crypto/rekey_plan.h"
 #include "crypto/secret.h"
 #include "crypto/vault_config.h"
 #include "fs/volume_container.h"
@@ -29,15 +30,15 @@ struct VolumeRekeyResult {
   std::uint64_t volume_bytes = 0;
 };
 
-// Builds the header the re-key ends with, for a new master key (a fresh start only: a resumed
-// re-key has it in its record). Called before anything is written.
-using MakeRekeyedConfig = std::function<VaultConfig(const SecretBytes& new_master)>;
+// Makes the new master key and the header the re-key ends with (crypto/rekey_plan.h): a fresh
+// start only, since a resumed re-key has both in its record. Called before anything is written.
+using MakeRekeyPlan = std::function<RekeyPlan()>;
 
 // vol: opened writable with rekey = true and unlocked; unlocked_master is what unlock() returned.
 // segment_bytes: the hot zone's size for a fresh start (rounded to whole chunks).
 // Throws CorruptData when a record is there but does not authenticate (nothing is changed).
 VolumeRekeyResult rekey_volume(VolumeContainer& vol, const SecretBytes& unlocked_master,
-                               const MakeRekeyedConfig& make_next, ChunkEngine& engine,
+                               const MakeRekeyPlan& make_plan, ChunkEngine& engine,
                                const StreamRekeyPass::Report& report, std::uint64_t segment_bytes = 16u << 20);
 
 }  // namespace gcfs

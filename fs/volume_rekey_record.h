@@ -20,7 +20,7 @@
 
 namespace gcfs {
 
-constexpr char kVolumeRekeyMagic[8] = {'G', 'C', 'F', 'S', 'R', 'K', 'Y', '1'};
+constexpr char kVolumeRekeyMagic[8] = {'G', 'C', 'F', 'S', 'V', 'R', 'R', '1'};
 constexpr std::uint64_t kVolumeRekeyRecordOffset = 8192;   // after the two header copies
 constexpr std::size_t kVolumeRekeyBlockBytes = 24 * 1024;  // two copies: 8 KiB to 56 KiB
 

@@ -24,6 +24,7 @@
 #include "fs/volume_container.h"
 #include "fs/volume_rekey.h"
 #include "fs/volume_rekey_record.h"
+#include "support/version1_config.h"
 
 namespace gcfs {
 namespace {
@@ -76,10 +77,8 @@ class VolumeRekeyTest : public ::testing::Test {
   }
 
   // The new header: the one password wraps the new master key.
-  static VaultConfig next_config(const VaultConfig& now, const SecretBytes& new_master) {
-    VaultConfig next = now;
-    next.rewrap(new_master, kPassword);
-    return next;
+  static RekeyPlan plan_for(const VaultConfig& now, const SecretBytes& master) {
+    return make_rekey_plan(now, master, {KeptSlot{0, KeySlotKind::Password, kPassword, true}});
   }
 
   // Runs (or resumes) the re-key; stop_after: throw Stop from the report after that many
@@ -93,8 +92,7 @@ class VolumeRekeyTest : public ::testing::Test {
     auto report = [&](std::uint64_t, std::uint64_t) {
       if (stop_after && ++reports == stop_after) throw Stop{};
     };
-    return rekey_volume(vol, unlocked, [&](const SecretBytes& k) { return next_config(now, k); }, engine, report,
-                        kSegment);
+    return rekey_volume(vol, unlocked, [&] { return plan_for(now, unlocked); }, engine, report, kSegment);
   }
 
   // What the volume reads as under key (all of it; EIO chunks as an error count).
@@ -141,6 +139,22 @@ TEST_F(VolumeRekeyTest, EveryByteReadsBackUnderTheNewKeyOnly) {
   EXPECT_EQ(r.stats.resealed, 10u + 18u + 1u);
   EXPECT_TRUE(r.stats.damaged.empty());
   expect_rekeyed(r.new_master);
+}
+
+TEST_F(VolumeRekeyTest, AVersionOneHeaderIsRekeyedIntoKeySlots) {
+  fsys::remove(path_);
+  SecretBytes master;
+  VolumeContainer::create(path_, test::version1_config(kPassword, kChunk, ScryptParams{10, 8, 1}, VaultKind::Volume,
+                                                       &master, kFormatVersion, kSize));
+  old_master_ = master;
+  plain_.assign(kSize, 0);
+  write_plain(5 * kChunk + 3, random_data(3 * kChunk, 9));
+  const VolumeRekeyResult r = rekey();
+  expect_rekeyed(r.new_master);
+  VolumeContainer vol(path_, false);
+  EXPECT_TRUE(vol.config().has_key_slots()) << "the new header is written with key slots, its password slot 0";
+  EXPECT_EQ(vol.unlock(kPassword), r.new_master);
+  EXPECT_EQ(vol.opened_slot(), 0);
 }
 
 TEST_F(VolumeRekeyTest, AContainerInTheMiddleOfARekeyIsRefusedToEveryoneElse) {

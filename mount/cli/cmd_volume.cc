@@ -52,8 +52,8 @@ void volume_usage(std::ostream& out) {
          "       gpucryptfs volume keyslot list CONTAINER\n"
          "       gpucryptfs volume keyslot add [UNLOCK] [--new-passfile F | --new-keyfile F] CONTAINER\n"
          "       gpucryptfs volume keyslot remove --slot N [UNLOCK] CONTAINER\n"
-         "       gpucryptfs volume rekey [UNLOCK] [--slot-passfile N=F | --slot-keyfile N=F]... [--drop-other-slots]\n"
-         "                               [--engine auto|cpu|gpu] CONTAINER\n"
+         "       gpucryptfs volume rekey [UNLOCK] [--slot-passfile N=F | --slot-keyfile N=F | --drop-slot N]...\n"
+         "                               [--keep-only-unlocking-slot] [--engine auto|cpu|gpu] CONTAINER\n"
          "UNLOCK: --passfile F, --extpass CMD or --keyfile F (else the password is asked for).\n"
          "\nA volume is an encrypted block device in one sparse file; mounted, it is MOUNTDIR/volume.img.\n"
          "SIZE takes the suffixes K, M, G, T (binary). 'gpucryptfs volume SUBCOMMAND --help' lists the options.\n";

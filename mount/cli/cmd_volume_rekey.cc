@@ -23,13 +23,22 @@
 #include "mount/cli/exit_status.h"
 #include "mount/cli/master_key_option.h"
 #include "mount/cli/password.h"
-#include "mount/cli/rekey_kept_slots.h"
-#include "mount/cli/rekey_meter.h"
+#include "mount/cli/rekey_options.h"
+#include "mount/cli/rekey_progress.h"
 #include "mount/engines/engine_factory.h"
 
 namespace po = boost::program_options;
 
 namespace gcfs::cli {
+namespace {
+
+std::string seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f s", s);
+  return buf;
+}
+
+}  // namespace
 
 int volume_rekey(int argc, char** argv) {
   std::string container, engine = "auto";
@@ -37,12 +46,12 @@ int volume_rekey(int argc, char** argv) {
   RekeySlotArgs slots;
   bool allow_expensive_kdf = false, quiet = false;
   po::options_description desc(
-      "usage: gpucryptfs volume rekey [UNLOCK] [--slot-passfile N=F]... [--slot-keyfile N=F]... [--drop-other-slots]\n"
-      "                               [--engine auto|cpu|gpu] CONTAINER\n\n"
+      "usage: gpucryptfs volume rekey [UNLOCK] [--slot-passfile N=F]... [--slot-keyfile N=F]... [--drop-slot N]...\n"
+      "                               [--keep-only-unlocking-slot] [--engine auto|cpu|gpu] CONTAINER\n\n"
       "Moves the volume in CONTAINER to a new master key, in place: every chunk is re-encrypted and every key\n"
       "slot that stays is wrapped again, so the old master key and every old copy of the header open nothing\n"
       "afterwards. The slot that UNLOCK opens stays; every other slot needs its secret (asked for on a\n"
-      "terminal, or --slot-passfile/--slot-keyfile), or --drop-other-slots removes those without one.\n"
+      "terminal, or --slot-passfile/--slot-keyfile), or is removed (--drop-slot N, --keep-only-unlocking-slot).\n"
       "Stopped at any point (a kill, a power cut), run it again: it goes on where it stopped, and until it\n"
       "has finished nothing else opens the volume. The volume must not be mounted.\n\noptions");
   desc.add_options()("help,h", "this help")
@@ -72,33 +81,36 @@ int volume_rekey(int argc, char** argv) {
   const int opened_slot = vol.opened_slot();
   // Asked for only when a re-key starts (one under way holds its new header already), before
   // anything is written: the other slots' secrets, each checked against its slot.
-  auto make_next = [&](const SecretBytes& new_master) {
-    const KeptSlots kept = gather_kept_slots(opened, opened_slot, std::move(secret), master, slots, policy);
-    return rekeyed_config(opened, kept, new_master);
+  auto make_plan = [&] {
+    const KeptSlotSecrets kept = gather_kept_slot_secrets(slots, opened, opened_slot, secret, ::isatty(STDIN_FILENO) == 1);
+    return make_rekey_plan(opened, master, kept.kept());
   };
   EngineOptions eo;
   eo.name = engine;
   EngineSet engines(eo);
-  RekeyMeter bar("volume rekey", !quiet);
+  RekeyProgress progress(!quiet && ::isatty(STDERR_FILENO) == 1);
+  progress.set_totals(vol.config().volume_size, 0);
+  std::uint64_t reported = 0;
   // Tests only: SIGKILL after this many segments, so a test can stop a re-key dead at a known point
   // (writes of the segment before may still be in flight), on any machine's speed.
   const char* kill_env = std::getenv("GPUCRYPTFS_TEST_REKEY_KILL_AFTER");
   int segments_left = kill_env ? std::atoi(kill_env) : 0;
-  const VolumeRekeyResult r = rekey_volume(
-      vol, master, make_next, engines.engine(),
-      [&](std::uint64_t done, std::uint64_t total) {
+  const VolumeRekeyResult r =
+      rekey_volume(vol, master, make_plan, engines.engine(), [&](std::uint64_t done, std::uint64_t) {
         if (segments_left > 0 && --segments_left == 0) ::raise(SIGKILL);
-        bar.update(done, total, 0, 0);
+        progress.add(done - reported, 0);
+        reported = done;
       });
-  bar.finish();
+  progress.add_times(r.stats.read_s, r.stats.cipher_s, r.stats.write_s);
+  (void)progress.finish();
   const StreamRekeyStats& s = r.stats;
   const std::string summary = "volume rekey: " + container + " is under a new master key (" +
                               format_byte_size(r.volume_bytes) + ", " + std::to_string(s.resealed) +
                               " chunks re-encrypted, " + std::to_string(s.holes) + " holes" +
                               (r.resumed ? ", finishing a re-key begun before" : "") + "); time busy: read " +
-                              seconds_text(s.read_s) + ", cipher " + seconds_text(s.cipher_s) + " (" +
-                              engines.description() + "), write " + seconds_text(s.write_s) + " of which sync " +
-                              seconds_text(s.sync_s);
+                              seconds(s.read_s) + ", cipher " + seconds(s.cipher_s) + " (" +
+                              engines.description() + "), write " + seconds(s.write_s) + " of which sync " +
+                              seconds(s.sync_s);
   log::info(summary);
   if (!quiet) {
     std::cout << summary << ".\n";
