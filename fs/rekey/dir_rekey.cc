@@ -142,7 +142,8 @@ struct DirRekey::Impl {
         scan_dir(sub.get(), path, t);
         path.pop_back();
       } else if (S_ISREG(st.st_mode)) {
-        if (newn().to_plain(dirfd, e, iv)) continue;
+        // The old key first: before a re-key every name is under it, and a name opens under one
+        // key only (AES-SIV authenticates), so a done entry costs one more try, a new one none.
         const auto plain = oldn().to_plain(dirfd, e, iv);
         if (!plain) continue;
         t.bytes += static_cast<std::uint64_t>(st.st_size);
@@ -166,11 +167,11 @@ struct DirRekey::Impl {
       if (!is_named_entry(e)) continue;
       struct stat st {};
       if (!exists(dirfd, e, &st)) continue;  // gone meanwhile (a hard link handled with its group)
-      if (newn().to_plain(dirfd, e, iv)) {
+      const auto plain = oldn().to_plain(dirfd, e, iv);  // the old key first, as in scan_dir
+      if (!plain && newn().to_plain(dirfd, e, iv)) {
         if (S_ISDIR(st.st_mode)) descend(dirfd, path, e);  // finished already, checked again cheaply
         continue;
       }
-      const auto plain = oldn().to_plain(dirfd, e, iv);
       if (!plain) {
         ++stats.foreign;
         log::warning("rekey: " + join(path, e) + " is under neither key (not the vault's, or damaged): left as it is");
@@ -275,7 +276,9 @@ struct DirRekey::Impl {
     }
     OpenResult from = open_beneath(dirfd, p.old_entry, FileType::Regular, O_RDONLY);
     if (!from) return -(from.error ? from.error : EIO);
-    UniqueFd to(::openat(dirfd, p.temp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    // Made with the entry's own permission bits (ciphertext, as readable as the entry it replaces),
+    // so that copy_file_attributes rarely needs a chmod.
+    UniqueFd to(::openat(dirfd, p.temp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, p.st.st_mode & 0777));
     if (!to) return -errno;
     const std::int64_t n = copy_content(k, from.fd.get(), to.get(), join(path, p.old_entry), times);
     if (n < 0) return static_cast<int>(n);
