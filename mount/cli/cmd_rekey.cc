@@ -9,6 +9,7 @@
 
 #include <boost/program_options.hpp>
 #include <iostream>
+#include <thread>
 
 #include "crypto/errors.h"
 #include "crypto/rekey_plan.h"
@@ -153,6 +154,9 @@ int cmd_rekey(int argc, char** argv) {
     DirRekeyHooks hooks;
     hooks.progress = [&](std::uint64_t b, std::uint64_t f) { progress.add(b, f); };
     hooks.times = [&](const CopyTimes& c) { progress.add_times(c.read_s, 0, c.write_s); };
+    // A small file's copy is mostly system calls, each core's own: as many copiers as cores (at
+    // least 4, so that one waiting on the disk does not idle a small machine).
+    hooks.threads = std::max(4, static_cast<int>(std::thread::hardware_concurrency()));
     DirRekey walk(root.get(), RekeyPair{*old_v, *new_v, timed}, hooks);
     const RekeyTotals totals = walk.scan();
     progress.set_totals(totals.bytes, totals.files);
