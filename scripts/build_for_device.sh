@@ -12,7 +12,7 @@ cmake -S . -B "$build" -DGPUCRYPTFS_STATIC=ON -DCMAKE_BUILD_TYPE=Release -DCMAKE
 # --engine gpu.
 integration="integration_fs_ops_test integration_programs_test integration_random_ops_test integration_tamper_test
              integration_cli_test integration_concurrency_test integration_fd_cache_test integration_file_size_test
-             integration_local_users_test integration_transport_test volume_mount_test"
+             integration_local_users_test integration_transport_test volume_mount_test integration_rekey_test"
 # The hybrid engine's tests, repeated there on many cores (CPU-only tests otherwise stay home: what
 # travels is limited to 64 MiB with the working tree).
 cpu_tests="crypto_hybrid_engine_test"

@@ -86,7 +86,7 @@ class RekeyCli : public ::testing::Test {
     return s.output;
   }
   CommandResult rekey(const std::string& extra = "", const std::string& env = "") {
-    return run_shell(env + " " + test_binary() + " rekey --engine cpu --passfile " + q(file("pw")) + " " + extra + " " +
+    return run_shell(env + " " + test_binary() + " rekey --engine " + test_engine() + " --passfile " + q(file("pw")) + " " + extra + " " +
                      q(cipher_) + " </dev/null");
   }
   void expect_fsck_clean() {
@@ -219,7 +219,7 @@ TEST_F(RekeyCli, KilledWithSigkillAndRunAgainLosesNothing) {
   make_tree(40);
   const std::string before = snapshot(false);
   for (int delay_ms : {30, 120}) {
-    run_shell("(" + test_binary() + " rekey --engine cpu --passfile " + q(file("pw")) + " " + q(cipher_) +
+    run_shell("(" + test_binary() + " rekey --engine " + test_engine() + " --passfile " + q(file("pw")) + " " + q(cipher_) +
               " </dev/null >/dev/null 2>&1 & p=$!; sleep " + std::to_string(delay_ms / 1000.0) + "; kill -9 $p; wait $p)");
   }
   const CommandResult r = rekey();
