@@ -32,7 +32,10 @@ make_dir_vault() {  # row -> $root/vault
   mkdir -p "$root/vault" && "$bin" init -q --scrypt-logn 12 --passfile "$pass" "$root/vault" > /dev/null || return 1
   "$bin" mount --engine cpu --passfile "$pass" "$root/vault" "$root/mnt" 2> /dev/null || return 1
   case $1 in
-    big) head -c $((big_mib << 20)) /dev/urandom > "$root/mnt/big.bin" ;;
+    big)  # random data, a 64 MiB block repeated (reading /dev/urandom would time the kernel's RNG)
+      head -c $((64 << 20)) /dev/urandom > "$root/block"
+      for ((i = 0; i < (big_mib + 63) / 64; i++)); do cat "$root/block"; done | head -c $((big_mib << 20)) > "$root/mnt/big.bin"
+      rm -f "$root/block" ;;
     small) python3 - "$root/mnt" "$small" << 'EOF'
 import os, sys
 m, n = sys.argv[1], int(sys.argv[2])
