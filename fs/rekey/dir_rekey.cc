@@ -1,5 +1,11 @@
 #include "fs/rekey/dir_rekey.h"
 
+#include <fcntl.h>
+
+#include <memory>
+
+#include "fs/rekey/serial_jobs.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -117,6 +123,7 @@ struct DirRekey::Impl {
   DirRekeyHooks hooks;
   DirRekeyStats stats;
   std::map<std::pair<dev_t, ino_t>, std::vector<Member>> groups;
+  SerialJobs names_;  // the batches' renames and removals, in order (serial_jobs.h)
 
   const NameMapping& oldn() const { return k.old_v.names(); }
   const NameMapping& newn() const { return k.new_v.names(); }
@@ -209,10 +216,16 @@ struct DirRekey::Impl {
       }
     }
     flush(dirfd, path, batch);
-    sweep(dirfd);
-    if (const int rc = sync_directory(dirfd); rc < 0) fail(join(path, ""), "cannot sync the directory", -rc);
-    const struct timespec times[2] = {dst.st_atim, dst.st_mtim};
-    ::futimens(dirfd, times);  // the plaintext directory's times, as before the re-key
+    // After the batches' name changes, on the same thread: the leftover long names swept, the
+    // directory synced and its times put back.
+    auto dir = std::make_shared<UniqueFd>(::fcntl(dirfd, F_DUPFD_CLOEXEC, 0));
+    if (!*dir) fail(join(path, ""), "cannot keep the directory open", errno);
+    names_.post([this, dir, path, dst] {
+      sweep(dir->get());
+      if (const int rc = sync_directory(dir->get()); rc < 0) fail(join(path, ""), "cannot sync the directory", -rc);
+      const struct timespec times[2] = {dst.st_atim, dst.st_mtim};
+      ::futimens(dir->get(), times);  // the plaintext directory's times, as before the re-key
+    });
   }
 
   void descend(int dirfd, std::vector<std::string>& path, const std::string& e) {
@@ -314,21 +327,31 @@ struct DirRekey::Impl {
       }
     // One sync for every copy's data and metadata, before any of them gets its name.
     if (::syncfs(dirfd) != 0) fail(join(path, ""), "cannot sync the copies", errno);
-    for (Pending& p : batch) {
-      write_name(dirfd, path, p.new_name);
-      if (::renameat(dirfd, p.temp.c_str(), dirfd, p.new_name.entry.c_str()) != 0)
-        fail(join(path, p.old_entry), "cannot rename its copy to its new name", errno);
-      rekey_step();
+    for (const Pending& p : batch) {
       if (S_ISREG(p.st.st_mode)) ++stats.files, stats.bytes += static_cast<std::uint64_t>(p.st.st_size);
       else ++stats.symlinks;
     }
-    // The new names are durable before an old one goes.
-    if (const int rc = sync_directory(dirfd); rc < 0) fail(join(path, ""), "cannot sync the directory", -rc);
-    for (const Pending& p : batch) remove_old(dirfd, path, p);
+    // The names change on the name thread, in order, while the walk goes on (serial_jobs.h).
+    auto dir = std::make_shared<UniqueFd>(::fcntl(dirfd, F_DUPFD_CLOEXEC, 0));
+    if (!*dir) fail(join(path, ""), "cannot keep the directory open", errno);
+    names_.post([this, dir, path, batch = std::move(batch)] {
+      const int d = dir->get();
+      for (const Pending& p : batch) {
+        write_name(d, path, p.new_name);
+        if (::renameat(d, p.temp.c_str(), d, p.new_name.entry.c_str()) != 0)
+          fail(join(path, p.old_entry), "cannot rename its copy to its new name", errno);
+        rekey_step();
+      }
+      // The new names are durable before an old one goes.
+      if (const int rc = sync_directory(d); rc < 0) fail(join(path, ""), "cannot sync the directory", -rc);
+      for (const Pending& p : batch) remove_old(d, path, p);
+    });
+    batch.clear();
   }
 
   // All names of one hard-linked inode: one copy, a link per other name, then the old names go.
   void rekey_group(int dirfd, const std::vector<std::string>& path, std::pair<dev_t, ino_t> id) {
+    names_.drain();  // a group's names span directories: every earlier batch's names are final first
     std::vector<Member> members = std::move(groups[id]);
     groups.erase(id);
     ++stats.hard_link_groups;
@@ -419,7 +442,7 @@ struct DirRekey::Impl {
 };
 
 DirRekey::DirRekey(int root_fd, const RekeyPair& keys, DirRekeyHooks hooks)
-    : impl_(new Impl{root_fd, keys, std::move(hooks), {}, {}}) {}
+    : impl_(new Impl{root_fd, keys, std::move(hooks), {}, {}, {}}) {}
 DirRekey::~DirRekey() { delete impl_; }
 
 RekeyTotals DirRekey::scan() {
@@ -433,6 +456,7 @@ RekeyTotals DirRekey::scan() {
 DirRekeyStats DirRekey::run() {
   std::vector<std::string> path;
   impl_->rekey_dir(impl_->root, path);
+  impl_->names_.drain();  // every name changed and synced before the caller writes the new config
   return impl_->stats;
 }
 
