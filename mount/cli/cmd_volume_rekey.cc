@@ -30,15 +30,6 @@
 namespace po = boost::program_options;
 
 namespace gcfs::cli {
-namespace {
-
-std::string seconds(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f s", s);
-  return buf;
-}
-
-}  // namespace
 
 int volume_rekey(int argc, char** argv) {
   std::string container, engine = "auto";
@@ -108,9 +99,9 @@ int volume_rekey(int argc, char** argv) {
                               format_byte_size(r.volume_bytes) + ", " + std::to_string(s.resealed) +
                               " chunks re-encrypted, " + std::to_string(s.holes) + " holes" +
                               (r.resumed ? ", finishing a re-key begun before" : "") + "); time busy: read " +
-                              seconds(s.read_s) + ", cipher " + seconds(s.cipher_s) + " (" +
-                              engines.description() + "), write " + seconds(s.write_s) + " of which sync " +
-                              seconds(s.sync_s);
+                              seconds_text(s.read_s) + ", cipher " + seconds_text(s.cipher_s) + " (" +
+                              engines.description() + "), write " + seconds_text(s.write_s) + " of which sync " +
+                              seconds_text(s.sync_s);
   log::info(summary);
   if (!quiet) {
     std::cout << summary << ".\n";

@@ -6,13 +6,14 @@
 #include "mount/cli/byte_size.h"
 
 namespace gcfs::cli {
-namespace {
 
 std::string seconds_text(double s) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f s", s);
   return buf;
 }
+
+namespace {
 
 std::string clock_text(double s) {
   const auto t = static_cast<long>(s + 0.5);

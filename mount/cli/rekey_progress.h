@@ -18,6 +18,8 @@ struct RekeyCounts {
   double read_s = 0, cipher_s = 0, write_s = 0;
 };
 
+// "1.5 s": a duration in the summaries.
+std::string seconds_text(double s);
 // "1.50 GiB of 4 GiB, 120 of 400 files, 300 MiB/s, 0:09 left" (elapsed_s since the start).
 std::string rekey_progress_line(const RekeyCounts& c, double elapsed_s);
 // "re-keyed 4 GiB in 400 files in 13.2 s (310 MiB/s): read 5.1 s, cipher 2.0 s, write 6.0 s"
