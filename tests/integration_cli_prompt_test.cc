@@ -299,7 +299,7 @@ std::vector<std::string> help_commands() {
   return {"init",          "mount",        "passwd",        "info",        "fsck",       "bench",
           "keyslot list",  "keyslot add",  "keyslot remove", "rekey",
           "volume create", "volume mount", "volume resize", "volume info", "volume passwd", "volume fsck",
-          "volume keyslot add", "volume keyslot remove"};
+          "volume keyslot add", "volume keyslot remove", "volume rekey"};
 }
 
 // Descriptions of --help: each option's text with its continuation lines joined by one space.
