@@ -317,14 +317,17 @@ void VolumeContainer::check_stream_size() {
   if (::ftruncate(fd_, static_cast<off_t>(want)) != 0) throw UserError("cannot truncate " + path_ + ": " + errno_text());
 }
 
-void VolumeContainer::check_content_header() const {
+FileHeader VolumeContainer::check_content_header() const {
   std::array<std::uint8_t, kFileHeaderBytes> bytes{};
   ssize_t n = pread_full(fd_, bytes.data(), bytes.size(), kVolumeConfigBlockBytes);
   if (n < 0) throw UserError("cannot read " + path_ + ": " + std::strerror(static_cast<int>(-n)));
-  if (static_cast<std::size_t>(n) != bytes.size() || !FileHeader::decode(bytes))
+  std::optional<FileHeader> h;
+  if (static_cast<std::size_t>(n) == bytes.size()) h = FileHeader::decode(bytes);
+  if (!h)
     throw CorruptData("the content header of volume container " + path_ + " (at byte " +
                       std::to_string(kVolumeConfigBlockBytes) +
                       ") is corrupt: wrong magic or version, so no chunk of the volume could be read");
+  return *h;
 }
 
 void VolumeContainer::check_key_opens_data(const KeyRing& keys, ChunkEngine& engine) const {
@@ -333,10 +336,7 @@ void VolumeContainer::check_key_opens_data(const KeyRing& keys, ChunkEngine& eng
   const std::uint64_t total = config_.volume_size / l.chunk_size();
   const off_t data = ::lseek(fd_, static_cast<off_t>(l.disk_offset(0)), SEEK_DATA);
   if (data < 0 || total == 0) return;  // no data at all (ENXIO): nothing to check against
-  std::array<std::uint8_t, kFileHeaderBytes> hb{};
-  if (pread_full(fd_, hb.data(), hb.size(), kVolumeConfigBlockBytes) != static_cast<ssize_t>(hb.size())) return;
-  const auto header = FileHeader::decode(hb);
-  if (!header) return;  // check_content_header's to report
+  const FileHeader header = check_content_header();
   const std::uint64_t at = static_cast<std::uint64_t>(data);
   const std::uint64_t first = at <= l.disk_offset(0) ? 0 : (at - l.disk_offset(0)) / l.disk_chunk_size();
   if (first >= total) return;
@@ -345,9 +345,9 @@ void VolumeContainer::check_key_opens_data(const KeyRing& keys, ChunkEngine& eng
   if (pread_full(fd_, ct.data(), ct.size(), l.disk_offset(first)) != static_cast<ssize_t>(ct.size())) return;
   std::vector<std::uint8_t> scratch;
   std::vector<std::uint64_t> bad;
-  const ChunkKey key = keys.content_key(header->id);
+  const ChunkKey key = keys.content_key(header.id);
   const ChunkRunCheck r =
-      check_chunk_run(engine, l, key, header->id, first, last, config_.volume_size, ct.data(), &scratch, &bad);
+      check_chunk_run(engine, l, key, header.id, first, last, config_.volume_size, ct.data(), &scratch, &bad);
   if (r.opened > 0 && bad.size() == r.opened)
     throw CorruptData("the key of this header of " + path_ + " opens none of the volume's first written chunks (" +
                       describe_chunk_runs(bad, 4) + "): a copy of the header from before a 'volume rekey', or damage; "

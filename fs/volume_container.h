@@ -27,6 +27,7 @@
 #include "crypto/secret.h"
 #include "crypto/vault_config.h"
 #include "fs/chunk_layout.h"
+#include "fs/file_header.h"
 
 namespace gcfs {
 
@@ -134,9 +135,10 @@ class VolumeContainer {
   // `volume rekey`, or damage, either of which would make every read an error. An empty volume passes.
   void check_key_opens_data(const KeyRing& keys, ChunkEngine& engine) const;
 
-  // Checks the content stream's file header (magic, version) behind the config block. Without
-  // it every chunk read fails, so a damaged one is refused up front: throws CorruptData.
-  void check_content_header() const;
+  // Checks the content stream's file header (magic, version) behind the config block and returns
+  // it (its file ID keys the stream). Without it every chunk read fails, so a damaged one is
+  // refused up front: throws CorruptData.
+  FileHeader check_content_header() const;
 
   // Grows the volume to new_size plaintext bytes, rounded up to whole chunks of the
   // authenticated config: unlocks first (WrongPassword, ExpensiveKdf), then the stream grows by

@@ -1,31 +1,18 @@
 #include "fs/volume_rekey.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <array>
 #include <cerrno>
 #include <cstring>
 
 #include "crypto/errors.h"
 #include "crypto/key_ring.h"
 #include "fs/chunk_auth.h"
-#include "fs/file_header.h"
 #include "fs/log.h"
-#include "fs/plain_io.h"
 #include "fs/volume_rekey_record.h"
 
 namespace gcfs {
 namespace {
-
-FileId stream_file_id(const VolumeContainer& vol) {
-  std::array<std::uint8_t, kFileHeaderBytes> bytes{};
-  const ssize_t n = pread_full(vol.fd(), bytes.data(), bytes.size(), kVolumeConfigBlockBytes);
-  if (n < 0) throw UserError("cannot read " + vol.path() + ": " + std::strerror(static_cast<int>(-n)));
-  auto h = static_cast<std::size_t>(n) == bytes.size() ? FileHeader::decode(bytes) : std::nullopt;
-  if (!h) throw CorruptData("the content header of volume container " + vol.path() + " is corrupt");
-  return h->id;
-}
 
 // The stream's end: where the backup areas begin, and where the container is cut at the end.
 std::uint64_t stream_end(const VolumeContainer& vol, const VaultConfig& c) {
@@ -35,7 +22,7 @@ std::uint64_t stream_end(const VolumeContainer& vol, const VaultConfig& c) {
 OpenedVolumeRekey start(VolumeContainer& vol, const SecretBytes& old_master, const MakeRekeyPlan& make_plan,
                         std::uint64_t segment_bytes, VolumeRekeyCopies* copies) {
   vol.check_stream_size();  // an interrupted resize rolled back first: the pass covers volume_size
-  vol.check_content_header();
+  (void)vol.check_content_header();
   OpenedVolumeRekey o;
   o.old_master = old_master;
   RekeyPlan plan = make_plan();
@@ -61,6 +48,8 @@ VolumeRekeyResult rekey_volume(VolumeContainer& vol, const SecretBytes& unlocked
   VolumeRekeyCopies copies = read_volume_rekey_copies(vol.fd(), label);
   VolumeRekeyResult result;
   OpenedVolumeRekey o;
+  // The re-key keeps the volume's size and chunk size (start() checks the new header for that).
+  const std::uint64_t total = vol.config().volume_size / vol.config().chunk_size;
   if (copies.any_magic && copies.bodies.empty() && !vol.header().rekeying) {
     // The first write of the record was cut short: the header was never marked, so no chunk has
     // changed. Start again.
@@ -74,7 +63,7 @@ VolumeRekeyResult rekey_volume(VolumeContainer& vol, const SecretBytes& unlocked
     result.resumed = true;
     // A stop right after the record was written can leave the header unmarked: mark it before
     // any chunk changes again.
-    const bool pass_left = !o.old_master.empty() && o.record.progress.done_chunks < o.record.next.volume_size / o.record.next.chunk_size;
+    const bool pass_left = !o.old_master.empty() && o.record.progress.done_chunks < total;
     bool all_marked = true;
     for (const auto& copy : vol.header().copies) all_marked = all_marked && copy.rekeying;
     if (pass_left && (!all_marked || vol.header().copies.size() < kVolumeSlots)) vol.replace_config(vol.config(), true);
@@ -86,10 +75,9 @@ VolumeRekeyResult rekey_volume(VolumeContainer& vol, const SecretBytes& unlocked
   }
   VolumeRekeyRecord& rec = o.record;
   const VaultConfig& c = rec.next;
-  const std::uint64_t total = c.volume_size / c.chunk_size;
   result.volume_bytes = c.volume_size;
   if (!o.old_master.empty()) {
-    const FileId id = stream_file_id(vol);
+    const FileId id = vol.check_content_header().id;
     const KeyRing old_ring(o.old_master), new_ring(o.new_master);
     const ChunkKey old_key = old_ring.content_key(id), new_key = new_ring.content_key(id);
     StreamRekeyPass pass(vol.fd(), vol.layout(), total, StreamRekeyKeys{&old_key, &new_key, id}, engine, label,
