@@ -129,7 +129,9 @@ std::string ControlSocket::check_path(const std::string& path) {
 ControlSocket::ControlSocket(const std::string& path, PathTranslator& paths) : path_(path), paths_(paths) {
   if (const std::string why = check_path(path); !why.empty()) throw UserError("--ctlsock " + path + ": " + why);
   struct stat st {};
-  if (::lstat(path.c_str(), &st) == 0) ::unlink(path.c_str());  // a stale socket (check_path said so)
+  // A stale socket (check_path said so), and still one now: a file put in its place since the
+  // check is never removed.
+  if (::lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) ::unlink(path.c_str());
   sockaddr_un addr{};
   fill_address(path, &addr);
   listen_ = UniqueFd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
