@@ -223,6 +223,40 @@ TEST_F(RekeyCli, StoppedDeadAtSeededPointsAndRunAgainLosesNothing) {
   }
 }
 
+// Several directories re-keyed at once (--jobs), hard links across them, stopped dead at seeded
+// points (the step counter is shared by every walking thread), then run to the end.
+TEST_F(RekeyCli, DirectoriesReKeyedAtOnceStopAnywhereAndLoseNothing) {
+  make_tree(1);
+  ASSERT_EQ(mount().status, 0);
+  const CommandResult w = run_shell(
+      "set -e; for d in $(seq 1 12); do mkdir -p p$d/q; for i in $(seq 1 15); do printf \"$d $i\" > p$d/f$i; done; "
+      "printf deep$d > p$d/q/leaf; ln -s f1 p$d/link; done; ln p1/f1 p7/q/linked; ln p3/f2 p12/linked2",
+      plain_);
+  ASSERT_EQ(w.status, 0) << w.output;
+  unmount();
+  const std::string before = snapshot(false);
+  run_shell("cp -a " + q(cipher_) + " " + q(file("template")));
+  std::mt19937 rng(20261203);
+  for (int round = 0; round < 4; ++round) {
+    run_shell("rm -rf " + q(cipher_) + " && cp -a " + q(file("template")) + " " + q(cipher_));
+    std::uniform_int_distribution<int> point(1, 400);
+    for (int kill = 0; kill < 3; ++kill) {
+      const int n = point(rng);
+      const CommandResult r = rekey("--jobs 6", "GPUCRYPTFS_REKEY_TEST_STOP_AFTER=" + std::to_string(n));
+      if (r.status == 0) break;
+      ASSERT_EQ(r.status, 128 + 9) << "step " << n << ": " << r.output;
+    }
+    const CommandResult r = rekey("--jobs 6");
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_SAME_TREE(snapshot(false), before) << "round " << round;
+    expect_fsck_clean();
+  }
+  ASSERT_EQ(mount().status, 0);
+  EXPECT_EQ(run_shell("[ $(stat -c %i p1/f1) = $(stat -c %i p7/q/linked) ] && [ $(stat -c %h p3/f2) = 2 ]", plain_).status, 0);
+  unmount();
+  EXPECT_NE(rekey("--jobs 999").status, 0);
+}
+
 TEST_F(RekeyCli, KilledWithSigkillAndRunAgainLosesNothing) {
   make_tree(40);
   const std::string before = snapshot(false);

@@ -17,7 +17,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 #include <vector>
@@ -104,6 +106,19 @@ struct Pending {
   std::string old_link;  // symlinks: the old link, for its long-target file
 };
 
+// What one walking thread owns: its counts and its name thread. Directories are walked by several
+// threads at once (DirRekeyHooks::walkers); each directory's entries stay with one of them.
+struct Walk {
+  DirRekeyStats stats;
+  SerialJobs names;  // its batches' renames and removals, in order (serial_jobs.h)
+};
+
+void add_stats(DirRekeyStats& to, const DirRekeyStats& s) {
+  to.files += s.files, to.directories += s.directories, to.symlinks += s.symlinks, to.others += s.others;
+  to.hard_link_groups += s.hard_link_groups, to.bytes += s.bytes, to.twins_removed += s.twins_removed;
+  to.foreign += s.foreign;
+}
+
 }  // namespace
 
 void rekey_step() {
@@ -118,12 +133,16 @@ void rekey_step() {
 }
 
 struct DirRekey::Impl {
+  Impl(int root_fd, const RekeyPair& keys, DirRekeyHooks h) : root(root_fd), k(keys), hooks(std::move(h)) {}
   int root;
   RekeyPair k;
   DirRekeyHooks hooks;
-  DirRekeyStats stats;
+  DirRekeyStats stats;  // the walks' counts, added up as each ends (under stats_mu)
+  std::mutex stats_mu;
+  std::atomic<int> spare_walkers{0};  // threads that may still be started for a subdirectory
+  // Found by scan() and re-keyed before the walk, while no directory has moved (a group's names
+  // span directories that different walkers may hold); read-only during the walk.
   std::map<std::pair<dev_t, ino_t>, std::vector<Member>> groups;
-  SerialJobs names_;  // the batches' renames and removals, in order (serial_jobs.h)
 
   const NameMapping& oldn() const { return k.old_v.names(); }
   const NameMapping& newn() const { return k.new_v.names(); }
@@ -161,14 +180,15 @@ struct DirRekey::Impl {
   }
 
   // ---- the walk ----
-  void rekey_dir(int dirfd, std::vector<std::string>& path) {
+  void rekey_dir(Walk& w, int dirfd, std::vector<std::string>& path) {
     struct stat dst {};
     ::fstat(dirfd, &dst);
     const DirIv iv = read_iv(dirfd, path);
     std::vector<std::string> names = list_dir(dirfd);
     for (const std::string& e : names)
       if (std::string_view(e).starts_with(kTempPrefix)) ::unlinkat(dirfd, e.c_str(), 0);  // a killed re-key's
-    std::vector<Pending> batch;
+    std::vector<Pending> batch, subdirs;
+    std::vector<std::string> done_subdirs;  // already under the new key: checked again
     std::uint64_t batch_bytes = 0;
     for (const std::string& e : names) {
       if (!is_named_entry(e)) continue;
@@ -176,11 +196,11 @@ struct DirRekey::Impl {
       if (!exists(dirfd, e, &st)) continue;  // gone meanwhile (a hard link handled with its group)
       const auto plain = oldn().to_plain(dirfd, e, iv);  // the old key first, as in scan_dir
       if (!plain && newn().to_plain(dirfd, e, iv)) {
-        if (S_ISDIR(st.st_mode)) descend(dirfd, path, e);  // finished already, checked again cheaply
+        if (S_ISDIR(st.st_mode)) done_subdirs.push_back(e);  // finished already, checked again cheaply
         continue;
       }
       if (!plain) {
-        ++stats.foreign;
+        ++w.stats.foreign;
         log::warning("rekey: " + join(path, e) + " is under neither key (not the vault's, or damaged): left as it is");
         continue;
       }
@@ -190,37 +210,40 @@ struct DirRekey::Impl {
       p.new_name = newn().to_disk(*plain, iv);
       p.st = st;
       if (S_ISDIR(st.st_mode)) {
-        descend(dirfd, path, e);
-        rename_in_place(dirfd, path, p, false);
-        ++stats.directories;
-      } else if (S_ISREG(st.st_mode) && groups.count({st.st_dev, st.st_ino})) {
-        rekey_group(dirfd, path, {st.st_dev, st.st_ino});
+        subdirs.push_back(std::move(p));
       } else if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) {
         // The listing tells: only a re-key makes names under the new key, and not during this one
         // for this plaintext name.
         if (std::binary_search(names.begin(), names.end(), p.new_name.entry)) {
           remove_old(dirfd, path, p);
-          ++stats.twins_removed;
+          ++w.stats.twins_removed;
           continue;
         }
         batch_bytes += static_cast<std::uint64_t>(st.st_size);
         batch.push_back(std::move(p));
         if (batch.size() >= kBatchFiles || batch_bytes >= kBatchBytes) {
-          flush(dirfd, path, batch);
+          flush(w, dirfd, path, batch);
           batch.clear();
           batch_bytes = 0;
         }
       } else {
         rename_in_place(dirfd, path, p, true);
-        ++stats.others;
+        ++w.stats.others;
       }
     }
-    flush(dirfd, path, batch);
+    flush(w, dirfd, path, batch);
+    // The subdirectories' contents (on other threads where some are spare), then, once all are
+    // done, their own attributes and names: a directory is renamed after everything in it.
+    walk_subdirs(w, dirfd, path, subdirs, done_subdirs);
+    for (const Pending& p : subdirs) {
+      rename_in_place(dirfd, path, p, false);
+      ++w.stats.directories;
+    }
     // After the batches' name changes, on the same thread: the leftover long names swept, the
     // directory synced and its times put back.
     auto dir = std::make_shared<UniqueFd>(::fcntl(dirfd, F_DUPFD_CLOEXEC, 0));
     if (!*dir) fail(join(path, ""), "cannot keep the directory open", errno);
-    names_.post([this, dir, path, dst] {
+    w.names.post([this, dir, path, dst] {
       sweep(dir->get());
       if (const int rc = sync_directory(dir->get()); rc < 0) fail(join(path, ""), "cannot sync the directory", -rc);
       const struct timespec times[2] = {dst.st_atim, dst.st_mtim};
@@ -228,12 +251,51 @@ struct DirRekey::Impl {
     });
   }
 
-  void descend(int dirfd, std::vector<std::string>& path, const std::string& e) {
+  void descend(Walk& w, int dirfd, std::vector<std::string>& path, const std::string& e) {
     UniqueFd sub = open_dir(dirfd, e);
     if (!sub) fail(join(path, e), "cannot open the directory", errno);
     path.push_back(e);
-    rekey_dir(sub.get(), path);
+    rekey_dir(w, sub.get(), path);
     path.pop_back();
+  }
+
+  // Walks each subdirectory, on a thread of its own while spare walkers last, else on this one;
+  // returns once all are done (their name threads drained), rethrowing the first failure.
+  void walk_subdirs(Walk& w, int dirfd, std::vector<std::string>& path, const std::vector<Pending>& subdirs,
+                    const std::vector<std::string>& done_subdirs) {
+    std::vector<std::string> entries = done_subdirs;
+    for (const Pending& p : subdirs) entries.push_back(p.old_entry);
+    std::vector<std::thread> started;
+    std::vector<std::exception_ptr> errors(entries.size());
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      if (i + 1 < entries.size() && spare_walkers.fetch_sub(1) > 0) {
+        started.emplace_back([this, dirfd, path, e = entries[i], err = &errors[i]]() mutable {
+          Walk own;
+          try {
+            descend(own, dirfd, path, e);
+            own.names.drain();
+          } catch (...) {
+            *err = std::current_exception();
+          }
+          {
+            std::lock_guard lk(stats_mu);
+            add_stats(stats, own.stats);
+          }
+          ++spare_walkers;
+        });
+        continue;
+      }
+      if (i + 1 < entries.size()) ++spare_walkers;  // none was spare: give the count back
+      try {
+        descend(w, dirfd, path, entries[i]);
+      } catch (...) {
+        errors[i] = std::current_exception();
+        break;
+      }
+    }
+    for (auto& t : started) t.join();
+    for (auto& e : errors)
+      if (e) std::rethrow_exception(e);
   }
 
   void write_name(int dirfd, const std::vector<std::string>& path, const DiskName& n) {
@@ -302,7 +364,7 @@ struct DirRekey::Impl {
 
   // Copies the batch (several files at once), syncs once, renames, syncs the directory, then
   // removes the old names.
-  void flush(int dirfd, const std::vector<std::string>& path, std::vector<Pending>& batch) {
+  void flush(Walk& w, int dirfd, const std::vector<std::string>& path, std::vector<Pending>& batch) {
     if (batch.empty()) return;
     std::atomic<std::size_t> next{0};
     std::vector<int> errs(batch.size(), 0);
@@ -328,13 +390,13 @@ struct DirRekey::Impl {
     // One sync for every copy's data and metadata, before any of them gets its name.
     if (::syncfs(dirfd) != 0) fail(join(path, ""), "cannot sync the copies", errno);
     for (const Pending& p : batch) {
-      if (S_ISREG(p.st.st_mode)) ++stats.files, stats.bytes += static_cast<std::uint64_t>(p.st.st_size);
-      else ++stats.symlinks;
+      if (S_ISREG(p.st.st_mode)) ++w.stats.files, w.stats.bytes += static_cast<std::uint64_t>(p.st.st_size);
+      else ++w.stats.symlinks;
     }
     // The names change on the name thread, in order, while the walk goes on (serial_jobs.h).
     auto dir = std::make_shared<UniqueFd>(::fcntl(dirfd, F_DUPFD_CLOEXEC, 0));
     if (!*dir) fail(join(path, ""), "cannot keep the directory open", errno);
-    names_.post([this, dir, path, batch = std::move(batch)] {
+    w.names.post([this, dir, path, batch = std::move(batch)] {
       const int d = dir->get();
       for (const Pending& p : batch) {
         write_name(d, path, p.new_name);
@@ -350,10 +412,7 @@ struct DirRekey::Impl {
   }
 
   // All names of one hard-linked inode: one copy, a link per other name, then the old names go.
-  void rekey_group(int dirfd, const std::vector<std::string>& path, std::pair<dev_t, ino_t> id) {
-    names_.drain();  // a group's names span directories: every earlier batch's names are final first
-    std::vector<Member> members = std::move(groups[id]);
-    groups.erase(id);
+  void rekey_group(const std::vector<Member>& members, std::pair<dev_t, ino_t> id) {
     ++stats.hard_link_groups;
     std::vector<UniqueFd> dirs;
     std::vector<struct stat> dir_times;  // each directory's times, put back once its links changed
@@ -416,7 +475,6 @@ struct DirRekey::Impl {
       const struct timespec times[2] = {dir_times[i].st_atim, dir_times[i].st_mtim};
       ::futimens(dirs[i].get(), times);
     }
-    (void)dirfd, (void)path;
   }
 
   // Leftovers of a killed re-key: .name files without their entry, long-target files that no
@@ -442,7 +500,7 @@ struct DirRekey::Impl {
 };
 
 DirRekey::DirRekey(int root_fd, const RekeyPair& keys, DirRekeyHooks hooks)
-    : impl_(new Impl{root_fd, keys, std::move(hooks), {}, {}, {}}) {}
+    : impl_(new Impl(root_fd, keys, std::move(hooks))) {}
 DirRekey::~DirRekey() { delete impl_; }
 
 RekeyTotals DirRekey::scan() {
@@ -454,9 +512,16 @@ RekeyTotals DirRekey::scan() {
 }
 
 DirRekeyStats DirRekey::run() {
+  // Hard-linked files first, one group at a time, while every directory is where scan() saw it.
+  // The walk then finds their names under the new key and leaves them.
+  for (auto& [id, members] : impl_->groups) impl_->rekey_group(members, id);
+  impl_->groups.clear();
+  impl_->spare_walkers = std::max(1, impl_->hooks.walkers) - 1;
+  Walk w;
   std::vector<std::string> path;
-  impl_->rekey_dir(impl_->root, path);
-  impl_->names_.drain();  // every name changed and synced before the caller writes the new config
+  impl_->rekey_dir(w, impl_->root, path);
+  w.names.drain();  // every name changed and synced before the caller writes the new config
+  add_stats(impl_->stats, w.stats);
   return impl_->stats;
 }
 

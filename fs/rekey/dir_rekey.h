@@ -8,11 +8,12 @@
 //     (gcfs.rekey.*.tmp, owner, mode, times and attributes kept), synced, renamed to its new
 //     name, then the old name removed. An old name whose new name exists is the finished copy's
 //     twin and is removed. A batch of files shares one syncfs and one directory fsync.
-//   - hard links: all names of one inode get one new inode (found by (dev, ino) in a first pass):
-//     one copy, then a link for every other name, then the old names removed; a resumed walk
+//   - hard links: all names of one inode get one new inode (found by (dev, ino) in a first pass,
+//     re-keyed before the walk while no directory has moved): one copy, then a link for every other name, then the old names removed; a resumed walk
 //     finds the copy by its new name and links the rest to it, so links are never split.
 //   - a symlink: a new one made, renamed over its new name, the old removed.
-//   - a directory: its contents first, its attributes re-encrypted in place, then renamed; its IV
+//   - a directory: its contents first (subdirectories on several threads, hooks.walkers), its
+//     attributes re-encrypted in place, then renamed; its IV
 //     file stays (an IV is public, and names under it are encrypted with the new key).
 //   - a FIFO, socket or device: its attributes in place, then renamed.
 //   - long names: the new .name sibling written and synced before its entry.
@@ -40,6 +41,9 @@ struct DirRekeyHooks {
   std::function<void(std::uint64_t bytes, std::uint64_t files)> progress;  // as work is done
   std::function<void(const CopyTimes&)> times;                             // after each file
   int threads = 4;  // files copied at once within a directory's batch
+  // Directories walked at once. A tree of small files is bound by the per-entry system calls and
+  // name ciphers of its directories, which one walking thread does one after another.
+  int walkers = 1;
 };
 
 // Counts what is still under the old key (bytes and regular files), for the progress line.

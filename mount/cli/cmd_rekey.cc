@@ -46,6 +46,7 @@ struct RekeyArgs {
   std::string cipherdir, config_option;
   EngineOptions engine;
   bool allow_expensive_kdf = false, quiet = false, progress = false;
+  int jobs = 0;  // directories at once; 0: half the cores
 };
 
 // The new config and key: from the record of a re-key that was cut short, or made now.
@@ -81,6 +82,7 @@ int cmd_rekey(int argc, char** argv) {
         "keyfile", po::value(&a.unlock.keyfile), "unlock with this key file (its whole content)")(
         "engine", po::value(&a.engine.name)->default_value("auto"), "cipher engine: cpu, gpu or auto (as mount's)")(
         "cpu-threads", po::value(&a.engine.cpu_threads)->default_value(0), "cpu engine threads (0: all cores)")(
+        "jobs", po::value(&a.jobs)->default_value(0), "directories re-keyed at once (0: half the cores, at least 1)")(
         "progress", po::bool_switch(&a.progress), "show progress and the read/cipher/write summary even off a terminal")(
         "quiet,q", po::bool_switch(&a.quiet), "print nothing on success: not even the new master key");
     add_rekey_slot_options(opts, &a.slots);
@@ -164,8 +166,12 @@ int cmd_rekey(int argc, char** argv) {
     hooks.progress = [&](std::uint64_t b, std::uint64_t f) { progress.add(b, f); };
     hooks.times = [&](const CopyTimes& c) { progress.add_times(c.read_s, 0, c.write_s); };
     // A small file's copy is mostly system calls, each core's own: as many copiers as cores (at
-    // least 4, so that one waiting on the disk does not idle a small machine).
-    hooks.threads = std::max(4, static_cast<int>(std::thread::hardware_concurrency()));
+    // least 4 per directory, so that one waiting on the disk does not idle a small machine), over
+    // a directory per two cores at once (one walker below 4 cores, where the copiers fill them).
+    const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    if (a.jobs < 0 || a.jobs > 256) throw po::error("--jobs must be from 0 to 256, got " + std::to_string(a.jobs));
+    hooks.walkers = a.jobs > 0 ? a.jobs : cores >= 4 ? cores / 2 : 1;
+    hooks.threads = std::max(4, cores / hooks.walkers);
     DirRekey walk(root.get(), RekeyPair{*old_v, *new_v, timed}, hooks);
     const RekeyTotals totals = walk.scan();
     progress.set_totals(totals.bytes, totals.files);
