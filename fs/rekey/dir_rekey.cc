@@ -355,7 +355,7 @@ struct DirRekey::Impl {
     // so that copy_file_attributes rarely needs a chmod.
     UniqueFd to(::openat(dirfd, p.temp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, p.st.st_mode & 0777));
     if (!to) return -errno;
-    const std::int64_t n = copy_content(k, from.fd.get(), to.get(), join(path, p.old_entry), times);
+    const std::int64_t n = copy_content(k, from.fd.get(), to.get(), join(path, p.old_entry), times, hooks.file_parts);
     if (n < 0) return static_cast<int>(n);
     if (const int rc = copy_xattrs(k, XattrPlace::of_fd(from.fd.get()), XattrPlace::of_fd(to.get()), false); rc < 0)
       return rc;

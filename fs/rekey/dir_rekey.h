@@ -44,6 +44,7 @@ struct DirRekeyHooks {
   // Directories walked at once. A tree of small files is bound by the per-entry system calls and
   // name ciphers of its directories, which one walking thread does one after another.
   int walkers = 1;
+  int file_parts = 2;  // ranges of one large file copied at once
 };
 
 // Counts what is still under the old key (bytes and regular files), for the progress line.

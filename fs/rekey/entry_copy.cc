@@ -166,7 +166,8 @@ ssize_t copy_range(ContentFile& from, ContentFile& to, std::uint64_t begin, std:
 
 }  // namespace
 
-std::int64_t copy_content(const RekeyPair& k, int old_fd, int new_fd, const std::string& label, CopyTimes* times) {
+std::int64_t copy_content(const RekeyPair& k, int old_fd, int new_fd, const std::string& label, CopyTimes* times,
+                          int parts) {
   ContentFile from(old_fd, k.old_v.layout(), k.engine, k.old_v.keys(), FileLabel(label));
   ContentFile to(new_fd, k.new_v.layout(), k.engine, k.new_v.keys(), FileLabel(label + " (re-keyed copy)"));
   to.assume_new_empty();
@@ -183,21 +184,26 @@ std::int64_t copy_content(const RekeyPair& k, int old_fd, int new_fd, const std:
       if (const int t = to.truncate(total); t < 0) return t;
     return size;
   }
-  // A large file in two halves at once (each with its own read-ahead): one reader and one writer
-  // per file leave cores idle while the cipher is far from the bound. The full size first (a
-  // hole), so that every write lands inside the file: writes that grow a file take its size lock
-  // alone, writes inside it run side by side.
+  // A large file in several ranges at once (each with its own read-ahead): one reader and one
+  // writer per file leave cores idle while the cipher is far from the bound. Each range holds two
+  // batches at least. The full size first (a hole), so that every write lands inside the file:
+  // writes that grow a file take its size lock alone, writes inside it run side by side.
   if (const int rc = to.truncate(total); rc < 0) return rc;
-  const std::uint64_t half = (total / 2 + chunk - 1) / chunk * chunk;
-  CopyTimes second;
-  ssize_t rc2 = 0;
-  std::thread other([&] { rc2 = copy_range(from, to, half, total, chunk, label, &second); });
-  const ssize_t rc1 = copy_range(from, to, 0, half, chunk, label, times);
-  other.join();
-  times->read_s += second.read_s;
-  times->write_s += second.write_s;
-  if (rc1 < 0) return rc1;
-  if (rc2 < 0) return rc2;
+  const std::uint64_t n = std::clamp<std::uint64_t>(total / (2 * step), 2, static_cast<std::uint64_t>(std::max(2, parts)));
+  const std::uint64_t span = (total / n + chunk - 1) / chunk * chunk;
+  std::vector<CopyTimes> part_times(n);
+  std::vector<ssize_t> rcs(n, 0);
+  std::vector<std::thread> others;
+  for (std::uint64_t i = 1; i < n; ++i)
+    others.emplace_back([&, i] {
+      rcs[i] = copy_range(from, to, std::min(total, i * span), i + 1 == n ? total : std::min(total, (i + 1) * span), chunk,
+                          label, &part_times[i]);
+    });
+  rcs[0] = copy_range(from, to, 0, std::min(total, span), chunk, label, times);
+  for (auto& t : others) t.join();
+  for (std::uint64_t i = 1; i < n; ++i) times->read_s += part_times[i].read_s, times->write_s += part_times[i].write_s;
+  for (const ssize_t rc : rcs)
+    if (rc < 0) return rc;
   return size;
 }
 

@@ -27,8 +27,9 @@ struct CopyTimes {
 // Copies the plaintext of old_fd (a content file under the old keys) into new_fd (empty, made just
 // now) under the new keys, in batches of many chunks, the next batch read while one is written.
 // All-zero chunks become holes. Returns the plaintext bytes copied, or -errno (logged, naming
-// label).
-std::int64_t copy_content(const RekeyPair& k, int old_fd, int new_fd, const std::string& label, CopyTimes* times);
+// label). A large file is copied as `parts` ranges at once.
+std::int64_t copy_content(const RekeyPair& k, int old_fd, int new_fd, const std::string& label, CopyTimes* times,
+                          int parts = 2);
 
 // Where an entry's extended attributes are reached: an open descriptor (a file, a directory) or a
 // path through /proc/self/fd of its directory that is not followed at the end (a symlink, a FIFO).

@@ -4,6 +4,7 @@
 // `init` prints it. Killed at any moment, running it again finishes: the record it writes first
 // (fs/rekey/rekey_record_file.h) holds the new config and key, opened by the old master key, so a
 // resume needs one unlock and no other slot's secret.
+#include <algorithm>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -172,6 +173,9 @@ int cmd_rekey(int argc, char** argv) {
     if (a.jobs < 0 || a.jobs > 256) throw po::error("--jobs must be from 0 to 256, got " + std::to_string(a.jobs));
     hooks.walkers = a.jobs > 0 ? a.jobs : cores >= 4 ? cores / 2 : 1;
     hooks.threads = std::max(4, cores / hooks.walkers);
+    // A large file alone in its batch: a range per four cores (two on a small machine), each one
+    // reading ahead while it writes.
+    hooks.file_parts = std::clamp(cores / 4, 2, 8);
     DirRekey walk(root.get(), RekeyPair{*old_v, *new_v, timed}, hooks);
     const RekeyTotals totals = walk.scan();
     progress.set_totals(totals.bytes, totals.files);

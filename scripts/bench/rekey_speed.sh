@@ -11,9 +11,10 @@
 #   scripts/bench/rekey_speed.sh BIN          (needs root: it mounts)
 #
 # Knobs (environment): ROOT (default /dev/shm/rekey-speed), ENGINES (default "cpu"; on a GPU
-# machine "cpu gpu auto"), ROWS (default "big small volume"), BIG_MIB, SMALL, VOLUME_GIB, RUNS (2).
+# machine "cpu gpu auto"; an entry may add rekey options after commas: "cpu,--jobs=1"), ROWS
+# (default "big small volume"), BIG_MIB, SMALL, VOLUME_GIB, RUNS (2).
 set -u
-(($# == 1)) || { sed -n 2,16p "$0"; exit 2; }
+(($# == 1)) || { sed -n 2,17p "$0"; exit 2; }
 [[ $(id -u) == 0 ]] || { echo "rekey_speed: needs root (it mounts)" >&2; exit 1; }
 bin=$1 root=${ROOT:-/dev/shm/rekey-speed} engines=${ENGINES:-cpu} rows=${ROWS:-big small volume}
 big_mib=${BIG_MIB:-512} small=${SMALL:-20000} volume_gib=${VOLUME_GIB:-1} runs=${RUNS:-2}
@@ -68,14 +69,16 @@ for row in $rows; do
     if [[ $row == volume ]]; then cp --sparse=always "$target" "$root/copy"; else cp -a "$target" "$root/copy"; fi
     sync; cp_s=$(elapsed "$t"); rm -rf "$root/copy"
     line="$row run $r: cp $(printf %.2f "$cp_s") s"
-    for e in $engines; do
+    for spec in $engines; do
+      e=${spec%%,*} extra=
+      [[ $spec == *,* ]] && extra=${spec#*,} && extra=${extra//,/ }
       sync; t=$(now)
-      out=$("$bin" $cmd --engine "$e" --passfile "$pass" "$target" 2>&1)
+      out=$("$bin" $cmd --engine "$e" $extra --passfile "$pass" "$target" 2>&1)
       rc=$?; s=$(elapsed "$t")
-      line+=" | $e $(printf %.2f "$s") s ($(ratio "$s" "$cp_s")x)"
+      line+=" | $spec $(printf %.2f "$s") s ($(ratio "$s" "$cp_s")x)"
       [[ $rc == 0 ]] || line+=" FAILED rc=$rc"
       summary=$(tr '\r' '\n' <<< "$out" | grep -m1 -E "time busy|re-keyed .* in .* s" | sed 's/.*(\([^()]*\)); time busy/time busy/; s/^gpucryptfs rekey: //')
-      echo "    $e: $summary"
+      echo "    $spec: $summary"
     done
     echo "$line"
   done
