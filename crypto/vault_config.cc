@@ -20,7 +20,7 @@ namespace {
 using json = nlohmann::json;
 namespace cf = config_fields;
 
-const std::vector<std::string> kFeatures = {"dir_iv", "long_names", "hkdf_file_keys", "siv_names", "holes"};
+const std::vector<std::string> kFeatures = {kDirIvFeature, "long_names", "hkdf_file_keys", "siv_names", "holes"};
 
 std::span<const std::uint8_t> as_bytes(std::string_view s) {
   return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
@@ -88,7 +88,7 @@ bool valid_chunk_size(std::uint64_t n) {
 
 VaultConfig VaultConfig::create(std::string_view secret, std::uint32_t chunk_size, const ScryptParams& params,
                                 VaultKind kind, SecretBytes* master_out, int format, KeySlotKind slot_kind,
-                                std::uint32_t long_name_max) {
+                                std::uint32_t long_name_max, bool deterministic_names) {
   if (!valid_chunk_size(chunk_size))
     throw UserError("chunk size must be a power of two from 4096 to 1048576 bytes, got " + std::to_string(chunk_size));
   if (format < 1 || format > kMaxFormatVersion || (kind == VaultKind::Volume && format != 1))
@@ -102,6 +102,7 @@ VaultConfig VaultConfig::create(std::string_view secret, std::uint32_t chunk_siz
     c.long_name_max = long_name_max;
     c.features.push_back(kLongNameMaxFeature);
   }
+  if (deterministic_names) c.use_deterministic_names();  // also before the slot, for the same reason
   c.scrypt = params;
   SecretBytes master(kMasterKeyBytes);
   random_bytes(master);
@@ -118,6 +119,14 @@ VaultConfig VaultConfig::defaults(std::uint32_t chunk_size, VaultKind kind, int 
   c.features = kFeatures;
   c.config_version = kConfigVersionKeySlots;
   return c;
+}
+
+void VaultConfig::use_deterministic_names() {
+  if (kind != VaultKind::Directory) throw UserError("deterministic names are for directory vaults only");
+  std::replace(features.begin(), features.end(), std::string(kDirIvFeature), std::string(kDeterministicNamesFeature));
+  if (std::find(features.begin(), features.end(), kDeterministicNamesFeature) == features.end())
+    features.push_back(kDeterministicNamesFeature);
+  deterministic_names = true;
 }
 
 void VaultConfig::rewrap(const SecretBytes& master, std::string_view new_password) {
@@ -257,7 +266,8 @@ VaultConfig VaultConfig::from_json(std::string_view text) {
     }
     c.features = cf::string_list(j, "features");
     for (const auto& f : c.features)
-      if (std::find(kFeatures.begin(), kFeatures.end(), f) == kFeatures.end() && f != kLongNameMaxFeature)
+      if (std::find(kFeatures.begin(), kFeatures.end(), f) == kFeatures.end() && f != kLongNameMaxFeature &&
+          f != kDeterministicNamesFeature)
         throw UserError("the config needs feature '" + f + "', which this gpucryptfs does not know");
     const bool has_max = std::find(c.features.begin(), c.features.end(), kLongNameMaxFeature) != c.features.end();
     if (has_max != j.contains("long_name_max"))
@@ -268,6 +278,10 @@ VaultConfig VaultConfig::from_json(std::string_view text) {
         throw CorruptData("config field 'long_name_max' is " + std::to_string(m));
       c.long_name_max = static_cast<std::uint32_t>(m);
     }
+    const auto has_feature = [&](const char* f) { return std::find(c.features.begin(), c.features.end(), f) != c.features.end(); };
+    c.deterministic_names = has_feature(kDeterministicNamesFeature);
+    if (c.deterministic_names && (has_feature(kDirIvFeature) || c.kind != VaultKind::Directory))
+      throw CorruptData("the config has the feature 'deterministic_names' with 'dir_iv' or in a volume: one vault's names have one kind of IV");
     // No "config_version": version 1, as every config before key slots. A config names the way
     // its key is kept once, never twice: mixed fields are damage, not a choice to guess at.
     if (!j.contains("config_version")) {

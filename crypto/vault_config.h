@@ -30,6 +30,12 @@ constexpr int kMaxFormatVersion = 2;
 // the field "long_name_max" holds N. 62 is the longest of our own names (a .name file's).
 constexpr const char* kLongNameMaxFeature = "long_name_max";
 constexpr std::uint32_t kMinLongNameMax = 62, kMaxLongNameMax = 255;
+// init --deterministic-names: no per-directory IV files; every directory's names are encrypted
+// with the all-zero IV (fs/dir_iv_source.h). The feature takes the place of "dir_iv" in the
+// features, so a gpucryptfs from before refuses the config (an unknown feature) rather than look
+// for IV files that are not there, or write new ones that nothing would read.
+constexpr const char* kDeterministicNamesFeature = "deterministic_names";
+constexpr const char* kDirIvFeature = "dir_iv";
 // Volumes: one key for the whole container, whose nonce budget counts chunk writes (FORMAT.md).
 constexpr std::uint32_t kDefaultChunkSize = 64 * 1024;
 // Directory vaults: what `init` chooses. 4 KiB, the page size, by measurement (docs/BENCHMARKS.md,
@@ -89,6 +95,8 @@ struct VaultConfig {
   // With kLongNameMaxFeature: the longest backing name (kMinLongNameMax..kMaxLongNameMax); 0 when
   // the feature is absent (255, NAME_MAX).
   std::uint32_t long_name_max = 0;
+  // kDeterministicNamesFeature is among the features (directory vaults only).
+  bool deterministic_names = false;
   // Version 1 only: the password's wrap.
   std::vector<std::uint8_t> salt;
   std::array<std::uint8_t, 12> key_nonce{};
@@ -105,13 +113,18 @@ struct VaultConfig {
   // master key too, so the caller can go on without running scrypt a second time.
   static VaultConfig create(std::string_view secret, std::uint32_t chunk_size, const ScryptParams& scrypt,
                             VaultKind kind, SecretBytes* master_out = nullptr, int format = kFormatVersion,
-                            KeySlotKind slot_kind = KeySlotKind::Password, std::uint32_t long_name_max = 0);
+                            KeySlotKind slot_kind = KeySlotKind::Password, std::uint32_t long_name_max = 0,
+                            bool deterministic_names = false);
 
   // The parameters a new config of this kind and chunk size has (format version, cipher, features,
   // the default scrypt cost), without a key: what a mount with the master key and no config file
   // assumes, and what rewrap() then completes into a config (passwd --masterkey).
   // format: the content format version (a lost config's is read from the files' headers).
   static VaultConfig defaults(std::uint32_t chunk_size, VaultKind kind, int format = kFormatVersion);
+  // A directory vault's features say deterministic names (kDeterministicNamesFeature for
+  // kDirIvFeature): for create(), and for a lost config's defaults when the files say so. Before
+  // any slot is sealed, since the slots and the digest bind the features.
+  void use_deterministic_names();
 
   // Opens the master key with secret. Version 1: the one wrap (a key file opens nothing there).
   // Version 2: each slot of `kind` in turn, number order; the first that opens is checked against

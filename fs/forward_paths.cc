@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <vector>
 
-#include "fs/dir_iv.h"
 #include "fs/safe_open.h"
 
 namespace gcfs {
@@ -24,9 +23,6 @@ std::vector<std::string> components(const std::string& path) {
   }
   return out;
 }
-
-// The IV of the directory dirfd; a missing or damaged one is -ENOENT or -EIO.
-int iv_of(int dirfd, DirIv* iv, const std::string& label) { return read_dir_iv(dirfd, iv, FileLabel(label)); }
 
 // The directory entry beneath dirfd (never a link); -ENOENT, -ENOTDIR or -errno.
 int descend(int dirfd, const std::string& entry, UniqueFd* out) {
@@ -67,7 +63,7 @@ int ForwardPaths::encrypt_path(const std::string& plain, std::string* out) {
   for (std::size_t i = 0; i < names.size(); ++i) {
     if (names[i].size() > kMaxNameBytes) return -ENAMETOOLONG;
     DirIv iv{};
-    if (int rc = iv_of(dirfd, &iv, label); rc < 0) return rc;
+    if (int rc = ivs_.read(dirfd, &iv, FileLabel(label)); rc < 0) return rc;
     std::string entry = names_.to_disk(names[i], iv).entry;
     struct stat st {};
     if (!bad_names_.empty() && ::fstatat(dirfd, entry.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
@@ -92,7 +88,7 @@ int ForwardPaths::decrypt_path(const std::string& cipher, std::string* out) {
   for (std::size_t i = 0; i < entries.size(); ++i) {
     if (entries[i].size() > kMaxNameBytes) return -ENAMETOOLONG;
     DirIv iv{};
-    if (int rc = iv_of(dirfd, &iv, cipher); rc < 0) return rc;
+    if (int rc = ivs_.read(dirfd, &iv, FileLabel(cipher)); rc < 0) return rc;
     auto plain = names_.to_plain(dirfd, entries[i], iv);
     if (!plain && !bad_names_.empty()) plain = shown_bad_name(names_, dirfd, entries[i], iv, bad_names_);
     if (!plain) return -EBADMSG;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "fs/conflict_names.h"
+#include "fs/dir_iv_source.h"
 #include "fs/name_mapping.h"
 #include "fs/path_translator.h"
 #include "fs/unique_fd.h"
@@ -15,8 +16,9 @@ namespace gcfs {
 class ForwardPaths : public PathTranslator {
  public:
   // root_fd: CIPHERDIR (a descriptor of its own, O_PATH is enough); taken over.
-  ForwardPaths(UniqueFd root_fd, const NameMapping& names, BadNamePatterns bad_names)
-      : root_(std::move(root_fd)), names_(names), bad_names_(std::move(bad_names)) {}
+  // ivs: the vault's (Vault::dir_ivs()).
+  ForwardPaths(UniqueFd root_fd, const NameMapping& names, const DirIvSource& ivs, BadNamePatterns bad_names)
+      : root_(std::move(root_fd)), names_(names), ivs_(ivs), bad_names_(std::move(bad_names)) {}
   // The last name need not exist (as gocryptfs: the name a file would have); the directories
   // above it must.
   int encrypt_path(const std::string& plain, std::string* out) override;
@@ -26,6 +28,7 @@ class ForwardPaths : public PathTranslator {
  private:
   UniqueFd root_;
   const NameMapping& names_;
+  DirIvSource ivs_;
   BadNamePatterns bad_names_;
 };
 

@@ -72,12 +72,16 @@ std::vector<std::uint32_t> sizes_that_open(int fd, const KeyRing& keys, bool* us
 
 }  // namespace
 
-MasterKeyProbe probe_master_key(const std::string& cipherdir, const KeyRing& keys, std::size_t max_files) {
+MasterKeyProbe probe_master_key(const std::string& cipherdir, const KeyRing& keys, std::size_t max_files,
+                                const DirIvSource* ivs) {
   MasterKeyProbe p;
   UniqueFd root(::open(cipherdir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!root) throw UserError("cannot open CIPHERDIR " + cipherdir + ": " + std::strerror(errno));
   DirIv iv{};
-  if (read_dir_iv(root.get(), &iv, cipherdir) != 0)
+  struct stat root_iv {};
+  p.deterministic_names = ivs ? ivs->deterministic()
+                              : ::fstatat(root.get(), kDirIvFileName, &root_iv, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT;
+  if (DirIvSource(p.deterministic_names).read(root.get(), &iv, cipherdir) != 0)
     throw CorruptData(cipherdir + "/" + kDirIvFileName + " is missing or damaged: the root's names cannot be read");
   const NameMapping names(keys);
   for (const auto& e : list_entries(root.get())) {

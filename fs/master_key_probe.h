@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "crypto/key_ring.h"
+#include "fs/dir_iv_source.h"
 
 namespace gcfs {
 
@@ -33,6 +34,9 @@ struct MasterKeyProbe {
   // Content files sampled whose header says format 1 or 2 (docs/FORMAT.md): a vault's files all
   // have its format, which a lost config took with it too.
   std::size_t format1_files = 0, format2_files = 0;
+  // The root's names were read with the constant IV (init --deterministic-names): told by the
+  // caller, or, with nothing told, because the root has no gpucryptfs.diriv.
+  bool deterministic_names = false;
 
   // The key opened something and nothing contradicts it.
   bool key_fits() const { return (names_ok || files_ok) && !(names_bad && !names_ok) && !(files_bad && !files_ok); }
@@ -41,8 +45,10 @@ struct MasterKeyProbe {
 };
 
 // Samples CIPHERDIR (its root's names; up to max_files content files, breadth first, stopping
-// early once a file pins the chunk size). Throws UserError when CIPHERDIR or its root IV cannot
-// be read.
-MasterKeyProbe probe_master_key(const std::string& cipherdir, const KeyRing& keys, std::size_t max_files = 32);
+// early once a file pins the chunk size). ivs: the vault's IV source when its config is known;
+// null when not (a lost config): the root's gpucryptfs.diriv then, or the constant IV when the
+// root has none. Throws UserError when CIPHERDIR or its root IV cannot be read.
+MasterKeyProbe probe_master_key(const std::string& cipherdir, const KeyRing& keys, std::size_t max_files = 32,
+                                const DirIvSource* ivs = nullptr);
 
 }  // namespace gcfs

@@ -94,8 +94,10 @@ int ReverseView::listing(const std::string& rel, std::shared_ptr<const Listing>*
     }
   }
   std::vector<ReverseEntry> entries;
-  const DirIv iv = derive_.dir_iv(rel);
-  entries.push_back({ReverseEntry::Kind::DirIv, kDirIvFileName, "", std::string(iv.begin(), iv.end())});
+  const DirIv iv = name_iv(rel);
+  // A view with deterministic names shows no IV files, as a forward vault of it keeps none.
+  if (!vault_.dir_ivs().deterministic())
+    entries.push_back({ReverseEntry::Kind::DirIv, kDirIvFileName, "", std::string(iv.begin(), iv.end())});
   if (rel.empty()) entries.push_back({ReverseEntry::Kind::Config, kConfigFileName, "", config_json_});
   const int lfd = ::dup(dir.get());
   if (lfd < 0) return -errno;
@@ -191,7 +193,7 @@ int ReverseView::encrypt_path(const std::string& plain, std::string* out) {
     if (slash == std::string::npos) slash = plain.size();
     const std::string name = plain.substr(start, slash - start);
     if (name.size() > kMaxNameBytes) return -ENAMETOOLONG;
-    const DiskName dn = vault_.names().to_disk(name, derive_.dir_iv(rel));
+    const DiskName dn = vault_.names().to_disk(name, name_iv(rel));
     ReverseEntry e;
     if (int rc = find(rel, dn.entry, &e); rc < 0) return rc;  // not there, or excluded
     *out += (out->empty() ? "" : "/") + dn.entry;

@@ -91,6 +91,9 @@ class ReverseView : public PathTranslator {
   const Vault& vault_;
   ChunkEngine& engine_;
   ReverseDerivation derive_;
+  // The names IV of the directory at rel: derived from its path, or the constant IV of a config
+  // with deterministic names (fs/dir_iv_source.h), which needs nothing derived.
+  DirIv name_iv(std::string_view rel) const { return vault_.dir_ivs().deterministic() ? DirIv{} : derive_.dir_iv(rel); }
   std::string config_json_;
   PathExclusions exclusions_;
   // Listings by directory, kept while the directory's change time stays the same: a lookup of

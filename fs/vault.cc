@@ -42,15 +42,16 @@ std::string config_path(const std::string& cipherdir) { return cipherdir + "/" +
 
 void Vault::create(const std::string& cipherdir, std::string_view secret, std::uint32_t chunk_size,
                    const ScryptParams& scrypt, SecretBytes* master_out, const std::string& config_dir,
-                   const std::string& config_name, int format, KeySlotKind slot_kind, std::uint32_t long_name_max) {
+                   const std::string& config_name, int format, KeySlotKind slot_kind, std::uint32_t long_name_max,
+                   bool deterministic_names) {
   require_empty_dir(cipherdir);
-  VaultConfig cfg =
-      VaultConfig::create(secret, chunk_size, scrypt, VaultKind::Directory, master_out, format, slot_kind, long_name_max);
+  VaultConfig cfg = VaultConfig::create(secret, chunk_size, scrypt, VaultKind::Directory, master_out, format, slot_kind,
+                                        long_name_max, deterministic_names);
   UniqueFd dir(::open(cipherdir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!dir) throw UserError("cannot open " + cipherdir + ": " + std::strerror(errno));
-  // The dir IV first: a vault whose config exists is complete.
+  // The dir IV first (none with deterministic names): a vault whose config exists is complete.
   // Synced with its name: a config kept elsewhere (--config) does not sync CIPHERDIR for it.
-  if (int rc = create_dir_iv(dir.get(), nullptr); rc < 0 || (rc = sync_directory(dir.get())) < 0)
+  if (int rc = DirIvSource(cfg.deterministic_names).create(dir.get(), nullptr); rc < 0 || (rc = sync_directory(dir.get())) < 0)
     throw UserError("cannot write " + cipherdir + "/" + kDirIvFileName + ": " + std::strerror(-rc));
   if (config_dir.empty()) {
     write_config_file_at(dir.get(), cipherdir, cfg, config_name);
@@ -137,11 +138,17 @@ void Vault::set_backing_io(BackingIoMode mode) {
     return;
   }
   // The probe reads the root directory's IV: every vault of every format has it in CIPHERDIR
-  // (docs/FORMAT.md), where the config may not be (mount --config keeps it elsewhere).
+  // (docs/FORMAT.md), where the config may not be (mount --config keeps it elsewhere). A vault
+  // with deterministic names has no IV file: its config is read instead, and when that is kept
+  // elsewhere there is nothing of the vault's in CIPHERDIR to try, so buffered I/O it is.
   UniqueFd dir(::open(cipherdir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  const bool deterministic = dir_ivs_.deterministic();
   BackingIo::Probe probe;
-  if (dir) probe = BackingIo::probe(dir.get(), kDirIvFileName);
+  if (dir) probe = BackingIo::probe(dir.get(), deterministic ? kConfigFileName : kDirIvFileName);
   else probe = {BackingIo::Probe::Outcome::Refused, "cannot open " + cipherdir_ + ": " + std::strerror(errno)};
+  if (deterministic && probe.outcome == BackingIo::Probe::Outcome::Damaged)
+    probe = {BackingIo::Probe::Outcome::Refused, std::string("no ") + kConfigFileName +
+                                                     " in CIPHERDIR to try O_DIRECT on (" + probe.why + ")"};
   if (probe.outcome == BackingIo::Probe::Outcome::Damaged) {
     // Reported as the mount's own check of the root IV would (fs/dir_iv.h), what was found named.
     const std::string where = cipherdir_ + "/" + kDirIvFileName;
@@ -165,6 +172,7 @@ Vault::Vault(std::string cipherdir, VaultConfig config, const SecretBytes& maste
       config_(std::move(config)),
       keys_(master),
       layout_(config_.chunk_size, 0, config_.version),
-      names_(keys_, config_.long_name_max ? config_.long_name_max : kMaxNameBytes) {}
+      names_(keys_, config_.long_name_max ? config_.long_name_max : kMaxNameBytes),
+      dir_ivs_(config_.deterministic_names) {}
 
 }  // namespace gcfs

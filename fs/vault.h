@@ -15,6 +15,7 @@
 #include "fs/backing_io.h"
 #include "fs/chunk_journal.h"
 #include "fs/chunk_layout.h"
+#include "fs/dir_iv_source.h"
 #include "fs/name_mapping.h"
 #include "fs/vault_errors.h"
 
@@ -28,11 +29,12 @@ class Vault {
   // config goes (init --config FILE); by default CIPHERDIR/gpucryptfs.conf. format: the content
   // format version (1 or 2; docs/FORMAT.md). slot_kind: whether `secret` is a password or a key
   // file's content (key slot 0 of the new config). long_name_max: init --longnamemax (0: none).
+  // deterministic_names: init --deterministic-names (no IV files, the root's neither).
   static void create(const std::string& cipherdir, std::string_view secret, std::uint32_t chunk_size,
                      const ScryptParams& scrypt, SecretBytes* master_out = nullptr,
                      const std::string& config_dir = "", const std::string& config_name = kConfigFileName,
                      int format = kDefaultDirectoryFormat, KeySlotKind slot_kind = KeySlotKind::Password,
-                     std::uint32_t long_name_max = 0);
+                     std::uint32_t long_name_max = 0, bool deterministic_names = false);
 
   // Reads cipherdir's config (fs/config_file.h: beneath CIPHERDIR, never through a link, never
   // blocking, at most a few KiB): NotAVault when it is missing, CorruptData when it is damaged or
@@ -69,12 +71,15 @@ class Vault {
   // Whether content files use O_DIRECT (format 2; mount's --backing-io). Buffered until set.
   BackingIo& backing_io() const { return *backing_io_; }
   // Chooses the backing I/O mode, checking that CIPHERDIR takes O_DIRECT by reading the root
-  // directory's IV with it (the one file every vault keeps in CIPHERDIR): auto falls back to
+  // directory's IV with it (the one file every vault keeps in CIPHERDIR; a vault with
+  // deterministic names has none, and reads its config there instead): auto falls back to
   // buffered with one log line saying why; direct throws UserError instead. Throws CorruptData,
   // in either mode, when that IV is missing or not a regular file (a FIFO, a link: never followed,
   // never blocked on).
   void set_backing_io(BackingIoMode mode);
   const NameMapping& names() const { return names_; }
+  // Each directory's name IV: its gpucryptfs.diriv, or the constant IV (init --deterministic-names).
+  const DirIvSource& dir_ivs() const { return dir_ivs_; }
 
   // For a read-write mount: restores the chunks that a daemon killed in the middle of a rewrite
   // left torn (journal_recovery.h), then opens CIPHERDIR/gpucryptfs.journal for the writes of
@@ -100,6 +105,7 @@ class Vault {
   KeyRing keys_;
   ChunkLayout layout_;
   NameMapping names_;
+  DirIvSource dir_ivs_;
   std::unique_ptr<ChunkJournal> journal_;
   int opened_slot_ = -1;
   KeySlotKind opened_kind_ = KeySlotKind::Password;

@@ -110,13 +110,16 @@ class TestVault {
   static constexpr std::uint32_t kChunk = 4096;
 
   // format: the content format; 0 takes GPUCRYPTFS_TEST_FORMAT, or init's default when unset.
-  explicit TestVault(const std::string& cipherdir, int format = 0) : dir_(cipherdir), engine_(2) {
+  // deterministic_names: init --deterministic-names (no directory IV files).
+  explicit TestVault(const std::string& cipherdir, int format = 0, bool deterministic_names = false)
+      : dir_(cipherdir), engine_(2) {
     std::filesystem::create_directories(dir_);
     if (format == 0) {
       const char* f = std::getenv("GPUCRYPTFS_TEST_FORMAT");
       format = f && *f ? std::atoi(f) : kDefaultDirectoryFormat;
     }
-    Vault::create(dir_, kPassword, kChunk, ScryptParams{10, 8, 1}, nullptr, "", kConfigFileName, format);
+    Vault::create(dir_, kPassword, kChunk, ScryptParams{10, 8, 1}, nullptr, "", kConfigFileName, format,
+                  KeySlotKind::Password, 0, deterministic_names);
     vault_ = Vault::open(dir_, Vault::load_config(dir_), kPassword);
   }
 
@@ -141,7 +144,7 @@ class TestVault {
     const std::string p = abs(parent) + "/" + n.entry;
     if (::mkdir(p.c_str(), 0755) != 0) throw std::runtime_error("mkdir " + p);
     int fd = ::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (create_dir_iv(fd, nullptr) != 0) throw std::runtime_error("create_dir_iv " + p);
+    if (vault_->dir_ivs().create(fd, nullptr) != 0) throw std::runtime_error("create_dir_iv " + p);
     ::close(fd);
     name_file(parent, n);
   }
@@ -241,7 +244,7 @@ class TestVault {
   DiskName disk_name(const std::string& parent_rel, const std::string& name) {
     int fd = ::open(abs(parent_rel).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DirIv iv{};
-    int rc = read_dir_iv(fd, &iv, abs(parent_rel));
+    int rc = vault_->dir_ivs().read(fd, &iv, abs(parent_rel));
     ::close(fd);
     if (rc != 0) throw std::runtime_error("read_dir_iv " + parent_rel);
     return vault_->names().to_disk(name, iv);

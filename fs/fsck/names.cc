@@ -3,6 +3,7 @@
 #include "fs/fsck/checker.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -43,6 +44,17 @@ std::optional<std::string> Checker::long_name(int dirfd, const std::string& entr
 
 bool Checker::read_iv(int dirfd, const std::vector<Frame>& frames, DirIv* iv) {
   auto cpath = [&] { return join(dir_crel(), kDirIvFileName); };
+  if (vault_.dir_ivs().deterministic()) {
+    // No IV files in this vault: one here was not written by it (planted, copied in from another
+    // vault, or left by a sync client). Its names are read with the constant IV all the same.
+    struct stat st {};
+    if (::fstatat(dirfd, kDirIvFileName, &st, AT_SYMLINK_NOFOLLOW) == 0)
+      problem(cpath(), dir_plain(frames),
+              std::string("a directory IV file in a vault with deterministic names, which writes none (not "
+                          "written by gpucryptfs here; names in this directory do not use it)"),
+              false);
+    return vault_.dir_ivs().read(dirfd, iv, cpath()) == 0;
+  }
   OpenResult r = open_beneath(dirfd, kDirIvFileName, FileType::Regular, O_RDONLY);
   if (!r) {
     problem(cpath(), dir_plain(frames),

@@ -75,7 +75,7 @@ void Checker::finish_dir(int dirfd, Frame& f, const std::vector<Frame>& frames) 
                                   true);
     schedule_move(dirfd, f, name, i, false);
   }
-  if (f.bad_names.size() >= 2 && f.bad_names.size() == f.named)
+  if (f.bad_names.size() >= 2 && f.bad_names.size() == f.named && !vault_.dir_ivs().deterministic())
     for (std::size_t i : f.bad_names)
       report_.problems[i].what += "; no name in this directory decrypts, so its " + std::string(kDirIvFileName) +
                                   " is probably damaged or replaced";

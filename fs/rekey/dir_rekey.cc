@@ -150,7 +150,7 @@ struct DirRekey::Impl {
   DirIv read_iv(int dirfd, const std::vector<std::string>& path) {
     DirIv iv;
     const std::string where = path.empty() ? "." : join(path, "");
-    if (const int rc = read_dir_iv(dirfd, &iv, FileLabel(where)); rc < 0) fail(where, "cannot read its directory IV", -rc);
+    if (const int rc = k.old_v.dir_ivs().read(dirfd, &iv, FileLabel(where)); rc < 0) fail(where, "cannot read its directory IV", -rc);
     return iv;
   }
 

@@ -31,7 +31,8 @@ namespace {
 
 // init --reverse: the config goes into the plaintext folder, hidden, beside the data it covers.
 void create_reverse_config(const std::string& plaindir, const PasswordSource& pw_src, std::uint32_t chunk_size,
-                           const ScryptParams& scrypt, SecretBytes* master, std::uint32_t long_name_max) {
+                           const ScryptParams& scrypt, SecretBytes* master, std::uint32_t long_name_max,
+                           bool deterministic_names) {
   UniqueFd dir(::open(plaindir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!dir)
     throw CodedError(kExitBadCipherDir, "PLAINDIR " + plaindir + ": " + std::strerror(errno) +
@@ -43,7 +44,7 @@ void create_reverse_config(const std::string& plaindir, const PasswordSource& pw
                                             "make a new one; backups made with the old one then no longer match)");
   const UnlockSecret secret = read_unlock_secret(pw_src, "Password for the reverse view: ", true);
   const VaultConfig cfg = VaultConfig::create(secret.text.view(), chunk_size, scrypt, VaultKind::Directory, master,
-                                              kFormatVersion, secret.kind, long_name_max);
+                                              kFormatVersion, secret.kind, long_name_max, deterministic_names);
   write_config_file_at(dir.get(), plaindir, cfg, kReverseConfigName);
 }
 
@@ -55,7 +56,7 @@ int cmd_init(int argc, char** argv) {
     int scrypt_logn = ScryptParams{}.log_n;
     PasswordSource pw_src;
     std::string cipherdir, config_option;
-    bool reverse = false, quiet = false;
+    bool reverse = false, quiet = false, deterministic_names = false;
     int format = 0;  // not given: kDefaultDirectoryFormat, or 1 for --reverse
     int long_name_max = 0;  // not given: names up to 255 bytes
     po::options_description opts("usage: gpucryptfs init [OPTIONS] CIPHERDIR\n"
@@ -79,6 +80,9 @@ int cmd_init(int argc, char** argv) {
         "longnamemax", po::value(&long_name_max),
         "no name in CIPHERDIR longer than this many bytes (62 to 255, default 255): longer encrypted names take "
         "the long form, for storage with short name limits (encrypted cloud remotes, eCryptfs, Windows shares)")(
+        "deterministic-names", po::bool_switch(&deterministic_names),
+        "no per-directory IV files: the same name encrypts the same in every directory, so a sync client has no "
+        "gpucryptfs.diriv to conflict on (docs/SECURITY.md says what an observer learns from it)")(
         "quiet,q", po::bool_switch(&quiet), "print nothing on success: not even the master key (see 'gpucryptfs mount --masterkey')");
     add_config_option(opts, &config_option);
     if (!parse_command_line(argc, argv, opts, {{"CIPHERDIR", &cipherdir}})) return kExitOk;
@@ -102,7 +106,8 @@ int cmd_init(int argc, char** argv) {
     SecretBytes master;  // printed once below, then wiped with the block
     if (reverse) {
       if (!config_option.empty()) throw po::error("--config is not for --reverse (its config lives in PLAINDIR)");
-      create_reverse_config(cipherdir, pw_src, chunk_size, scrypt, &master, static_cast<std::uint32_t>(long_name_max));
+      create_reverse_config(cipherdir, pw_src, chunk_size, scrypt, &master, static_cast<std::uint32_t>(long_name_max),
+                            deterministic_names);
       if (quiet) return kExitOk;
       std::cout << "Wrote the reverse config " << cipherdir << "/" << kReverseConfigName << " (chunk size " << chunk_size
                 << ").\n";
@@ -124,10 +129,11 @@ int cmd_init(int argc, char** argv) {
     {
       const UnlockSecret secret = read_unlock_secret(pw_src, "Password for the new vault: ", true);
       Vault::create(cipherdir, secret.text.view(), chunk_size, scrypt, &master, place.outside ? place.dir : "",
-                    place.name, format, secret.kind, static_cast<std::uint32_t>(long_name_max));
+                    place.name, format, secret.kind, static_cast<std::uint32_t>(long_name_max), deterministic_names);
     }  // the password is wiped here, or on the way out when create throws
     if (quiet) return kExitOk;
-    std::cout << "Created a vault in " << cipherdir << " (format " << format << ", chunk size " << chunk_size << ")"
+    std::cout << "Created a vault in " << cipherdir << " (format " << format << ", chunk size " << chunk_size
+              << (deterministic_names ? ", deterministic names" : "") << ")"
               << (place.outside ? ", its config in " + place.path() : std::string()) << ".\n";
     print_master_key(std::cout, master);
     std::cout << "\nMount it with: gpucryptfs mount " << (place.outside ? "--config " + place.path() + " " : std::string())

@@ -307,10 +307,10 @@ void check_and_read_secrets(const MountArgs& a, Unlocking& u) {
 // A config that opens to a key under which nothing in CIPHERDIR decrypts: an old copy of the config
 // from before `gpucryptfs rekey` (or another vault's). Mounting it would show an empty view. A
 // root that cannot be sampled is left to the checks that follow, which name the damage.
-void refuse_config_that_opens_nothing(const std::string& cipherdir, const KeyRing& keys) {
+void refuse_config_that_opens_nothing(const std::string& cipherdir, const KeyRing& keys, const DirIvSource& ivs) {
   MasterKeyProbe probe;
   try {
-    probe = probe_master_key(cipherdir, keys, 4);
+    probe = probe_master_key(cipherdir, keys, 4, &ivs);
   } catch (const UserError&) {
     return;
   }
@@ -341,11 +341,11 @@ mount::FuseFilesystem open_vault_filesystem(const MountArgs& a, Unlocking& u) {
                              : unlocked_by_text(rv->vault->opened_slot(), rv->vault->opened_kind()));
   secure_wipe(u.master.data(), u.master.size());
   rv->vault->set_backing_io(a.backing_mode);  // before any content file exists
-  if (!a.master_key.use) refuse_config_that_opens_nothing(cipherdir, rv->vault->keys());
+  if (!a.master_key.use) refuse_config_that_opens_nothing(cipherdir, rv->vault->keys(), rv->vault->dir_ivs());
   int root_fd = ::open(cipherdir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (root_fd < 0) throw UserError("cannot open " + cipherdir + ": " + std::strerror(errno));
   DirIv iv{};
-  if (read_dir_iv(root_fd, &iv, cipherdir) != 0) {
+  if (rv->vault->dir_ivs().read(root_fd, &iv, cipherdir) != 0) {
     ::close(root_fd);
     throw CorruptData(cipherdir + "/" + kDirIvFileName + " is missing or damaged: the root's names cannot be read");
   }
@@ -366,7 +366,7 @@ mount::FuseFilesystem open_vault_filesystem(const MountArgs& a, Unlocking& u) {
   if (!a.ctlsock.empty()) {
     UniqueFd paths_root(::open(cipherdir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
     if (!paths_root) throw UserError("cannot open " + cipherdir + ": " + std::strerror(errno));
-    rv->paths = std::make_unique<ForwardPaths>(std::move(paths_root), rv->vault->names(), a.fso.bad_names);
+    rv->paths = std::make_unique<ForwardPaths>(std::move(paths_root), rv->vault->names(), rv->vault->dir_ivs(), a.fso.bad_names);
     rv->ctl = std::make_unique<mount::ControlSocket>(a.ctlsock, *rv->paths);
   }
   if (mo.allow_other && !mo.read_only) {  // only then do other users' requests come

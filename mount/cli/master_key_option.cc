@@ -134,7 +134,13 @@ VaultConfig config_for_master_key(const std::string& cipherdir, const ConfigPlac
     format = probe.format2_files > probe.format1_files ? 2 : 1;
     warnings->push_back("no config: the content format, " + std::to_string(format) + ", was read from the files");
   }
-  return VaultConfig::defaults(chunk, VaultKind::Directory, format);
+  VaultConfig cfg = VaultConfig::defaults(chunk, VaultKind::Directory, format);
+  if (probe.deterministic_names) {
+    cfg.use_deterministic_names();
+    warnings->push_back("no config: the root has no directory IV, so names are taken as deterministic "
+                        "(init --deterministic-names)");
+  }
+  return cfg;
 }
 
 }  // namespace gcfs::cli

@@ -153,7 +153,7 @@ int EncryptedFs::dir_iv(Inode& dir, DirIv* iv) {
   std::lock_guard lk(dir.mu);
   if (!dir.dir_iv) {
     DirIv v{};
-    int rc = read_dir_iv(at.get(), &v, label_of_id(dir.id));  // the path only for a message
+    int rc = vault_.dir_ivs().read(at.get(), &v, label_of_id(dir.id));  // the path only for a message
     if (rc < 0) return rc;
     dir.dir_iv = v;
   }

@@ -111,7 +111,7 @@ void EncryptedFs::mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mod
   }
   int sub = openat_or_warn(dirfd, dn.entry.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   DirIv iv{};
-  rc = sub < 0 ? -errno : create_dir_iv(sub, &iv);
+  rc = sub < 0 ? -errno : vault_.dir_ivs().create(sub, &iv);
   if (rc == 0 && (mode & S_IRWXU) != S_IRWXU) {
     // The setgid bit a setgid parent passed on stays: the kernel's mode never carries it.
     struct stat made {};
@@ -228,7 +228,7 @@ void EncryptedFs::rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
         kept = true;
       }
     }
-    have_iv = kept || read_dir_iv(sub, &iv, label_of(dir) + "/" + dn.entry) == 0;
+    have_iv = kept || vault_.dir_ivs().read(sub, &iv, label_of(dir) + "/" + dn.entry) == 0;
     if (::unlinkat(sub, kDirIvFileName, 0) != 0 && errno != ENOENT) rc = -errno;
     // A directory where the IV belongs (logged by read_dir_iv, unless the IV was kept): damage,
     // not "is a directory".
@@ -243,7 +243,7 @@ void EncryptedFs::rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
   if (rc == 0 && ::unlinkat(dirfd, dn.entry.c_str(), AT_REMOVEDIR) != 0) {
     rc = -errno;
     // Something appeared in the meantime: put the IV back so its name stays readable.
-    if (have_iv && create_dir_iv(sub, nullptr, &iv) == 0) sync_directory(sub);
+    if (have_iv && vault_.dir_ivs().create(sub, nullptr, &iv) == 0) sync_directory(sub);
   }
   ::close(sub);
   if (rc == 0) {
@@ -356,12 +356,12 @@ void EncryptedFs::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fu
   if (!(flags & (RENAME_EXCHANGE | RENAME_NOREPLACE))) {
     replaced_dir = ::openat(to_fd, dst.entry.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (replaced_dir >= 0 && check_only_iv(replaced_dir) == 0 &&
-        read_dir_iv(replaced_dir, &replaced_iv, label_of(to) + "/" + dst.entry) == 0)
+        vault_.dir_ivs().read(replaced_dir, &replaced_iv, label_of(to) + "/" + dst.entry) == 0)
       iv_taken = ::unlinkat(replaced_dir, kDirIvFileName, 0) == 0;
   }
   if (::renameat2(from_fd, src.entry.c_str(), to_fd, dst.entry.c_str(), flags) != 0) {
     int err = errno;
-    if (iv_taken && create_dir_iv(replaced_dir, nullptr, &replaced_iv) == 0) sync_directory(replaced_dir);
+    if (iv_taken && vault_.dir_ivs().create(replaced_dir, nullptr, &replaced_iv) == 0) sync_directory(replaced_dir);
     if (replaced_dir >= 0) ::close(replaced_dir);
     if (dst.is_long && !dst_name_existed) NameMapping::remove_name_file(to_fd, dst);
     tidy_long_targets();
