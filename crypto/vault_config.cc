@@ -124,9 +124,7 @@ VaultConfig VaultConfig::defaults(std::uint32_t chunk_size, VaultKind kind, int 
 void VaultConfig::use_deterministic_names() {
   if (kind != VaultKind::Directory) throw UserError("deterministic names are for directory vaults only");
   std::replace(features.begin(), features.end(), std::string(kDirIvFeature), std::string(kDeterministicNamesFeature));
-  if (std::find(features.begin(), features.end(), kDeterministicNamesFeature) == features.end())
-    features.push_back(kDeterministicNamesFeature);
-  deterministic_names = true;
+  if (!has_deterministic_names()) features.push_back(kDeterministicNamesFeature);
 }
 
 void VaultConfig::rewrap(const SecretBytes& master, std::string_view new_password) {
@@ -279,8 +277,7 @@ VaultConfig VaultConfig::from_json(std::string_view text) {
       c.long_name_max = static_cast<std::uint32_t>(m);
     }
     const auto has_feature = [&](const char* f) { return std::find(c.features.begin(), c.features.end(), f) != c.features.end(); };
-    c.deterministic_names = has_feature(kDeterministicNamesFeature);
-    if (c.deterministic_names && (has_feature(kDirIvFeature) || c.kind != VaultKind::Directory))
+    if (c.has_deterministic_names() && (has_feature(kDirIvFeature) || c.kind != VaultKind::Directory))
       throw CorruptData("the config has the feature 'deterministic_names' with 'dir_iv' or in a volume: one vault's names have one kind of IV");
     // No "config_version": version 1, as every config before key slots. A config names the way
     // its key is kept once, never twice: mixed fields are damage, not a choice to guess at.

@@ -4,6 +4,7 @@
 // parameters) makes unlocking fail instead of silently changing how the vault is read.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -96,7 +97,9 @@ struct VaultConfig {
   // the feature is absent (255, NAME_MAX).
   std::uint32_t long_name_max = 0;
   // kDeterministicNamesFeature is among the features (directory vaults only).
-  bool deterministic_names = false;
+  bool has_deterministic_names() const {
+    return std::find(features.begin(), features.end(), kDeterministicNamesFeature) != features.end();
+  }
   // Version 1 only: the password's wrap.
   std::vector<std::uint8_t> salt;
   std::array<std::uint8_t, 12> key_nonce{};

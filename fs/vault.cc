@@ -51,7 +51,7 @@ void Vault::create(const std::string& cipherdir, std::string_view secret, std::u
   if (!dir) throw UserError("cannot open " + cipherdir + ": " + std::strerror(errno));
   // The dir IV first (none with deterministic names): a vault whose config exists is complete.
   // Synced with its name: a config kept elsewhere (--config) does not sync CIPHERDIR for it.
-  if (int rc = DirIvSource(cfg.deterministic_names).create(dir.get(), nullptr); rc < 0 || (rc = sync_directory(dir.get())) < 0)
+  if (int rc = DirIvSource(cfg.has_deterministic_names()).create(dir.get(), nullptr); rc < 0 || (rc = sync_directory(dir.get())) < 0)
     throw UserError("cannot write " + cipherdir + "/" + kDirIvFileName + ": " + std::strerror(-rc));
   if (config_dir.empty()) {
     write_config_file_at(dir.get(), cipherdir, cfg, config_name);
@@ -173,6 +173,6 @@ Vault::Vault(std::string cipherdir, VaultConfig config, const SecretBytes& maste
       keys_(master),
       layout_(config_.chunk_size, 0, config_.version),
       names_(keys_, config_.long_name_max ? config_.long_name_max : kMaxNameBytes),
-      dir_ivs_(config_.deterministic_names) {}
+      dir_ivs_(config_.has_deterministic_names()) {}
 
 }  // namespace gcfs

@@ -128,6 +128,27 @@ class RekeyCli : public ::testing::Test {
     return printed_key(i.output);
   }
 
+  // `rounds` times: CIPHERDIR put back from file("template"), the re-key (with `extra`) stopped
+  // dead after a seeded number of durable changes (1 to max_step) up to three times, then run to
+  // the end; the tree must read back as `before`, fsck clean.
+  void stop_at_seeded_points(unsigned seed, int rounds, int max_step, const std::string& extra, const std::string& before) {
+    std::mt19937 rng(seed);
+    for (int round = 0; round < rounds; ++round) {
+      run_shell("rm -rf " + q(cipher_) + " && cp -a " + q(file("template")) + " " + q(cipher_));
+      std::uniform_int_distribution<int> point(1, max_step);
+      for (int kill = 0; kill < 3; ++kill) {
+        const int n = point(rng);
+        const CommandResult r = rekey(extra, "GPUCRYPTFS_REKEY_TEST_STOP_AFTER=" + std::to_string(n));
+        if (r.status == 0) break;  // it finished before step n
+        ASSERT_EQ(r.status, 128 + 9) << "step " << n << ": " << r.output;
+      }
+      const CommandResult r = rekey(extra);
+      ASSERT_EQ(r.status, 0) << r.output;
+      EXPECT_SAME_TREE(snapshot(false), before) << "round " << round;
+      expect_fsck_clean();
+    }
+  }
+
   TempDir root_;
   std::string cipher_, plain_;
   bool mounted_ = false;
@@ -206,21 +227,7 @@ TEST_F(RekeyCli, StoppedDeadAtSeededPointsAndRunAgainLosesNothing) {
   make_tree(2);
   const std::string before = snapshot(false);
   run_shell("cp -a " + q(cipher_) + " " + q(file("template")));
-  std::mt19937 rng(20261202);
-  for (int round = 0; round < 6; ++round) {
-    run_shell("rm -rf " + q(cipher_) + " && cp -a " + q(file("template")) + " " + q(cipher_));
-    std::uniform_int_distribution<int> point(1, 150);
-    for (int kill = 0; kill < 3; ++kill) {
-      const int n = point(rng);
-      const CommandResult r = rekey("", "GPUCRYPTFS_REKEY_TEST_STOP_AFTER=" + std::to_string(n));
-      if (r.status == 0) break;  // it finished before step n
-      ASSERT_EQ(r.status, 128 + 9) << "step " << n << ": " << r.output;
-    }
-    const CommandResult r = rekey();
-    ASSERT_EQ(r.status, 0) << r.output;
-    EXPECT_SAME_TREE(snapshot(false), before) << "round " << round;
-    expect_fsck_clean();
-  }
+  stop_at_seeded_points(20261202, 6, 150, "", before);
 }
 
 // Several directories re-keyed at once (--jobs), hard links across them, stopped dead at seeded
@@ -236,21 +243,8 @@ TEST_F(RekeyCli, DirectoriesReKeyedAtOnceStopAnywhereAndLoseNothing) {
   unmount();
   const std::string before = snapshot(false);
   run_shell("cp -a " + q(cipher_) + " " + q(file("template")));
-  std::mt19937 rng(20261203);
-  for (int round = 0; round < 4; ++round) {
-    run_shell("rm -rf " + q(cipher_) + " && cp -a " + q(file("template")) + " " + q(cipher_));
-    std::uniform_int_distribution<int> point(1, 400);
-    for (int kill = 0; kill < 3; ++kill) {
-      const int n = point(rng);
-      const CommandResult r = rekey("--jobs 6", "GPUCRYPTFS_REKEY_TEST_STOP_AFTER=" + std::to_string(n));
-      if (r.status == 0) break;
-      ASSERT_EQ(r.status, 128 + 9) << "step " << n << ": " << r.output;
-    }
-    const CommandResult r = rekey("--jobs 6");
-    ASSERT_EQ(r.status, 0) << r.output;
-    EXPECT_SAME_TREE(snapshot(false), before) << "round " << round;
-    expect_fsck_clean();
-  }
+  stop_at_seeded_points(20261203, 4, 400, "--jobs 6", before);
+  if (HasFatalFailure()) return;
   ASSERT_EQ(mount().status, 0);
   EXPECT_EQ(run_shell("[ $(stat -c %i p1/f1) = $(stat -c %i p7/q/linked) ] && [ $(stat -c %h p3/f2) = 2 ]", plain_).status, 0);
   unmount();

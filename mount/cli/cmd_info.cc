@@ -60,7 +60,7 @@ int cmd_info(int argc, char** argv) {
       std::cout << "\n";
       if (c.long_name_max)
         std::cout << "Names:        at most " << c.long_name_max << " bytes in CIPHERDIR (longer ones take the long form)\n";
-      if (c.deterministic_names)
+      if (c.has_deterministic_names())
         std::cout << "Names:        deterministic (no per-directory IVs: the same name encrypts the same in every "
                      "directory)\n";
     }
